@@ -1,0 +1,5 @@
+import sys
+
+from raylab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,161 @@
+"""Entry points: a recipe's own command line, and `raylab compare`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+from raylab import config as C
+from raylab.errors import UserError
+
+SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
+                "wall_s", "val_accuracy", "val_loss"]
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+
+
+def recipe_parser(recipe) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"python recipes/{recipe.name}.py",
+        description=textwrap.dedent(recipe.doc or "").strip() or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--trials", default=",".join(recipe.default_trials),
+                   help="comma-separated framework:strategy list (default: %(default)s); "
+                        f"known: {', '.join(sorted(C.STRATEGIES))}")
+    p.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
+                   help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
+    p.add_argument("--epochs", type=_int, default=None, help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)")
+    p.add_argument("--threads", type=_int, default=1,
+                   help="intra-op threads per replica, set in TF and torch and recorded (default: %(default)s)")
+    p.add_argument("--seed", type=_int, default=recipe.seed, help="init, shuffle and shard seed (default: %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="what each replica runs on (default: cpu)")
+    p.add_argument("--tracking-uri", default=None,
+                   help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the working directory)")
+    p.add_argument("--experiment", default=recipe.name, help="MLflow experiment name (default: %(default)s)")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write a machine-readable summary here")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (default: $RAY_ADDRESS, else a new in-process local cluster)")
+    return p
+
+
+def make_config(recipe, args) -> C.RunConfig:
+    notes: list[str] = []
+    kinds = C.parse_trials(args.trials)
+    workers = C.parse_workers(args.workers)
+    epochs = C.check_positive("epochs", args.epochs if args.epochs is not None else (1 if args.quick else recipe.epochs))
+    missing = sorted({k.split(":")[0] for k in kinds} - set(recipe.models))
+    if missing:
+        raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
+                        f"choose trials of {', '.join(sorted(recipe.models))}.")
+    if args.json is not None and not args.json.parent.resolve().is_dir():
+        raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")
+    return C.RunConfig(
+        trials=C.expand_trials(kinds, workers, notes), epochs=epochs,
+        threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
+        tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
+        json_path=args.json, device=args.device, notes=notes,
+    )
+
+
+def load_data(recipe, cfg: C.RunConfig):
+    ds = recipe.data()
+    return ds.subset(recipe.quick_train, recipe.quick_test) if cfg.quick else ds
+
+
+def run_tags(recipe_file: str | None) -> dict:
+    from raylab.tracking import driver_versions, git_commit
+    from raylab.worker import host_facts
+
+    where = Path(recipe_file).resolve().parent if recipe_file else Path.cwd()
+    facts = host_facts()
+    return {**driver_versions(), "git_commit": git_commit(where), "driver_host": facts["host"],
+            "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
+
+
+def summary(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> dict:
+    return {
+        "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
+        "trials": [{"trial": o.spec.name, "framework": o.spec.framework, "strategy": o.spec.strategy,
+                    "workers": o.spec.workers, "status": o.status, "run_id": o.run_id,
+                    **{k: o.result.get(k) for k in SUMMARY_KEYS}} for o in outcomes],
+    }
+
+
+def recipe_main(recipe, argv: list[str] | None = None) -> int:
+    """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
+    args = recipe_parser(recipe).parse_args(argv)
+    try:
+        cfg = make_config(recipe, args)
+        ds = load_data(recipe, cfg)
+        from raylab.tracking import Tracker
+
+        tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+        from raylab import launcher
+
+        launcher.init_ray(args.address or os.environ.get("RAY_ADDRESS"))
+        launcher.check_resources(cfg.trials, cfg.threads, cfg.device)
+    except UserError as e:
+        print(f"raylab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    for note in cfg.notes:
+        print(f"raylab: note: {note}")
+    print(f"raylab: {recipe.name} on {ds.name} ({len(ds.x_train)} train / {len(ds.x_test)} test items from "
+          f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    parent_id, outcomes = launcher.run_recipe(recipe, cfg, ds, tracker, run_tags(main_file))
+    if cfg.json_path:
+        cfg.json_path.write_text(json.dumps(summary(cfg, tracker, parent_id, outcomes), indent=2))
+    from raylab.compare import compare
+
+    chart = Path(f"raylab-{cfg.experiment}-{parent_id[:8]}.png")
+    print("\n" + compare(tracker, cfg.experiment, parent_id, "table", chart))
+    print(tracker.ui_hint(cfg.experiment))
+    return 0 if all(o.status == "FINISHED" for o in outcomes) else 1
+
+
+def compare_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="raylab compare",
+                                description="Print the trials of a raylab invocation side by side, from MLflow.")
+    p.add_argument("--experiment", required=True, help="MLflow experiment name (a recipe's --experiment)")
+    p.add_argument("--run", default=None, help="parent run id (default: the experiment's latest invocation)")
+    p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
+    p.add_argument("--chart", type=Path, default=None,
+                   help="PNG path for the chart (default: raylab-EXPERIMENT.png; with table format)")
+    args = p.parse_args(argv)
+    try:
+        from raylab.compare import compare
+        from raylab.tracking import Tracker
+
+        uri = args.tracking_uri or C.default_tracking_uri()
+        if uri.startswith("sqlite:") and not Path(uri.split("sqlite:///", 1)[-1]).exists():
+            raise UserError(f"no MLflow store at {uri}; run a recipe first or pass --tracking-uri.")
+        tracker = Tracker(uri)
+        chart = args.chart or Path(f"raylab-{args.experiment}.png")
+        print(compare(tracker, args.experiment, args.run, args.format, chart if args.format == "table" else None))
+    except UserError as e:
+        print(f"raylab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    commands = {"compare": compare_main}
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+        print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n\n"
+              "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stderr if argv else sys.stdout)
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    return commands[argv[0]](argv[1:])

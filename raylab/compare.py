@@ -1,0 +1,128 @@
+"""`raylab compare`: the trials of one invocation, read back from MLflow, side by side."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from raylab.errors import UserError
+from raylab.tracking import PARENT, ROLE
+
+# (column, header, format) in the order the table shows them
+COLUMNS = [
+    ("trial", "trial", "{}"),
+    ("status", "status", "{}"),
+    ("samples_per_sec", "samples/s", "{:,.0f}"),
+    ("step_time_p50_ms", "step p50 ms", "{:.2f}"),
+    ("step_time_p90_ms", "step p90 ms", "{:.2f}"),
+    ("startup_s", "startup s", "{:.1f}"),
+    ("first_step_s", "first step s", "{:.2f}"),
+    ("wall_s", "wall s", "{:.1f}"),
+    ("val_accuracy", "val acc", "{:.4f}"),
+]
+METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
+           "val_accuracy", "val_loss", "train_loss", "train_accuracy"]
+
+
+def find_parent(client, experiment: str, run_id: str | None = None):
+    """The parent run asked for, or the experiment's latest one."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise UserError(f"no MLflow experiment named '{experiment}' at this tracking URI; "
+                        "check --experiment and --tracking-uri.")
+    if run_id:
+        run = client.get_run(run_id)
+        if run.info.experiment_id != exp.experiment_id:
+            raise UserError(f"run {run_id} is not in experiment '{experiment}'.")
+        return exp, run
+    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{ROLE}` = 'parent'",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    if not runs:
+        raise UserError(f"experiment '{experiment}' has no raylab runs yet; run a recipe first.")
+    return exp, runs[0]
+
+
+def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
+    children = client.search_runs([experiment_id], filter_string=f"tags.`{PARENT}` = '{parent_id}'",
+                                  order_by=["attributes.start_time ASC"], max_results=1000)
+    rows = []
+    for run in children:
+        p, m, t = run.data.params, run.data.metrics, run.data.tags
+        rows.append({
+            "trial": run.info.run_name, "framework": p.get("framework"), "strategy": p.get("strategy"),
+            "workers": int(p.get("workers", 0)), "status": run.info.status, "run_id": run.info.run_id,
+            **{k: m.get(k) for k in METRICS},
+            "threads": p.get("threads"), "global_batch": p.get("global_batch"),
+            "strategy_class": t.get("strategy_class"), "device_kind": t.get("device_kind"),
+            "error": t.get("error_summary"),
+        })
+    return rows
+
+
+def _cell(row: dict, key: str, fmt: str) -> str:
+    value = row.get(key)
+    return "-" if value is None else fmt.format(value)
+
+
+def format_table(rows: list[dict]) -> str:
+    cells = [[h for _, h, _ in COLUMNS]] + [[_cell(r, k, f) for k, _, f in COLUMNS] for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+             for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    failed = [f"  {r['trial']}: {r['error']}" for r in rows if r["status"] != "FINISHED" and r.get("error")]
+    return "\n".join(lines + (["failed:"] + failed if failed else []))
+
+
+def format_csv(rows: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]) if rows else ["trial"])
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def write_chart(rows: list[dict], path: Path, title: str) -> Path:
+    """Throughput (with the p50..p90 step-time spread) and accuracy per trial, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in rows if r.get("samples_per_sec") is not None]
+    names = [r["trial"] for r in done]
+    colors = ["tab:orange" if r["framework"] == "tf" else "tab:blue" for r in done]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 0.6 * max(len(done), 3) + 1.5), sharey=True)
+    axes[0].barh(names, [r["samples_per_sec"] for r in done], color=colors)
+    axes[0].set_xlabel("steady-state samples/s (global)")
+    p50 = [r["step_time_p50_ms"] for r in done]
+    spread = [[0] * len(done), [r["step_time_p90_ms"] - r["step_time_p50_ms"] for r in done]]
+    axes[1].barh(names, p50, xerr=spread, color=colors, capsize=3)
+    axes[1].set_xlabel("step time ms (bar p50, whisker p90)")
+    axes[2].barh(names, [r["val_accuracy"] for r in done], color=colors)
+    low = min([r["val_accuracy"] for r in done] + [1.0])
+    axes[2].set_xlim(max(0.0, low - 0.05), 1.0)
+    axes[2].set_xlabel("test accuracy")
+    axes[0].invert_yaxis()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path | None) -> str:
+    exp, parent = find_parent(tracker.client, experiment, run_id)
+    rows = trial_rows(tracker.client, exp.experiment_id, parent.info.run_id)
+    if fmt == "json":
+        return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "trials": rows}, indent=2)
+    if fmt == "csv":
+        return format_csv(rows)
+    text = f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id})\n" + format_table(rows)
+    if chart is not None and any(r.get("samples_per_sec") is not None for r in rows):
+        write_chart(rows, chart, f"{experiment}: {parent.info.run_name}")
+        tracker.log_artifact(parent.info.run_id, chart)
+        text += f"\nchart: {chart} (also an artifact of the parent run)"
+    return text

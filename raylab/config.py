@@ -1,0 +1,99 @@
+"""Typed run configuration, parsed and validated once, at the door.
+
+Every user mistake becomes a UserError (one sentence: the problem and the fix) before
+Ray starts or any worker runs.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raylab.backends import STRATEGIES, get_strategy
+from raylab.errors import UserError
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One way of running a recipe: framework:strategy on a number of replicas."""
+
+    framework: str  # "tf" | "torch"
+    strategy: str  # e.g. "mwms", "ddp"
+    workers: int  # data-parallel replicas asked for
+
+    @property
+    def kind(self) -> str:
+        return f"{self.framework}:{self.strategy}"
+
+    @property
+    def name(self) -> str:
+        """The MLflow run name, the same shape for every framework so the compare view lines up."""
+        return f"{self.kind} x{self.workers}"
+
+
+@dataclass
+class RunConfig:
+    """Everything one invocation of a recipe needs; built by parse_* below."""
+
+    trials: list[TrialSpec]
+    epochs: int  # passes over each worker's shard
+    threads: int  # intra-op threads per replica (decides results on small machines)
+    seed: int  # model init, shuffling and sharding
+    quick: bool  # a data subset and 1 epoch, for smoke runs
+    tracking_uri: str  # MLflow tracking URI
+    experiment: str  # MLflow experiment name
+    json_path: Path | None = None  # machine-readable summary, if asked
+    device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on
+    notes: list[str] = field(default_factory=list)  # things the driver should tell the user
+
+
+def parse_trials(text: str) -> list[str]:
+    kinds = [t.strip() for t in text.split(",") if t.strip()]
+    if not kinds:
+        raise UserError("--trials is empty; give a comma-separated list such as tf:mwms,torch:ddp.")
+    for kind in kinds:
+        if kind not in STRATEGIES:
+            known = ", ".join(sorted(STRATEGIES))
+            raise UserError(f"unknown trial '{kind}'; choose from {known} (framework:strategy).")
+    return list(dict.fromkeys(kinds))
+
+
+def parse_workers(text: str) -> list[int]:
+    try:
+        counts = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise UserError(f"--workers '{text}' is not a list of integers; use e.g. --workers 1,2.") from None
+    if not counts or min(counts) < 1:
+        raise UserError(f"--workers '{text}' must list counts of at least 1, e.g. --workers 1,2.")
+    return list(dict.fromkeys(counts))
+
+
+def expand_trials(kinds: list[str], workers: list[int], notes: list[str]) -> list[TrialSpec]:
+    """The trial matrix: every kind on every worker count it supports, in the order given."""
+    specs = []
+    for kind in kinds:
+        strategy = get_strategy(kind)
+        fits = [w for w in workers if strategy.max_workers is None or w <= strategy.max_workers]
+        if not fits:
+            raise UserError(
+                f"{kind} runs on at most {strategy.max_workers} worker(s), but --workers is "
+                f"{','.join(map(str, workers))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
+            )
+        if len(fits) < len(workers):
+            notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
+                         f"{','.join(str(w) for w in workers if w not in fits)}")
+        fw, st = kind.split(":")
+        specs += [TrialSpec(fw, st, w) for w in fits]
+    return specs
+
+
+def default_tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else a sqlite store in the working directory."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def check_positive(name: str, value: int) -> int:
+    if value < 1:
+        raise UserError(f"--{name} is {value}; it must be at least 1.")
+    return value

@@ -1,0 +1,38 @@
+"""The Recipe API: a training task described once, run as many trials.
+
+A recipe is data plus one model builder per framework plus hyperparameters. Builders are
+plain functions that import their framework inside, so a recipe file never drags
+TensorFlow into a torch worker (and they pickle by value from a recipe's __main__).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from raylab.data import Dataset
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    data: Callable[[], Dataset]  # runs once, on the driver
+    models: dict[str, Callable[[], Any]]  # framework -> builder returning an un-compiled model
+    batch_per_replica: int  # global batch = batch_per_replica x replicas
+    lr: float
+    epochs: int
+    # Keras' Adam uses epsilon 1e-7 and torch's 1e-8: a recipe names one value for both.
+    adam_epsilon: float = 1e-7
+    default_trials: tuple[str, ...] = ("tf:none", "torch:ddp")
+    default_workers: tuple[int, ...] = (1,)
+    target_accuracy: float | None = None  # the accuracy a full run is expected to reach
+    quick_train: int = 8192  # --quick: this many training items...
+    quick_test: int = 2000  # ...and this many test items, 1 epoch
+    warmup_steps: int = 20  # steps left out of steady-state timing (tracing, caches)
+    seed: int = 0
+    precision: str = "fp32"
+    doc: str = field(default="", compare=False)
+
+    def variant(self, **changes) -> "Recipe":
+        """An edited copy (e.g. a longer schedule) with everything else unchanged."""
+        return replace(self, **changes)

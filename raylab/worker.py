@@ -1,0 +1,122 @@
+"""What every worker shares, whatever the framework: its config, the epoch loop, reporting.
+
+Backends supply a step function and an evaluation function; this module times them with
+the same Chrono and reports the same names. Only rank 0 reports: one child run per trial,
+never one per rank.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from raylab.timing import Chrono
+
+PROGRESS_EVERY_S = 2.0  # how often rank 0 sends a progress line to the driver
+
+
+@dataclass
+class WorkerConfig:
+    """The small picklable config each worker receives (never driver objects)."""
+
+    trial: str  # e.g. "tf:mwms x2"
+    strategy: str  # e.g. "mwms"
+    build_model: Callable[[], Any]
+    data_refs: dict  # object refs of x_train, y_train, x_test, y_test
+    replicas: int  # replicas in sync across the whole trial
+    batch_per_replica: int
+    lr: float
+    adam_epsilon: float
+    epochs: int
+    threads: int  # intra-op threads per replica
+    seed: int
+    warmup_steps: int
+    trial_start: float  # driver wall clock at trial start
+    sink: Any  # TrialSink actor handle
+    device: str = "cpu"
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_per_replica * self.replicas
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def host_facts() -> dict:
+    return {"host": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count()}
+
+
+class Reporter:
+    """Rank 0's line to the driver: progress (throttled), per-epoch metrics, the final result."""
+
+    def __init__(self, cfg: WorkerConfig, rank: int):
+        self.sink = cfg.sink if rank == 0 else None
+        self.trial = cfg.trial
+        self._last = 0.0
+
+    def progress(self, **fields) -> None:
+        now = time.monotonic()
+        if self.sink is not None and now - self._last >= PROGRESS_EVERY_S:
+            self._last = now
+            self.sink.progress.remote(fields)
+
+    def epoch(self, fields: dict) -> None:
+        if self.sink is not None:
+            self.sink.epoch.remote(fields)
+
+    def result(self, fields: dict) -> None:
+        if self.sink is not None:
+            import ray
+
+            ray.get(self.sink.result.remote(fields))  # wait: the driver reads it right after fit()
+
+
+def run_epochs(
+    cfg: WorkerConfig,
+    rank: int,
+    steps_per_epoch: int,
+    step: Callable[[], tuple[float, float]],
+    evaluate: Callable[[], tuple[float, float]],
+    actual: dict,
+) -> None:
+    """The training loop every backend shares.
+
+    step() runs one synchronous training step and returns (mean loss, correct count) of this
+    replica's batch; evaluate() returns (loss, accuracy) on the test split (rank 0 only).
+    """
+    chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
+    reporter = Reporter(cfg, rank)
+    local_batch = cfg.batch_per_replica * actual.get("local_replicas", 1)
+    for epoch in range(1, cfg.epochs + 1):
+        t_epoch, loss_sum, correct = time.perf_counter(), 0.0, 0.0
+        for i in range(steps_per_epoch):
+            chrono.start()
+            loss, n_correct = step()
+            dt = chrono.stop()
+            loss_sum, correct = loss_sum + loss, correct + n_correct
+            reporter.progress(epoch=epoch, epochs=cfg.epochs, step=i + 1, steps=steps_per_epoch,
+                              samples_per_sec=cfg.global_batch / dt, loss=loss)
+        epoch_time = time.perf_counter() - t_epoch
+        fields = {"epoch": epoch, "epoch_time_s": epoch_time,
+                  "train_loss": loss_sum / steps_per_epoch,
+                  "train_accuracy": correct / (steps_per_epoch * local_batch)}
+        if rank == 0:
+            val_loss, val_acc = evaluate()
+            fields.update(val_loss=val_loss, val_accuracy=val_acc, elapsed_s=chrono.elapsed())
+        reporter.epoch(fields)
+    if rank == 0:
+        reporter.result({**chrono.summary(cfg.global_batch), "steps_per_epoch": steps_per_epoch,
+                         "actual": {**actual, **host_facts()}})
