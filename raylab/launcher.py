@@ -23,7 +23,8 @@ from raylab.recipe import Recipe
 from raylab.tracking import Tracker
 from raylab.worker import WorkerConfig
 
-POLL_S = 2.0  # how often the driver prints progress and logs new epochs
+POLL_S = 2.0  # how often the driver logs new epochs to MLflow
+PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs
 
 
 @ray.remote(num_cpus=0)
@@ -97,7 +98,7 @@ class Progress(threading.Thread):
     def __init__(self, sink, tracker: Tracker, run_id: str, label: str):
         super().__init__(daemon=True)
         self.sink, self.tracker, self.run_id, self.label = sink, tracker, run_id, label
-        self.logged, self.stopping, self.last_line = 0, threading.Event(), None
+        self.logged, self.stopping, self.last_line, self.printed = 0, threading.Event(), None, 0.0
 
     def run(self):
         while not self.stopping.wait(POLL_S):
@@ -115,8 +116,8 @@ class Progress(threading.Thread):
             print(f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s "
                   f"loss {e['train_loss']:.4f}{val}", flush=True)
         self.logged = len(epochs)
-        if latest and latest != self.last_line and final is None:
-            self.last_line = latest
+        if latest and latest != self.last_line and final is None and time.monotonic() - self.printed >= PRINT_EVERY_S:
+            self.last_line, self.printed = latest, time.monotonic()
             print(f"[{self.label}] epoch {latest['epoch']}/{latest['epochs']} step {latest['step']}/{latest['steps']} "
                   f"{latest['samples_per_sec']:,.0f} samples/s loss {latest['loss']:.4f}", flush=True)
         return epochs, final

@@ -64,14 +64,18 @@ class Reporter:
 
     def __init__(self, cfg: WorkerConfig, rank: int):
         self.sink = cfg.sink if rank == 0 else None
-        self.trial = cfg.trial
-        self._last = 0.0
+        self.cfg = cfg
+        self._last, self._steps = time.monotonic(), 0
 
-    def progress(self, **fields) -> None:
+    def progress(self, epoch: int, step: int, steps: int, loss: float) -> None:
+        """Throttled; samples/s is averaged over the steps since the last line."""
+        self._steps += 1
         now = time.monotonic()
         if self.sink is not None and now - self._last >= PROGRESS_EVERY_S:
-            self._last = now
-            self.sink.progress.remote(fields)
+            rate = self._steps * self.cfg.global_batch / (now - self._last)
+            self.sink.progress.remote({"epoch": epoch, "epochs": self.cfg.epochs, "step": step, "steps": steps,
+                                       "samples_per_sec": rate, "loss": loss})
+            self._last, self._steps = now, 0
 
     def epoch(self, fields: dict) -> None:
         if self.sink is not None:
@@ -105,10 +109,9 @@ def run_epochs(
         for i in range(steps_per_epoch):
             chrono.start()
             loss, n_correct = step()
-            dt = chrono.stop()
+            chrono.stop()
             loss_sum, correct = loss_sum + loss, correct + n_correct
-            reporter.progress(epoch=epoch, epochs=cfg.epochs, step=i + 1, steps=steps_per_epoch,
-                              samples_per_sec=cfg.global_batch / dt, loss=loss)
+            reporter.progress(epoch, i + 1, steps_per_epoch, loss)
         epoch_time = time.perf_counter() - t_epoch
         fields = {"epoch": epoch, "epoch_time_s": epoch_time,
                   "train_loss": loss_sum / steps_per_epoch,

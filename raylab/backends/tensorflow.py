@@ -79,14 +79,16 @@ def _build_strategy(tf, name: str, local_replicas: int, device: str):
 
 
 def tf_worker_loop(config: dict) -> None:
+    cfg = config["cfg"]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if cfg.device == "cpu":  # what ran is what's recorded: no GPU may sneak in (and no cuInit noise)
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import ray.train
     import tensorflow as tf
 
     from raylab.data import worker_shard
     from raylab.worker import run_epochs
 
-    cfg = config["cfg"]
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     local_replicas = cfg.replicas // world
@@ -110,6 +112,9 @@ def tf_worker_loop(config: dict) -> None:
     with strategy.scope():
         model = cfg.build_model()
         optimizer = keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=cfg.adam_epsilon)
+        # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
+        # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
+        optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
     def replica_step(xb, yb):

@@ -1,0 +1,66 @@
+"""As a user does it: `ray start --head` on loopback, `ray job submit` a recipe, results in MLflow.
+
+Ray 2.60 turns token authentication on for local clusters: `ray start` writes a token under
+$HOME/.ray and the `ray job` CLI reads it from there, so both run with the same HOME.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def head(tmp_path):
+    """A Ray head on loopback with its dashboard (the job server); stopped whatever happens."""
+    env = {**os.environ, "HOME": str(tmp_path / "home"), "PATH": f"{BIN}:{os.environ['PATH']}",
+           "RAY_USAGE_STATS_ENABLED": "0"}
+    (tmp_path / "home").mkdir()
+    port, dash = free_port(), free_port()
+    start = [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+             "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
+             "--disable-usage-stats"]
+    try:
+        subprocess.run(start, env=env, check=True, capture_output=True, text=True, timeout=120)
+        yield env, f"http://127.0.0.1:{dash}"
+    finally:
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def test_job_submit_runs_every_trial_under_one_parent(head, tmp_path):
+    """The submitted recipe's trials all land in MLflow under one parent run, FINISHED."""
+    env, address = head
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cmd = [str(BIN / "ray"), "job", "submit", f"--address={address}", f"--working-dir={ROOT}", "--",
+           "python", "recipes/fashion.py", "--quick", "--trials", "tf:none,torch:ddp", "--workers", "1,2",
+           "--tracking-uri", uri, "--experiment", "e2e"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "succeeded" in done.stdout
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("e2e")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
+    assert len(parents) == 1
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert sorted(r.info.run_name for r in children) == ["tf:none x1", "torch:ddp x1", "torch:ddp x2"]
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert all(r.data.metrics["val_accuracy"] > 0.6 for r in children)

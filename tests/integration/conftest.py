@@ -1,0 +1,51 @@
+"""A real local Ray cluster (2 CPUs, like the machines this runs on), shared by the module's tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_recipe(name: str):
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", ROOT / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RECIPE
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    import ray
+
+    home = tmp_path_factory.mktemp("home")
+    saved = os.environ.get("HOME")
+    os.environ["HOME"] = str(home)  # Ray's token and results go here, not into the user's home
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+    os.environ["HOME"] = saved or ""
+
+
+@pytest.fixture
+def run_recipe(ray_cluster, tmp_path, monkeypatch):
+    """Runs a recipe through its real command line on the shared cluster; returns (exit code, summary, client)."""
+    from mlflow.tracking import MlflowClient
+
+    from raylab.cli import recipe_main
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+
+    def run(recipe, *args):
+        out = tmp_path / "summary.json"
+        code = recipe_main(recipe, ["--tracking-uri", uri, "--json", str(out), *args])
+        summary = json.loads(out.read_text()) if out.exists() else None
+        return code, summary, MlflowClient(tracking_uri=uri)
+
+    return run

@@ -1,0 +1,78 @@
+"""Every trial kind trains the Fashion-MNIST subset on a real local Ray cluster, 1 and 2 workers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.integration.conftest import load_recipe
+
+pytestmark = pytest.mark.integration
+
+FASHION = load_recipe("fashion")
+EXPECTED_CLASS = {
+    "tf:none": "_DefaultDistributionStrategy",
+    "tf:mirrored": "MirroredStrategy",
+    "tf:mwms": "MultiWorkerMirroredStrategy",
+    "torch:ddp": "DistributedDataParallel",
+}
+
+
+@pytest.mark.parametrize("kind,workers", [("tf:none", "1"), ("tf:mirrored", "1,2"), ("tf:mwms", "1,2"),
+                                          ("torch:ddp", "1,2")])
+def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
+    """Each trial learns (loss below chance, accuracy well above it) and MLflow records what ran."""
+    code, summary, client = run_recipe(FASHION, "--quick", "--trials", kind, "--workers", workers)
+    assert code == 0
+    counts = [int(w) for w in workers.split(",")]
+    assert [t["workers"] for t in summary["trials"]] == counts
+    children = client.search_runs([client.get_run(summary["parent_run_id"]).info.experiment_id],
+                                  filter_string=f"tags.`mlflow.parentRunId` = '{summary['parent_run_id']}'")
+    assert len(children) == len(counts)  # one child per trial, never one per rank
+    for trial in summary["trials"]:
+        assert trial["status"] == "FINISHED"
+        assert trial["val_accuracy"] > 0.6
+        assert trial["samples_per_sec"] > 0 and trial["step_time_p90_ms"] >= trial["step_time_p50_ms"] > 0
+        assert 0 < trial["startup_s"] < trial["wall_s"]
+        run = client.get_run(trial["run_id"])
+        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+        assert tags["strategy_class"] == EXPECTED_CLASS[kind]
+        assert int(tags["replicas_in_sync"]) == trial["workers"]
+        assert int(tags["parameters"]) == 101_770
+        assert int(tags["intra_op_threads"]) == trial["workers"] if kind == "tf:mirrored" else 1
+        assert tags["device_kind"] == "cpu"
+        assert int(params["global_batch"]) == 32 * trial["workers"]
+        assert params["threads"] == "1" and params["framework"] == kind.split(":")[0]
+        assert metrics["train_loss"] < math.log(10)  # below the loss of a uniform guess
+        history = client.get_metric_history(trial["run_id"], "val_accuracy")
+        assert [m.step for m in history] == [1]  # per-epoch metrics carry the epoch as step
+    assert client.get_run(summary["parent_run_id"]).info.status == "FINISHED"
+
+
+def test_failing_trial_is_failed_and_the_next_still_runs(run_recipe):
+    """A trial whose model cannot be built ends FAILED with the error; the following trial still runs."""
+
+    def broken_model():
+        raise RuntimeError("this model builder is broken on purpose")
+
+    recipe = FASHION.variant(models={**FASHION.models, "torch": broken_model})
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:ddp,tf:none", "--workers", "1")
+    assert code == 1
+    failed, finished = summary["trials"]
+    assert (failed["status"], finished["status"]) == ("FAILED", "FINISHED")
+    run = client.get_run(failed["run_id"])
+    assert run.info.status == "FAILED"
+    assert "broken on purpose" in run.data.tags["error"]
+    assert client.get_run(summary["parent_run_id"]).info.status == "FAILED"
+    running = client.search_runs([run.info.experiment_id], filter_string="attributes.status = 'RUNNING'")
+    assert running == []
+
+
+def test_more_workers_than_the_cluster_holds_fails_before_training(run_recipe, capsys):
+    """Asking for 3 workers on a 2-CPU cluster is a clear exit-2 error and logs no run."""
+    code, summary, client = run_recipe(FASHION, "--quick", "--trials", "torch:ddp", "--workers", "3")
+    assert code == 2 and summary is None
+    err = capsys.readouterr().err
+    assert "needs 3 CPUs" in err and "Ray cluster has 2" in err
+    assert client.search_runs([e.experiment_id for e in client.search_experiments()]) == []

@@ -1,0 +1,127 @@
+"""raylab.compare and `raylab compare`, reading back a real MLflow sqlite store."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+
+import pytest
+
+from raylab import cli
+from raylab.compare import compare, find_parent
+from raylab.errors import UserError
+from raylab.tracking import Tracker
+
+RESULTS = {
+    "tf:none x1": dict(samples_per_sec=1234.4, step_time_p50_ms=25.0, step_time_p90_ms=31.0, startup_s=12.3,
+                       first_step_s=1.5, wall_s=88.0, val_accuracy=0.8765, val_loss=0.35),
+    "torch:ddp x2": dict(samples_per_sec=2345.6, step_time_p50_ms=26.0, step_time_p90_ms=35.0, startup_s=9.8,
+                         first_step_s=0.4, wall_s=60.0, val_accuracy=0.8712, val_loss=0.36),
+}
+ERROR = "Traceback (most recent call last):\n  File \"worker.py\", line 1\nRuntimeError: NCCL exploded"
+
+
+def populate(tracker: Tracker) -> str:
+    """One invocation: a parent, two finished trials and a failed one; returns the parent id."""
+    parent = tracker.start_run("fashion run", {"epochs": 1}, {})
+    for name in ["tf:none x1", "torch:ddp x2", "tf:mwms x2"]:
+        time.sleep(0.01)  # distinct start times keep the trial order stable
+        kind, workers = name.split(" x")
+        fw, st = kind.split(":")
+        run = tracker.start_run(name, {"framework": fw, "strategy": st, "workers": workers}, {}, parent=parent)
+        if name in RESULTS:
+            tracker.log_metrics(run, RESULTS[name])
+            tracker.end(run, "FINISHED")
+        else:
+            tracker.end(run, "FAILED", ERROR)
+    tracker.end(parent, "FAILED")
+    return parent
+
+
+@pytest.fixture
+def store(mlflow_uri):
+    tracker = Tracker(mlflow_uri, "exp")
+    return tracker, populate(tracker)
+
+
+def test_table_lists_trials_failure_and_logs_chart(store, tmp_path):
+    """The table shows every trial with formatted figures and the failed trial's error; the chart is a parent artifact."""
+    tracker, parent = store
+    chart = tmp_path / "chart.png"
+    text = compare(tracker, "exp", None, "table", chart)
+    for name in ("tf:none x1", "torch:ddp x2", "tf:mwms x2"):
+        assert name in text
+    assert "samples/s" in text and "1,234" in text and "0.8765" in text
+    assert "failed:\n  tf:mwms x2: RuntimeError: NCCL exploded" in text
+    assert parent in text and str(chart) in text
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [a.path for a in tracker.client.list_artifacts(parent)] == ["chart.png"]
+
+
+def test_table_rows_in_trial_order(store):
+    """Trials appear in the order they ran, failed ones with '-' for missing figures."""
+    tracker, _ = store
+    lines = compare(tracker, "exp", None, "table", None).splitlines()
+    body = [line for line in lines if line.startswith(("tf:", "torch:"))]
+    assert [line.split("  ")[0].strip() for line in body] == ["tf:none x1", "torch:ddp x2", "tf:mwms x2"]
+    assert body[2].split()[2:4] == ["FAILED", "-"]
+
+
+def test_csv(store):
+    """CSV has one row per trial with params, status, metrics and the error summary."""
+    tracker, _ = store
+    rows = list(csv.DictReader(io.StringIO(compare(tracker, "exp", None, "csv", None))))
+    assert [r["trial"] for r in rows] == ["tf:none x1", "torch:ddp x2", "tf:mwms x2"]
+    assert [r["status"] for r in rows] == ["FINISHED", "FINISHED", "FAILED"]
+    assert float(rows[1]["samples_per_sec"]) == pytest.approx(2345.6) and rows[1]["framework"] == "torch"
+    assert rows[2]["error"] == "RuntimeError: NCCL exploded" and rows[2]["samples_per_sec"] == ""
+
+
+def test_json(store):
+    """JSON carries the experiment, the parent run id and every trial's figures."""
+    tracker, parent = store
+    doc = json.loads(compare(tracker, "exp", None, "json", None))
+    assert doc["experiment"] == "exp" and doc["parent_run_id"] == parent
+    by_name = {t["trial"]: t for t in doc["trials"]}
+    assert by_name["tf:none x1"]["step_time_p90_ms"] == pytest.approx(31.0)
+    assert by_name["torch:ddp x2"]["workers"] == 2 and by_name["torch:ddp x2"]["strategy"] == "ddp"
+    assert by_name["tf:mwms x2"]["status"] == "FAILED" and by_name["tf:mwms x2"]["val_accuracy"] is None
+
+
+def test_find_parent_latest_or_asked_for(store, mlflow_uri):
+    """The latest parent wins by default; a given id is honoured; other experiments' runs are refused."""
+    tracker, first = store
+    time.sleep(0.01)
+    second = tracker.start_run("fashion later", {}, {})
+    assert find_parent(tracker.client, "exp")[1].info.run_id == second
+    assert find_parent(tracker.client, "exp", first)[1].info.run_id == first
+    other = Tracker(mlflow_uri, "other")
+    stranger = other.start_run("elsewhere", {}, {})
+    with pytest.raises(UserError, match="is not in experiment 'exp'"):
+        find_parent(tracker.client, "exp", stranger)
+    Tracker(mlflow_uri, "empty")
+    with pytest.raises(UserError, match="has no raylab runs yet"):
+        find_parent(tracker.client, "empty")
+
+
+def test_cli_compare_unknown_experiment_exit_2(store, mlflow_uri, capsys):
+    """`raylab compare` on an unknown experiment exits 2 with one error line."""
+    assert cli.main(["compare", "--experiment", "nope", "--tracking-uri", mlflow_uri]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("raylab: error: no MLflow experiment named 'nope'") and "Traceback" not in err
+
+
+def test_cli_compare_missing_store_exit_2(tmp_path, capsys):
+    """`raylab compare` against a sqlite file that does not exist exits 2 and creates nothing."""
+    uri = f"sqlite:///{tmp_path / 'none.db'}"
+    assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", uri]) == 2
+    assert "no MLflow store" in capsys.readouterr().err and not (tmp_path / "none.db").exists()
+
+
+def test_cli_compare_csv_ok(store, mlflow_uri, capsys, tmp_path):
+    """`raylab compare --format csv` prints the trials and writes no chart."""
+    assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("trial,framework,strategy,workers,status")
+    assert not list(tmp_path.glob("*.png"))

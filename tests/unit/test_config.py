@@ -1,0 +1,182 @@
+"""raylab.config and the recipe command line: every user mistake is a UserError before Ray starts."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from raylab import cli, data
+from raylab.config import TrialSpec, expand_trials, parse_trials, parse_workers
+from raylab.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_recipe():
+    spec = importlib.util.spec_from_file_location("fashion_recipe", ROOT / "recipes" / "fashion.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RECIPE
+
+
+RECIPE = _load_recipe()
+
+
+def config(*argv):
+    return cli.make_config(RECIPE, cli.recipe_parser(RECIPE).parse_args(list(argv)))
+
+
+# --- parse_trials / parse_workers / expand_trials ---------------------------------------
+
+
+def test_parse_trials_dedupes_in_order():
+    """Trials are stripped, blanks dropped and duplicates removed, keeping the first order."""
+    assert parse_trials(" torch:ddp, tf:none,,torch:ddp ") == ["torch:ddp", "tf:none"]
+
+
+def test_parse_trials_unknown_names_the_choices():
+    """An unknown trial is a UserError that names it and lists every known one."""
+    with pytest.raises(UserError) as e:
+        parse_trials("tf:none,jax:pmap")
+    assert "'jax:pmap'" in str(e.value)
+    assert all(k in str(e.value) for k in ("tf:none", "tf:mirrored", "tf:mwms", "torch:ddp"))
+
+
+@pytest.mark.parametrize("text", ["", " , "])
+def test_parse_trials_empty(text):
+    """An empty trial list is a UserError."""
+    with pytest.raises(UserError, match="--trials is empty"):
+        parse_trials(text)
+
+
+def test_parse_workers_ok():
+    """Worker counts parse, tolerate spaces and lose duplicates."""
+    assert parse_workers("1, 2,1") == [1, 2]
+
+
+@pytest.mark.parametrize("text", ["0", "1,0", "-1", "a", "1,x", "", ","])
+def test_parse_workers_bad(text):
+    """Zero, negative, non-integer or empty worker lists are UserErrors quoting the input."""
+    with pytest.raises(UserError, match="--workers"):
+        parse_workers(text)
+
+
+def test_expand_single_worker_strategy_skips_with_note():
+    """tf:none on workers 1,2 runs only x1 and leaves a note; others run on every count."""
+    notes = []
+    specs = expand_trials(["tf:none", "torch:ddp"], [1, 2], notes)
+    assert specs == [TrialSpec("tf", "none", 1), TrialSpec("torch", "ddp", 1), TrialSpec("torch", "ddp", 2)]
+    assert [s.name for s in specs] == ["tf:none x1", "torch:ddp x1", "torch:ddp x2"]
+    assert len(notes) == 1 and "tf:none" in notes[0] and "workers=2" in notes[0]
+
+
+def test_expand_single_worker_strategy_with_no_fit():
+    """tf:none on workers 2 only has nothing to run: a UserError suggesting a fix."""
+    with pytest.raises(UserError, match="tf:none runs on at most 1 worker"):
+        expand_trials(["tf:none"], [2], [])
+
+
+# --- make_config through the recipe's parser ---------------------------------------------
+
+
+def test_make_config_defaults(tmp_path):
+    """The fashion recipe's defaults: 7 trials, 10 epochs, 1 thread, sqlite in the cwd, a note for tf:none."""
+    cfg = config()
+    assert [s.name for s in cfg.trials] == [
+        "tf:none x1", "tf:mirrored x1", "tf:mirrored x2", "tf:mwms x1", "tf:mwms x2", "torch:ddp x1", "torch:ddp x2"]
+    assert (cfg.epochs, cfg.threads, cfg.seed, cfg.quick, cfg.device) == (10, 1, 0, False, "cpu")
+    assert cfg.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}" and cfg.experiment == "fashion"
+    assert len(cfg.notes) == 1 and cfg.json_path is None
+
+
+def test_make_config_flags(tmp_path, monkeypatch):
+    """--quick means 1 epoch; flags and MLFLOW_TRACKING_URI are honoured; --json may name an existing dir."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://example.invalid:5000")
+    cfg = config("--trials", "torch:ddp", "--workers", "2", "--quick", "--threads", "2", "--json", "out.json")
+    assert [s.name for s in cfg.trials] == ["torch:ddp x2"]
+    assert (cfg.epochs, cfg.threads, cfg.quick, cfg.json_path) == (1, 2, True, Path("out.json"))
+    assert cfg.tracking_uri == "http://example.invalid:5000" and cfg.notes == []
+    assert config("--quick", "--epochs", "3").epochs == 3
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--epochs", "0"], "--epochs is 0"),
+        (["--threads", "0"], "--threads is 0"),
+        (["--json", "missing/out.json"], "does not exist"),
+        (["--trials", "tf:none", "--workers", "2"], "at most 1 worker"),
+    ],
+)
+def test_make_config_rejects(argv, words):
+    """Bad flag values are UserErrors from make_config."""
+    with pytest.raises(UserError, match=words):
+        config(*argv)
+
+
+def test_make_config_framework_without_model():
+    """A trial whose framework the recipe has no model for is a UserError."""
+    tf_only = RECIPE.variant(models={"tf": RECIPE.models["tf"]})
+    with pytest.raises(UserError, match="no model for framework"):
+        cli.make_config(tf_only, cli.recipe_parser(tf_only).parse_args(["--trials", "tf:none,torch:ddp"]))
+
+
+# --- recipe_main: exit 2, one error line, no Ray -------------------------------------------
+
+
+def _main_fails(capsys, argv) -> str:
+    code = cli.recipe_main(RECIPE, argv)
+    out, err = capsys.readouterr()
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("raylab:")]
+    assert len(lines) == 1 and lines[0].startswith("raylab: error: "), err
+    assert "Traceback" not in err and not ray.is_initialized()
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--trials", "tf:nope"], "unknown trial 'tf:nope'"),
+        (["--workers", "0"], "--workers '0'"),
+        (["--threads", "0"], "--threads is 0"),
+        (["--trials", "tf:none", "--workers", "2"], "at most 1 worker"),
+    ],
+)
+def test_recipe_main_bad_flags_exit_2(capsys, argv, words):
+    """Bad flags: exit code 2, one 'raylab: error:' line, Ray never started."""
+    assert words in _main_fails(capsys, argv)
+
+
+def test_recipe_main_missing_data_exit_2(tmp_path, monkeypatch, capsys):
+    """No Fashion-MNIST anywhere on the search path: exit 2 naming the files, before Ray."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("RAYLAB_DATA_DIR", str(empty))
+    monkeypatch.setattr(data, "data_search_path", lambda subdir: [empty])
+    line = _main_fails(capsys, ["--quick"])
+    assert "fashion-mnist data not found" in line and "train-images-idx3-ubyte.gz" in line
+
+
+def test_recipe_main_unreachable_tracking_uri_fails_fast(fashion_root, monkeypatch, capsys):
+    """A dead MLflow server is reported in seconds (no retry loop), with exit 2 and Ray not started."""
+    monkeypatch.setenv("RAYLAB_DATA_DIR", str(fashion_root))
+    start = time.monotonic()
+    line = _main_fails(capsys, ["--quick", "--tracking-uri", "http://127.0.0.1:9"])
+    assert time.monotonic() - start < 15
+    assert "cannot reach the MLflow tracking store http://127.0.0.1:9" in line
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # the fail-fast settings are put back
+
+
+@pytest.mark.parametrize("argv", [["--epochs", "abc"], ["--device", "tpu"], ["--no-such-flag"]])
+def test_recipe_main_argparse_errors_exit_2(capsys, argv):
+    """Malformed flags stop in argparse with SystemExit(2)."""
+    with pytest.raises(SystemExit) as e:
+        cli.recipe_main(RECIPE, argv)
+    assert e.value.code == 2 and not ray.is_initialized()
+    assert "error:" in capsys.readouterr().err
