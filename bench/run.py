@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAIRS = {"tf": ("plain_tf.py", "tf:none"), "torch": ("plain_torch.py", "torch:ddp")}
+# framework -> (plain script, raylab trial with the same configuration, trials shown beside it)
+PAIRS = {"tf": ("plain_tf.py", "tf:none"), "torch": ("plain_torch.py", "torch:none")}
 TARGET = 0.9
 
 

@@ -106,6 +106,10 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Path:
     axes[2].set_xlim(max(0.0, low - 0.05), 1.0)
     axes[2].set_xlabel("test accuracy")
     axes[0].invert_yaxis()
+    from matplotlib.patches import Patch
+
+    axes[2].legend(handles=[Patch(color="tab:orange", label="TensorFlow"), Patch(color="tab:blue", label="PyTorch")],
+                   loc="lower right")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def read_idx(path: Path, ndim: int, count: int | None = None, shape: tuple | Non
     try:
         with opener(path, "rb") as f:
             raw = f.read()
-    except (OSError, EOFError) as e:
+    except (OSError, EOFError, zlib.error) as e:
         raise UserError(f"{path} is not a readable IDX file ({e}); re-install the dataset.") from e
     if len(raw) < 4 + 4 * ndim:
         raise UserError(f"{path} is truncated ({len(raw)} bytes, no complete IDX header); re-install the dataset.")

@@ -20,7 +20,7 @@ from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
 from raylab.recipe import Recipe
-from raylab.tracking import Tracker
+from raylab.tracking import Tracker, error_summary
 from raylab.worker import WorkerConfig
 
 POLL_S = 2.0  # how often the driver logs new epochs to MLflow
@@ -183,7 +183,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         raise
     except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
         outcome.error = error_text(e)
-        print(f"[{spec.name}] FAILED: {outcome.error.splitlines()[-1]}", file=sys.stderr, flush=True)
+        print(f"[{spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
     finally:
         if progress.is_alive():
             progress.finish()

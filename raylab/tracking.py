@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import time
 from importlib import metadata
@@ -52,6 +53,13 @@ def driver_versions() -> dict:
         "version.torch": package_version("torch"),
         "version.torch_xla": package_version("torch-xla"),
     }
+
+
+def error_summary(error: str) -> str:
+    """The line of a (possibly remote, multi-worker) traceback that names the error."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    named = [line for line in lines if re.match(r"^(\(\d+\) )?([\w.]+(Error|Exception)|[A-Z_]{5,}):", line)]
+    return (named or lines or ["unknown error"])[-1][:500]
 
 
 def _check_sqlite(uri: str) -> None:
@@ -129,7 +137,7 @@ class Tracker:
 
     def end(self, run_id: str, status: str, error: str | None = None) -> None:
         if error:
-            self.set_tags(run_id, {"error": error, "error_summary": error.strip().splitlines()[-1][:500]})
+            self.set_tags(run_id, {"error": error, "error_summary": error_summary(error)})
         self.client.set_terminated(run_id, status)
 
     def ui_hint(self, experiment: str) -> str:

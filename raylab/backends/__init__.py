@@ -16,6 +16,7 @@ STRATEGIES = {
     "tf:none": "raylab.backends.tensorflow:NONE",
     "tf:mirrored": "raylab.backends.tensorflow:MIRRORED",
     "tf:mwms": "raylab.backends.tensorflow:MWMS",
+    "torch:none": "raylab.backends.torch:NONE",
     "torch:ddp": "raylab.backends.torch:DDP",
 }
 

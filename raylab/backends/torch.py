@@ -1,15 +1,21 @@
-"""PyTorch trials: DistributedDataParallel through Ray Train's torch backend.
+"""PyTorch trials: one plain process (torch:none) and DistributedDataParallel (torch:ddp).
 
-Ray Train's TorchConfig sets up the process group: gloo on CPU, nccl on GPU.
+Ray Train's TorchConfig sets up the process group for DDP: gloo on CPU, nccl on GPU.
+torch:none is the analogue of tf:none: the same loop with no process group and no DDP
+wrapper. It exists because DDP costs about 1 ms per step even with one rank here (gloo
+all-reduce plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would
+be recorded as something that did not run.
 """
 
 from __future__ import annotations
+
+from ray.train.backend import BackendConfig
 
 from raylab.backends.base import Strategy
 
 
 def _backend_config(device: str):
-    from ray.train.torch import TorchConfig
+    from ray.train.torch import TorchConfig  # imports torch: only torch trials get here
 
     return TorchConfig(backend="nccl" if device == "gpu" else "gloo")
 
@@ -40,7 +46,7 @@ def torch_worker_loop(config: dict) -> None:
     steps_per_epoch = len(x) // cfg.batch_per_replica
 
     module = cfg.build_model().to(device)
-    model = DistributedDataParallel(module)
+    model = DistributedDataParallel(module) if cfg.strategy == "ddp" else module
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_epsilon)
     loss_fn = torch.nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(cfg.seed + rank)
@@ -80,11 +86,11 @@ def torch_worker_loop(config: dict) -> None:
         return loss / len(test_x), correct / len(test_x)
 
     actual = {
-        "strategy_class": type(model).__name__,
+        "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
         "replicas_in_sync": world,
         "local_replicas": 1,
         "device_kind": device.type,
-        "comm_backend": dist.get_backend(),
+        "comm_backend": dist.get_backend() if dist.is_initialized() else "none",
         "framework_version": torch.__version__,
         "parameters": sum(p.numel() for p in module.parameters()),
         "intra_op_threads": torch.get_num_threads(),
@@ -93,4 +99,5 @@ def torch_worker_loop(config: dict) -> None:
     run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual)
 
 
+NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1)
 DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config)

@@ -1,4 +1,4 @@
-"""A real local Ray cluster (2 CPUs, like the machines this runs on), shared by the module's tests."""
+"""A real local Ray cluster (2 CPUs, like the machines this runs on), shared by the integration tests."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def load_recipe(name: str):
     return module.RECIPE
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_cluster(tmp_path_factory):
     import ray
 

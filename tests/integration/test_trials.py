@@ -15,12 +15,13 @@ EXPECTED_CLASS = {
     "tf:none": "_DefaultDistributionStrategy",
     "tf:mirrored": "MirroredStrategy",
     "tf:mwms": "MultiWorkerMirroredStrategy",
+    "torch:none": "none",
     "torch:ddp": "DistributedDataParallel",
 }
 
 
 @pytest.mark.parametrize("kind,workers", [("tf:none", "1"), ("tf:mirrored", "1,2"), ("tf:mwms", "1,2"),
-                                          ("torch:ddp", "1,2")])
+                                          ("torch:none", "1"), ("torch:ddp", "1,2")])
 def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
     """Each trial learns (loss below chance, accuracy well above it) and MLflow records what ran."""
     code, summary, client = run_recipe(FASHION, "--quick", "--trials", kind, "--workers", workers)

@@ -84,11 +84,6 @@ def test_read_idx_corrupt_gzip_is_a_user_error(tmp_path, content):
     assert str(path) in str(e.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG raylab/data.py read_idx: a corrupt deflate stream raises zlib.error, which is neither "
-    "OSError nor EOFError, so it escapes as a traceback instead of a UserError (catch zlib.error too)",
-)
 def test_read_idx_corrupt_deflate_stream_is_a_user_error(tmp_path):
     """A .gz file with a valid gzip header but garbage compressed data is a UserError naming the file."""
     good = gzip.compress(_raw(IMAGES), mtime=0)
