@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 from raylab import config as C
@@ -93,6 +96,22 @@ def summary(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """`ray job stop` and schedulers send SIGTERM: end the runs as KILLED, as Ctrl-C does."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def recipe_main(recipe, argv: list[str] | None = None) -> int:
     """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
     args = recipe_parser(recipe).parse_args(argv)
@@ -114,7 +133,12 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
     print(f"raylab: {recipe.name} on {ds.name} ({len(ds.x_train)} train / {len(ds.x_test)} test items from "
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    parent_id, outcomes = launcher.run_recipe(recipe, cfg, ds, tracker, run_tags(main_file))
+    try:
+        with _sigterm_as_interrupt():
+            parent_id, outcomes = launcher.run_recipe(recipe, cfg, ds, tracker, run_tags(main_file))
+    except KeyboardInterrupt:
+        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
+        return 130
     if cfg.json_path:
         cfg.json_path.write_text(json.dumps(summary(cfg, tracker, parent_id, outcomes), indent=2))
     from raylab.compare import compare

@@ -175,7 +175,8 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         outcome.result = {**{k: v for k, v in final.items() if k != "actual"}, "wall_s": wall}
         last = outcome.epochs[-1]
         outcome.result.update({k: last[k] for k in ("val_accuracy", "val_loss", "train_loss", "train_accuracy")})
-        tracker.log_metrics(run_id, outcome.result)
+        # Per-epoch names already carry their history (step = epoch); log only the new ones.
+        tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=cfg.epochs)
         tracker.set_tags(run_id, {k: v for k, v in final["actual"].items()})
         outcome.status = "FINISHED"
     except KeyboardInterrupt:

@@ -14,7 +14,7 @@ FASHION = load_recipe("fashion")
 EXPECTED_CLASS = {
     "tf:none": "_DefaultDistributionStrategy",
     "tf:mirrored": "MirroredStrategy",
-    "tf:mwms": "MultiWorkerMirroredStrategy",
+    "tf:mwms": "CollectiveAllReduceStrategy",  # the class behind tf.distribute.MultiWorkerMirroredStrategy
     "torch:none": "none",
     "torch:ddp": "DistributedDataParallel",
 }

@@ -1,0 +1,55 @@
+"""A recipe stopped mid-trial (SIGTERM, as `ray job stop` sends) leaves its runs KILLED, not RUNNING."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", "torch:none", "--workers", "1",
+           "--epochs", "50", "--tracking-uri", uri, "--experiment", "stopped"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        client = MlflowClient(tracking_uri=uri)
+
+        def first_epoch_logged():
+            exp = client.get_experiment_by_name("stopped") if (tmp_path / "mlflow.db").exists() else None
+            runs = client.search_runs([exp.experiment_id]) if exp else []
+            trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
+            return trials and client.get_metric_history(trials[0].info.run_id, "val_accuracy") and runs
+
+        wait_for(first_epoch_logged, 240, "the trial's first epoch in MLflow")
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 130, out[-3000:]
+        runs = client.search_runs([client.get_experiment_by_name("stopped").experiment_id])
+        assert sorted(r.info.status for r in runs) == ["KILLED", "KILLED"]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
