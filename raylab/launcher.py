@@ -32,7 +32,7 @@ class TrialSink:
     """Where rank 0 sends progress, per-epoch metrics and its final result."""
 
     def __init__(self):
-        self.latest, self.epochs, self.final = None, [], None
+        self.latest, self.epochs, self.final, self.checksums = None, [], None, {}
 
     def progress(self, fields):
         self.latest = fields
@@ -43,8 +43,14 @@ class TrialSink:
     def result(self, fields):
         self.final = fields
 
+    def checksum(self, rank, value):
+        self.checksums[rank] = value
+
     def poll(self):
         return self.latest, list(self.epochs), self.final
+
+    def replica_checksums(self):
+        return [self.checksums[r] for r in sorted(self.checksums)]
 
 
 @dataclass
@@ -151,6 +157,13 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, refs: dict, s
     )
 
 
+def replica_agreement(sink) -> dict:
+    """Whether every worker ended with the same parameters (it must, under all-reduce)."""
+    sums = ray.get(sink.replica_checksums.remote(), timeout=60)
+    same = len(sums) > 0 and max(sums) - min(sums) <= 1e-9 * max(abs(v) for v in sums)
+    return {"replicas_consistent": same, "param_checksums": ",".join(f"{v:.10g}" for v in sums)}
+
+
 def error_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception(exc)).strip()
 
@@ -177,10 +190,10 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         outcome.result.update({k: last[k] for k in ("val_accuracy", "val_loss", "train_loss", "train_accuracy")})
         # Per-epoch names already carry their history (step = epoch); log only the new ones.
         tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=cfg.epochs)
-        tracker.set_tags(run_id, {k: v for k, v in final["actual"].items()})
+        tracker.set_tags(run_id, {**final["actual"], **replica_agreement(sink)})
         outcome.status = "FINISHED"
     except KeyboardInterrupt:
-        outcome.status, outcome.error = "KILLED", "interrupted by the user (Ctrl-C)"
+        outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
         raise
     except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
         outcome.error = error_text(e)

@@ -95,11 +95,14 @@ def run_epochs(
     step: Callable[[], tuple[float, float]],
     evaluate: Callable[[], tuple[float, float]],
     actual: dict,
+    checksum: Callable[[], float],
 ) -> None:
     """The training loop every backend shares.
 
     step() runs one synchronous training step and returns (mean loss, correct count) of this
-    replica's batch; evaluate() returns (loss, accuracy) on the test split (rank 0 only).
+    replica's batch; evaluate() returns (loss, accuracy) on the test split (rank 0 only);
+    checksum() sums the absolute values of this worker's parameters, so the driver can check
+    that every replica ended with the same model.
     """
     chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
     reporter = Reporter(cfg, rank)
@@ -120,6 +123,9 @@ def run_epochs(
             val_loss, val_acc = evaluate()
             fields.update(val_loss=val_loss, val_accuracy=val_acc, elapsed_s=chrono.elapsed())
         reporter.epoch(fields)
+    import ray
+
+    ray.get(cfg.sink.checksum.remote(rank, checksum()))  # waited for: the driver reads it after fit()
     if rank == 0:
         reporter.result({**chrono.summary(cfg.global_batch), "steps_per_epoch": steps_per_epoch,
                          "actual": {**actual, **host_facts()}})

@@ -97,6 +97,7 @@ def tf_worker_loop(config: dict) -> None:
     assert strategy.num_replicas_in_sync == cfg.replicas, (strategy.num_replicas_in_sync, cfg.replicas)
 
     import keras
+    import numpy as np
 
     keras.utils.set_random_seed(cfg.seed)
     x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
@@ -162,7 +163,10 @@ def tf_worker_loop(config: dict) -> None:
         "parameters": int(model.count_params()),
         **threads,
     }
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual)
+    def checksum():
+        return float(sum(np.abs(w.astype("float64")).sum() for w in model.get_weights()))
+
+    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum)
 
 
 NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1)

@@ -96,7 +96,10 @@ def torch_worker_loop(config: dict) -> None:
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
     }
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual)
+    def checksum():
+        return float(sum(p.detach().double().abs().sum() for p in module.parameters()))
+
+    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum)
 
 
 NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1)

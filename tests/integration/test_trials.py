@@ -43,6 +43,8 @@ def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
         assert int(tags["parameters"]) == 101_770
         assert int(tags["intra_op_threads"]) == trial["workers"] if kind == "tf:mirrored" else 1
         assert tags["device_kind"] == "cpu"
+        assert tags["replicas_consistent"] == "True"  # every worker ended with the same weights
+        assert len(tags["param_checksums"].split(",")) == int(params["ray_workers"])
         assert int(params["global_batch"]) == 32 * trial["workers"]
         assert params["threads"] == "1" and params["framework"] == kind.split(":")[0]
         assert metrics["train_loss"] < math.log(10)  # below the loss of a uniform guess
