@@ -22,7 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # framework -> (plain script, raylab trial with the same configuration, trials shown beside it)
-PAIRS = {"tf": ("plain_tf.py", "tf:none"), "torch": ("plain_torch.py", "torch:none")}
+PAIRS = {"tf": ("plain_tf.py", "tf:none"), "torch": ("plain_torch.py", "torch:none"),
+         "xla": ("plain_xla.py", "xla:single")}
 TARGET = 0.9
 
 
@@ -56,7 +57,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--frameworks", default="tf,torch")
+    p.add_argument("--frameworks", default="tf,torch,xla")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results.md")
     args = p.parse_args()
 
@@ -86,13 +87,24 @@ def main() -> None:
         "| framework | plain samples/s (median) | raylab trial | raylab samples/s (median) | ratio (median of pairs) | min..max | target |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
+    compile_rows = []
     for fw, res in rows.items():
         ratios = [b["samples_per_sec"] / a["samples_per_sec"] for a, b in zip(res["plain"], res["raylab"])]
+        if "compile_time_warmup_s" in res["plain"][0]:
+            compile_rows.append(
+                f"| {fw} | {statistics.median(x['compile_time_warmup_s'] for x in res['plain']):.2f} | "
+                f"{statistics.median(x['compiles_after_warmup'] for x in res['plain']):.0f} | "
+                f"{statistics.median(x['compile_time_warmup_s'] for x in res['raylab']):.2f} | "
+                f"{statistics.median(x['compiles_after_warmup'] for x in res['raylab']):.0f} |")
         ratio = statistics.median(ratios)
         lines.append(
             f"| {fw} | {statistics.median(x['samples_per_sec'] for x in res['plain']):,.0f} | {PAIRS[fw][1]} x1 | "
             f"{statistics.median(x['samples_per_sec'] for x in res['raylab']):,.0f} | {ratio:.3f} | "
             f"{min(ratios):.3f}..{max(ratios):.3f} | >= {TARGET} {'met' if ratio >= TARGET else 'NOT met'} |")
+    if compile_rows:
+        lines += ["", "XLA compilation (median over repeats; warm-up = the first 20 steps):", "",
+                  "| framework | plain compile s (warm-up) | plain compiles after warm-up | raylab compile s (warm-up) "
+                  "| raylab compiles after warm-up |", "| --- | --- | --- | --- | --- |", *compile_rows]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

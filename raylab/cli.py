@@ -16,7 +16,7 @@ from raylab import config as C
 from raylab.errors import UserError
 
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
-                "wall_s", "val_accuracy", "val_loss"]
+                "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup"]
 
 
 def _int(text: str) -> int:
@@ -44,6 +44,9 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="what each replica runs on (default: cpu)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default=recipe.precision,
+                   help="asked-for precision; bf16 is applied only where supported (xla on TPU) and the "
+                        "applied one is recorded as precision_applied (default: %(default)s)")
     p.add_argument("--tracking-uri", default=None,
                    help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the working directory)")
     p.add_argument("--experiment", default=recipe.name, help="MLflow experiment name (default: %(default)s)")
@@ -58,7 +61,7 @@ def make_config(recipe, args) -> C.RunConfig:
     kinds = C.parse_trials(args.trials)
     workers = C.parse_workers(args.workers)
     epochs = C.check_positive("epochs", args.epochs if args.epochs is not None else (1 if args.quick else recipe.epochs))
-    missing = sorted({k.split(":")[0] for k in kinds} - set(recipe.models))
+    missing = sorted({C.get_strategy(k).models for k in kinds} - set(recipe.models))
     if missing:
         raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
                         f"choose trials of {', '.join(sorted(recipe.models))}.")
@@ -68,7 +71,7 @@ def make_config(recipe, args) -> C.RunConfig:
         trials=C.expand_trials(kinds, workers, notes), epochs=epochs,
         threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
         tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
-        json_path=args.json, device=args.device, notes=notes,
+        json_path=args.json, device=args.device, precision=args.precision, notes=notes,
     )
 
 
@@ -124,7 +127,7 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
         from raylab import launcher
 
         launcher.init_ray(args.address or os.environ.get("RAY_ADDRESS"))
-        launcher.check_resources(cfg.trials, cfg.threads, cfg.device)
+        launcher.check_resources(cfg)
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code

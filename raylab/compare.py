@@ -21,9 +21,12 @@ COLUMNS = [
     ("first_step_s", "first step s", "{:.2f}"),
     ("wall_s", "wall s", "{:.1f}"),
     ("val_accuracy", "val acc", "{:.4f}"),
+    ("compile_time_warmup_s", "compile s", "{:.2f}"),
+    ("compiles_after_warmup", "recompiles", "{:.0f}"),
 ]
 METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
-           "val_accuracy", "val_loss", "train_loss", "train_accuracy"]
+           "val_accuracy", "val_loss", "train_loss", "train_accuracy", "compile_count_warmup",
+           "compile_time_warmup_s", "compiles_after_warmup"]
 
 
 def find_parent(client, experiment: str, run_id: str | None = None):
@@ -93,7 +96,8 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Path:
 
     done = [r for r in rows if r.get("samples_per_sec") is not None]
     names = [r["trial"] for r in done]
-    colors = ["tab:orange" if r["framework"] == "tf" else "tab:blue" for r in done]
+    palette = {"tf": "tab:orange", "torch": "tab:blue", "xla": "tab:green"}
+    colors = [palette.get(r["framework"], "tab:gray") for r in done]
     fig, axes = plt.subplots(1, 3, figsize=(15, 0.6 * max(len(done), 3) + 1.5), sharey=True)
     axes[0].barh(names, [r["samples_per_sec"] for r in done], color=colors)
     axes[0].set_xlabel("steady-state samples/s (global)")
@@ -108,8 +112,9 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Path:
     axes[0].invert_yaxis()
     from matplotlib.patches import Patch
 
-    axes[2].legend(handles=[Patch(color="tab:orange", label="TensorFlow"), Patch(color="tab:blue", label="PyTorch")],
-                   loc="lower right")
+    names_of = {"tf": "TensorFlow", "torch": "PyTorch", "xla": "PyTorch/XLA"}
+    axes[2].legend(handles=[Patch(color=palette[k], label=names_of[k]) for k in palette
+                            if any(r["framework"] == k for r in done)], loc="lower right")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

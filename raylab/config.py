@@ -45,6 +45,7 @@ class RunConfig:
     experiment: str  # MLflow experiment name
     json_path: Path | None = None  # machine-readable summary, if asked
     device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on
+    precision: str = "fp32"  # asked for; what each backend applied is recorded per trial
     notes: list[str] = field(default_factory=list)  # things the driver should tell the user
 
 

@@ -69,17 +69,20 @@ def init_ray(address: str | None = None) -> None:
         ray.init(address=address, log_to_driver=True, configure_logging=True, logging_level="WARNING")
 
 
-def check_resources(specs: list[TrialSpec], threads: int, device: str) -> None:
-    """Every trial must fit on the cluster before any trial starts."""
+def check_resources(cfg: RunConfig) -> None:
+    """Every trial must fit on the cluster, and pass its backend's checks, before any trial starts."""
     total = ray.cluster_resources()
-    for spec in specs:
-        layout = get_strategy(spec.kind).layout(spec.workers, threads)
+    for spec in cfg.trials:
+        strategy = get_strategy(spec.kind)
+        layout = strategy.layout(spec.workers, cfg.threads)
         if layout.cpus > total.get("CPU", 0):
             raise UserError(
                 f"{spec.name} needs {layout.cpus} CPUs ({layout.ray_workers} worker(s) x {layout.cpus_per_worker} "
                 f"thread(s)) but the Ray cluster has {int(total.get('CPU', 0))}; lower --workers or --threads, or add nodes."
             )
-        if device == "gpu" and spec.workers > total.get("GPU", 0):
+        if strategy.preflight is not None:
+            strategy.preflight(cfg, total)
+        if cfg.device == "gpu" and spec.workers > total.get("GPU", 0):
             raise UserError(f"{spec.name} needs {spec.workers} GPUs but the Ray cluster has "
                             f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
 
@@ -92,7 +95,7 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
         "workers": spec.workers, "ray_workers": layout.ray_workers, "batch_per_replica": recipe.batch_per_replica,
         "global_batch": recipe.batch_per_replica * layout.replicas, "lr": recipe.lr, "optimizer": "adam",
         "adam_epsilon": recipe.adam_epsilon, "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed,
-        "precision": recipe.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
+        "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
         "data_synthetic": ds.synthetic, "train_samples": len(ds.x_train), "test_samples": len(ds.x_test),
         "warmup_steps": recipe.warmup_steps,
     }
@@ -141,10 +144,11 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, refs: dict, s
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads)
     wcfg = WorkerConfig(
-        trial=spec.name, strategy=strategy.name, build_model=recipe.models[spec.framework], data_refs=refs,
+        trial=spec.name, strategy=strategy.name, build_model=recipe.models[strategy.models], data_refs=refs,
         replicas=layout.replicas, batch_per_replica=recipe.batch_per_replica, lr=recipe.lr,
         adam_epsilon=recipe.adam_epsilon, epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
+        precision=cfg.precision,
     )
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
     scaling = ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0,
@@ -191,6 +195,10 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         # Per-epoch names already carry their history (step = epoch); log only the new ones.
         tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=cfg.epochs)
         tracker.set_tags(run_id, {**final["actual"], **replica_agreement(sink)})
+        if outcome.result.get("compiles_after_warmup"):
+            tracker.set_tags(run_id, {"recompiled_after_warmup": "true"})
+            print(f"[{spec.name}] WARNING: {outcome.result['compiles_after_warmup']} compilation(s) after warm-up: "
+                  "a training step's graph changed (shapes, control flow); see the compile_* metrics.", flush=True)
         outcome.status = "FINISHED"
     except KeyboardInterrupt:
         outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"

@@ -38,6 +38,7 @@ class WorkerConfig:
     trial_start: float  # driver wall clock at trial start
     sink: Any  # TrialSink actor handle
     device: str = "cpu"
+    precision: str = "fp32"  # asked for; backends record what they applied
 
     @property
     def global_batch(self) -> int:
@@ -96,13 +97,14 @@ def run_epochs(
     evaluate: Callable[[], tuple[float, float]],
     actual: dict,
     checksum: Callable[[], float],
+    extra: Callable[[], dict] | None = None,
 ) -> None:
     """The training loop every backend shares.
 
     step() runs one synchronous training step and returns (mean loss, correct count) of this
     replica's batch; evaluate() returns (loss, accuracy) on the test split (rank 0 only);
     checksum() sums the absolute values of this worker's parameters, so the driver can check
-    that every replica ended with the same model.
+    that every replica ended with the same model; extra() adds backend figures to the result.
     """
     chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
     reporter = Reporter(cfg, rank)
@@ -127,5 +129,6 @@ def run_epochs(
 
     ray.get(cfg.sink.checksum.remote(rank, checksum()))  # waited for: the driver reads it after fit()
     if rank == 0:
-        reporter.result({**chrono.summary(cfg.global_batch), "steps_per_epoch": steps_per_epoch,
+        reporter.result({**chrono.summary(cfg.global_batch), **(extra() if extra else {}),
+                         "steps_per_epoch": steps_per_epoch,
                          "actual": {**actual, **host_facts()}})

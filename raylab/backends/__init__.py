@@ -18,6 +18,8 @@ STRATEGIES = {
     "tf:mwms": "raylab.backends.tensorflow:MWMS",
     "torch:none": "raylab.backends.torch:NONE",
     "torch:ddp": "raylab.backends.torch:DDP",
+    "xla:single": "raylab.backends.xla:SINGLE",
+    "xla:ddp": "raylab.backends.xla:DDP",
 }
 
 

@@ -32,10 +32,17 @@ class Strategy:
     backend_config: Callable[[str], object]  # device -> BackendConfig
     max_workers: int | None = None  # None: any number of Ray workers
     in_one_process: bool = False  # replicas share one Ray worker (MirroredStrategy)
+    # Driver-side checks before any worker starts (run config, cluster resources) -> UserError.
+    preflight: Callable[[object, dict], None] | None = None
+    model_family: str | None = None  # which recipe builder it uses, if not its framework's (xla -> torch)
 
     @property
     def framework(self) -> str:
         return self.kind.split(":")[0]
+
+    @property
+    def models(self) -> str:
+        return self.model_family or self.framework
 
     @property
     def name(self) -> str:

@@ -159,6 +159,7 @@ def tf_worker_loop(config: dict) -> None:
         "local_replicas": local_replicas,
         "device_kind": "gpu" if tf.config.list_logical_devices("GPU") else "cpu",
         "framework_version": tf.__version__,
+        "precision_applied": "fp32",
         "keras_version": keras.__version__,
         "parameters": int(model.count_params()),
         **threads,

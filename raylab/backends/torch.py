@@ -47,6 +47,7 @@ def torch_worker_loop(config: dict) -> None:
 
     module = cfg.build_model().to(device)
     model = DistributedDataParallel(module) if cfg.strategy == "ddp" else module
+    model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_epsilon)
     loss_fn = torch.nn.CrossEntropyLoss()
     generator = torch.Generator().manual_seed(cfg.seed + rank)
@@ -64,7 +65,6 @@ def torch_worker_loop(config: dict) -> None:
     def step():
         idx = next_batch()
         xb, yb = x[idx], y[idx]
-        model.train()
         optimizer.zero_grad(set_to_none=True)
         logits = model(xb)
         loss = loss_fn(logits, yb)  # mean over the replica's batch; DDP averages across ranks
@@ -83,6 +83,7 @@ def torch_worker_loop(config: dict) -> None:
             logits = module(xb)
             loss += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
             correct += float((logits.argmax(1) == yb).sum())
+        module.train()
         return loss / len(test_x), correct / len(test_x)
 
     actual = {
@@ -92,6 +93,7 @@ def torch_worker_loop(config: dict) -> None:
         "device_kind": device.type,
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none",
         "framework_version": torch.__version__,
+        "precision_applied": "fp32",
         "parameters": sum(p.numel() for p in module.parameters()),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
