@@ -13,6 +13,7 @@ How gradients are synchronised depends on the device (recorded as the `sync_path
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -47,11 +48,20 @@ def worker_env(pjrt: str, threads: int) -> dict:
     return env
 
 
+@functools.lru_cache
+def _import_error(pythonpath: str | None) -> str | None:
+    """Why `import torch_xla` fails in a fresh interpreter (e.g. an undefined symbol), or None.
+
+    A subprocess, so the driver neither pays for nor is broken by the import.
+    """
+    probe = subprocess.run([sys.executable, "-c", "import torch_xla"], capture_output=True, text=True, timeout=300)
+    return None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no output"])[-1][:300]
+
+
 def preflight(pjrt: str, cluster: dict) -> None:
     """Before any worker starts: torch_xla imports, and the cluster holds the PJRT device."""
-    probe = subprocess.run([sys.executable, "-c", "import torch_xla"], capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1][:300]
+    last = _import_error(os.environ.get("PYTHONPATH"))
+    if last is not None:
         raise UserError(f"xla trials need torch_xla, which does not import here ({last}); "
                         "install torch-xla==2.9.0 beside torch==2.9.0 (scripts/setup.sh) or drop the xla:* trials.")
     if pjrt not in ("CPU", "CUDA", "TPU"):

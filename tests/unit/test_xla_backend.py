@@ -1,0 +1,42 @@
+"""The XLA backend's wiring, without starting workers: PJRT device choice, worker env, sync path."""
+
+from __future__ import annotations
+
+import pytest
+
+from raylab.backends import xla
+from raylab.errors import UserError
+
+
+def test_pjrt_device_follows_the_device_flag_unless_the_user_set_it(monkeypatch):
+    """--device picks CPU/CUDA; an explicit PJRT_DEVICE wins."""
+    monkeypatch.delenv("PJRT_DEVICE", raising=False)
+    assert (xla.pjrt_device("cpu"), xla.pjrt_device("gpu")) == ("CPU", "CUDA")
+    monkeypatch.setenv("PJRT_DEVICE", "TPU")
+    assert xla.pjrt_device("cpu") == "TPU"
+
+
+def test_worker_env_pins_one_cpu_device_and_eigen_threads():
+    """On CPU each worker gets one XLA device and single-threaded Eigen at 1 thread; TPU gets only PJRT_DEVICE."""
+    assert xla.worker_env("CPU", 1) == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1",
+                                        "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+    assert xla.worker_env("CPU", 2)["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true"
+    assert xla.worker_env("TPU", 1) == {"PJRT_DEVICE": "TPU"}
+
+
+def test_sync_path_is_gloo_on_cpu_and_xla_collectives_elsewhere():
+    """CPU processes are separate XLA worlds, so gradients go through gloo; TPU/GPU use XLA collectives."""
+    assert xla.sync_path("CPU", 1) == "none"
+    assert xla.sync_path("CPU", 2) == "gloo-cpu"
+    assert xla.sync_path("TPU", 4) == "xla-collectives" and xla.sync_path("CUDA", 2) == "xla-collectives"
+
+
+def test_preflight_refuses_devices_the_cluster_lacks():
+    """CUDA without GPUs, TPU without TPUs and unknown PJRT devices are UserErrors."""
+    with pytest.raises(UserError, match="no GPU resource"):
+        xla.preflight("CUDA", {"CPU": 2})
+    with pytest.raises(UserError, match="no TPU resource"):
+        xla.preflight("TPU", {"CPU": 2})
+    with pytest.raises(UserError, match="not supported"):
+        xla.preflight("METAL", {"CPU": 2})
+    xla.preflight("TPU", {"CPU": 2, "TPU": 4})  # a simulated TPU host passes
