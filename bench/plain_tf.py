@@ -8,23 +8,13 @@ step) and the same timing as raylab's tf trials. Prints one JSON line.
 """
 
 import argparse
-import gzip
-import json
 import os
 import time
 
-import numpy as np
+from common import DATA, fashion_train, report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    shape = np.frombuffer(raw[4 : 4 + 4 * ndim], dtype=">u4")
-    return np.frombuffer(raw[4 + 4 * ndim :], dtype=np.uint8).reshape(shape)
 
 
 def main():
@@ -32,7 +22,7 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--data", default=DATA)
     args = p.parse_args()
 
     import tensorflow as tf
@@ -42,8 +32,8 @@ def main():
     import keras
 
     keras.utils.set_random_seed(0)
-    x = read_idx(f"{args.data}/train-images-idx3-ubyte.gz").astype("float32") / 255.0
-    y = read_idx(f"{args.data}/train-labels-idx1-ubyte.gz").astype("int32")
+    x, y = fashion_train(args.data)
+    y = y.astype("int32")
     batch, steps = 32, len(x) // 32
     ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=0).repeat()
     it = iter(ds.batch(batch, drop_remainder=True).prefetch(2))
@@ -69,10 +59,7 @@ def main():
         t0 = time.perf_counter()
         train_step().numpy()
         times.append(time.perf_counter() - t0)
-    steady = np.asarray(times[args.warmup :])
-    print(json.dumps({"impl": "plain_tf", "samples_per_sec": batch * steady.size / steady.sum(),
-                      "step_time_p50_ms": float(np.percentile(steady, 50) * 1e3),
-                      "step_time_p90_ms": float(np.percentile(steady, 90) * 1e3), "first_step_s": times[0]}))
+    report("plain_tf", times, args.warmup, batch)
 
 
 if __name__ == "__main__":

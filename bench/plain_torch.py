@@ -8,19 +8,9 @@ as raylab's torch trials. Prints one JSON line.
 """
 
 import argparse
-import gzip
-import json
 import time
 
-import numpy as np
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    shape = np.frombuffer(raw[4 : 4 + 4 * ndim], dtype=">u4")
-    return np.frombuffer(raw[4 + 4 * ndim :], dtype=np.uint8).reshape(shape)
+from common import DATA, fashion_train, report
 
 
 def main():
@@ -28,7 +18,7 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--data", default=DATA)
     args = p.parse_args()
 
     import torch
@@ -36,8 +26,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    x = torch.from_numpy(read_idx(f"{args.data}/train-images-idx3-ubyte.gz").astype("float32") / 255.0)
-    y = torch.from_numpy(read_idx(f"{args.data}/train-labels-idx1-ubyte.gz").astype("int64"))
+    x, y = (torch.from_numpy(a) for a in fashion_train(args.data))
     batch, steps = 32, len(x) // 32
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10))
     for layer in model:
@@ -60,10 +49,7 @@ def main():
             opt.step()
             loss.item(), float((logits.argmax(1) == yb).sum())
             times.append(time.perf_counter() - t0)
-    steady = np.asarray(times[args.warmup :])
-    print(json.dumps({"impl": "plain_torch", "samples_per_sec": batch * steady.size / steady.sum(),
-                      "step_time_p50_ms": float(np.percentile(steady, 50) * 1e3),
-                      "step_time_p90_ms": float(np.percentile(steady, 90) * 1e3), "first_step_s": times[0]}))
+    report("plain_torch", times, args.warmup, batch)
 
 
 if __name__ == "__main__":

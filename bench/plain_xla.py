@@ -8,20 +8,10 @@ Reports steady-state samples/s after 20 warm-up steps and the compile count and 
 """
 
 import argparse
-import gzip
-import json
 import os
 import time
 
-import numpy as np
-
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    shape = np.frombuffer(raw[4 : 4 + 4 * ndim], dtype=">u4")
-    return np.frombuffer(raw[4 + 4 * ndim :], dtype=np.uint8).reshape(shape)
+from common import DATA, fashion_train, report
 
 
 def main():
@@ -29,7 +19,7 @@ def main():
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--data", default=DATA)
     args = p.parse_args()
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     os.environ.setdefault("CPU_NUM_DEVICES", "1")
@@ -43,8 +33,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    x = torch.from_numpy(read_idx(f"{args.data}/train-images-idx3-ubyte.gz").astype("float32") / 255.0)
-    y = torch.from_numpy(read_idx(f"{args.data}/train-labels-idx1-ubyte.gz").astype("int64"))
+    x, y = (torch.from_numpy(a) for a in fashion_train(args.data))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32, shuffle=True,
                                          drop_last=True, generator=torch.Generator().manual_seed(0))
     device = torch_xla.device()
@@ -76,12 +65,8 @@ def main():
             if len(times) == args.warmup:
                 warm = met.metric_data("CompileTime")
     end = met.metric_data("CompileTime")
-    steady = np.asarray(times[args.warmup :])
-    print(json.dumps({"impl": "plain_xla", "samples_per_sec": 32 * steady.size / steady.sum(),
-                      "step_time_p50_ms": float(np.percentile(steady, 50) * 1e3),
-                      "step_time_p90_ms": float(np.percentile(steady, 90) * 1e3), "first_step_s": times[0],
-                      "compile_count_warmup": int(warm[0]), "compile_time_warmup_s": warm[1] / 1e9,
-                      "compiles_after_warmup": int(end[0] - warm[0])}))
+    report("plain_xla", times, args.warmup, 32, compile_count_warmup=int(warm[0]),
+           compile_time_warmup_s=warm[1] / 1e9, compiles_after_warmup=int(end[0] - warm[0]))
 
 
 if __name__ == "__main__":

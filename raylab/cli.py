@@ -90,7 +90,7 @@ def run_tags(recipe_file: str | None) -> dict:
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
 
 
-def summary(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> dict:
+def summary(cfg: C.RunConfig, parent_id: str, outcomes: list) -> dict:
     return {
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
         "trials": [{"trial": o.spec.name, "framework": o.spec.framework, "strategy": o.spec.strategy,
@@ -143,7 +143,7 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
         print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
         return 130
     if cfg.json_path:
-        cfg.json_path.write_text(json.dumps(summary(cfg, tracker, parent_id, outcomes), indent=2))
+        cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))
     from raylab.compare import compare
 
     chart = Path(f"raylab-{cfg.experiment}-{parent_id[:8]}.png")

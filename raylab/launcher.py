@@ -65,8 +65,15 @@ class TrialOutcome:
 
 def init_ray(address: str | None = None) -> None:
     """Connects to RAY_ADDRESS (e.g. under `ray job submit`) or starts an in-process cluster."""
-    if not ray.is_initialized():
+    if ray.is_initialized():
+        return
+    try:
         ray.init(address=address, log_to_driver=True, configure_logging=True, logging_level="WARNING")
+    except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+        raise UserError(f"cannot start or reach {where} ({first}); check RAY_ADDRESS / --address, "
+                        "or start one with `ray start --head`.") from None
 
 
 def check_resources(cfg: RunConfig) -> None:

@@ -66,12 +66,15 @@ class Reporter:
     def __init__(self, cfg: WorkerConfig, rank: int):
         self.sink = cfg.sink if rank == 0 else None
         self.cfg = cfg
-        self._last, self._steps = time.monotonic(), 0
+        self._last, self._steps = None, 0
 
     def progress(self, epoch: int, step: int, steps: int, loss: float) -> None:
         """Throttled; samples/s is averaged over the steps since the last line."""
-        self._steps += 1
         now = time.monotonic()
+        if self._last is None:  # the first window starts after the first (tracing) step
+            self._last = now
+            return
+        self._steps += 1
         if self.sink is not None and now - self._last >= PROGRESS_EVERY_S:
             rate = self._steps * self.cfg.global_batch / (now - self._last)
             self.sink.progress.remote({"epoch": epoch, "epochs": self.cfg.epochs, "step": step, "steps": steps,

@@ -164,7 +164,7 @@ def xla_worker_loop(config: dict) -> None:
         for p, chunk in zip(params, flat.split([p.numel() for p in params])):
             p.grad.copy_(chunk.view_as(p).to(device))
 
-    compiles = {"steps": 0, "eval": (0, 0.0)}
+    compiles = {"steps": 0, "eval": (0, 0.0), "seen": 0, "late_steps": []}
 
     def step():
         xb, yb = next_batch()
@@ -186,6 +186,11 @@ def xla_worker_loop(config: dict) -> None:
         compiles["steps"] += 1
         if compiles["steps"] == cfg.warmup_steps:
             compiles["warmup"] = compile_snapshot(met)
+        seen = met.counter_value("UncachedCompile") or 0  # a cheap counter, read every step
+        if seen != compiles["seen"]:
+            if compiles["steps"] > cfg.warmup_steps:
+                compiles["late_steps"].append(compiles["steps"])
+            compiles["seen"] = seen
         loss_value, correct = stats.cpu().tolist()
         return loss_value, correct
 
@@ -203,6 +208,7 @@ def xla_worker_loop(config: dict) -> None:
             correct += float((logits.argmax(1) == yb).sum())
         model.train()
         after = compile_snapshot(met)  # evaluation graphs compile too, but they are not training steps
+        compiles["seen"] = met.counter_value("UncachedCompile") or 0
         compiles["eval"] = (compiles["eval"][0] + after[0] - before[0], compiles["eval"][1] + after[1] - before[1])
         return loss / len(test_x), correct / len(test_x)
 
@@ -227,6 +233,7 @@ def xla_worker_loop(config: dict) -> None:
         "parameters": sum(p.numel() for p in params),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
+        "recompile_steps": compiles["late_steps"],  # filled in as training runs; sent at the end
     }
 
     def checksum():
