@@ -67,8 +67,11 @@ def main() -> None:
             for fw, (script, trial) in PAIRS.items():
                 if fw not in rows:
                     continue
-                plain = run_plain(script, args.epochs)
-                ray = run_raylab(trial, args.epochs, Path(tmp))
+                # ABBA order: alternate which side runs first, so drift on a shared machine cancels.
+                if r % 2 == 0:
+                    plain, ray = run_plain(script, args.epochs), run_raylab(trial, args.epochs, Path(tmp))
+                else:
+                    ray, plain = run_raylab(trial, args.epochs, Path(tmp)), run_plain(script, args.epochs)
                 rows[fw]["plain"].append(plain)
                 rows[fw]["raylab"].append(ray)
                 print(f"repeat {r + 1}: {fw} plain {plain['samples_per_sec']:,.0f} samples/s, "
@@ -82,7 +85,7 @@ def main() -> None:
         "",
         f"Command: `python bench/run.py --epochs {args.epochs} --repeats {args.repeats}` "
         "(fashion MLP, batch 32, 1 thread per worker, steady state after 20 warm-up steps; "
-        "plain and raylab runs interleaved).",
+        "plain and raylab runs interleaved, alternating which goes first).",
         "",
         "| framework | plain samples/s (median) | raylab trial | raylab samples/s (median) | ratio (median of pairs) | min..max | target |",
         "| --- | --- | --- | --- | --- | --- | --- |",
