@@ -3,12 +3,23 @@
 Kept apart from raylab on purpose, so a baseline measures the framework alone.
 """
 
+import argparse
 import gzip
 import json
 
 import numpy as np
 
 DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def parse_args(doc):
+    """The flags every baseline takes; defaults match raylab's trials (1 thread, 20 warm-up steps)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--data", default=DATA)
+    return p.parse_args()
 
 
 def read_idx(path):

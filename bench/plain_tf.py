@@ -7,23 +7,17 @@ step) and the same timing as raylab's tf trials. Prints one JSON line.
     python bench/plain_tf.py --epochs 2
 """
 
-import argparse
 import os
 import time
 
-from common import DATA, fashion_train, report
+from common import fashion_train, parse_args, report
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--data", default=DATA)
-    args = p.parse_args()
+    args = parse_args(__doc__)
 
     import tensorflow as tf
 

@@ -7,19 +7,13 @@ as raylab's torch trials. Prints one JSON line.
     python bench/plain_torch.py --epochs 2
 """
 
-import argparse
 import time
 
-from common import DATA, fashion_train, report
+from common import fashion_train, parse_args, report
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--data", default=DATA)
-    args = p.parse_args()
+    args = parse_args(__doc__)
 
     import torch
     from torch import nn

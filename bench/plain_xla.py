@@ -7,20 +7,14 @@ Reports steady-state samples/s after 20 warm-up steps and the compile count and 
     PJRT_DEVICE=CPU python bench/plain_xla.py --epochs 2
 """
 
-import argparse
 import os
 import time
 
-from common import DATA, fashion_train, report
+from common import fashion_train, parse_args, report
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--warmup", type=int, default=20)
-    p.add_argument("--data", default=DATA)
-    args = p.parse_args()
+    args = parse_args(__doc__)
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     os.environ.setdefault("CPU_NUM_DEVICES", "1")
     os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen={'true' if args.threads > 1 else 'false'}")
