@@ -68,7 +68,9 @@ def init_ray(address: str | None = None) -> None:
     if ray.is_initialized():
         return
     try:
-        ray.init(address=address, log_to_driver=True, configure_logging=True, logging_level="WARNING")
+        # "local": always a new in-process cluster; plain ray.init() would silently join any cluster
+        # `ray start` left registered on this machine (even a dead one, and then hang).
+        ray.init(address=address or "local", log_to_driver=True, configure_logging=True, logging_level="WARNING")
     except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"

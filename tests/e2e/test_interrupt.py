@@ -43,7 +43,7 @@ def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
             trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
             return trials and client.get_metric_history(trials[0].info.run_id, "val_accuracy") and runs
 
-        wait_for(first_epoch_logged, 240, "the trial's first epoch in MLflow")
+        wait_for(first_epoch_logged, 480, "the trial's first epoch in MLflow")
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 130, out[-3000:]
