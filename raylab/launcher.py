@@ -70,7 +70,11 @@ def init_ray(address: str | None = None) -> None:
     try:
         # "local": always a new in-process cluster; plain ray.init() would silently join any cluster
         # `ray start` left registered on this machine (even a dead one, and then hang).
-        ray.init(address=address or "local", log_to_driver=True, configure_logging=True, logging_level="WARNING")
+        # A cluster raylab starts runs its workers at normal priority (Ray's default is nice 15, which puts
+        # the training step behind Ray's own control plane on a small machine); the worker records its niceness.
+        extra = {} if address else {"_system_config": {"worker_niceness": 0}}
+        ray.init(address=address or "local", log_to_driver=True, configure_logging=True, logging_level="WARNING",
+                 **extra)
     except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"

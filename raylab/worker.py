@@ -57,7 +57,9 @@ def cpu_model() -> str:
 
 
 def host_facts() -> dict:
-    return {"host": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count()}
+    # Ray starts workers at nice 15 unless told otherwise; a benchmark must say at what priority it ran.
+    return {"host": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
+            "niceness": os.nice(0)}
 
 
 class Reporter:
