@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from raylab import config as C
+from raylab.backends.tpu import parse_topology, parse_tpu_type
 from raylab.errors import UserError
 
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
@@ -38,12 +39,22 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     p.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
                    help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
     p.add_argument("--epochs", type=_int, default=None, help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)")
+    p.add_argument("--ps", type=_int, default=1,
+                   help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)")
     p.add_argument("--threads", type=_int, default=1,
                    help="intra-op threads per replica, set in TF and torch and recorded (default: %(default)s)")
     p.add_argument("--seed", type=_int, default=recipe.seed, help="init, shuffle and shard seed (default: %(default)s)")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="what each replica runs on (default: cpu)")
+    p.add_argument("--tpu-fallback", choices=["error", "mirrored"], default="error",
+                   help="tf:tpu where no TPU is found: 'error' stops before training (default); 'mirrored' runs "
+                        "MirroredStrategy instead and records requested_strategy=tpu, actual_strategy=mirrored")
+    p.add_argument("--tpu-type", default=None, metavar="TYPE",
+                   help="TPU slice type for TPU trials, e.g. v4-8: tf:tpu asks Ray for TPU-TYPE-head")
+    p.add_argument("--tpu-topology", default=None, metavar="AxBxC",
+                   help="the slice's chip topology, e.g. 2x2x1: with --tpu-type, Ray reserves the whole slice for "
+                        "multi-worker TPU trials (xla:ddp with PJRT_DEVICE=TPU)")
     p.add_argument("--precision", choices=["fp32", "bf16"], default=recipe.precision,
                    help="asked-for precision; bf16 is applied only where supported (xla on TPU) and the "
                         "applied one is recorded as precision_applied (default: %(default)s)")
@@ -72,6 +83,8 @@ def make_config(recipe, args) -> C.RunConfig:
         threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
         tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
         json_path=args.json, device=args.device, precision=args.precision, notes=notes,
+        tpu_fallback=args.tpu_fallback, ps=C.check_positive("ps", args.ps), tpu_type=parse_tpu_type(args.tpu_type),
+        tpu_topology=parse_topology(args.tpu_topology),
     )
 
 
@@ -93,7 +106,8 @@ def run_tags(recipe_file: str | None) -> dict:
 def summary(cfg: C.RunConfig, parent_id: str, outcomes: list) -> dict:
     return {
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
-        "trials": [{"trial": o.spec.name, "framework": o.spec.framework, "strategy": o.spec.strategy,
+        "trials": [{"trial": o.ran_name, "framework": o.spec.framework, "strategy": o.ran or o.spec.strategy,
+                    "requested_strategy": o.spec.strategy,
                     "workers": o.spec.workers, "status": o.status, "run_id": o.run_id,
                     **{k: o.result.get(k) for k in SUMMARY_KEYS}} for o in outcomes],
     }

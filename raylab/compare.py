@@ -24,9 +24,18 @@ COLUMNS = [
     ("compile_time_warmup_s", "compile s", "{:.2f}"),
     ("compiles_after_warmup", "recompiles", "{:.0f}"),
 ]
+# Shown only when some trial has them: parameter-server figures.
+PS_COLUMNS = [
+    ("parameter_servers", "ps", "{}"),
+    ("ps_push_pull_ms", "push+pull ms", "{:.2f}"),
+    ("ps_bytes_per_step", "MB/step", "{}"),
+    ("staleness_mean", "stale mean", "{:.2f}"),
+    ("staleness_max", "stale max", "{:.0f}"),
+]
 METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
            "val_accuracy", "val_loss", "train_loss", "train_accuracy", "compile_count_warmup",
-           "compile_time_warmup_s", "compiles_after_warmup"]
+           "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
+           "staleness_mean", "staleness_max"]
 
 
 def find_parent(client, experiment: str, run_id: str | None = None):
@@ -54,13 +63,19 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
     for run in children:
         p, m, t = run.data.params, run.data.metrics, run.data.tags
         rows.append({
-            "trial": run.info.run_name, "framework": p.get("framework"), "strategy": p.get("strategy"),
+            "trial": run.info.run_name, "framework": p.get("framework"), "strategy": p.get("strategy") or p.get("requested_strategy"),
+            "requested_strategy": p.get("requested_strategy") or p.get("strategy"),
             "workers": int(p.get("workers", 0)), "status": run.info.status, "run_id": run.info.run_id,
             **{k: m.get(k) for k in METRICS},
             "threads": p.get("threads"), "global_batch": p.get("global_batch"),
             "strategy_class": t.get("strategy_class"), "device_kind": t.get("device_kind"),
             "error": t.get("error_summary"),
+            "actual_strategy": t.get("actual_strategy"),
+            "parameter_servers": p.get("parameter_servers"),
+            "oversubscribed": p.get("oversubscribed") == "True", "cpus_per_process": p.get("cpus_per_process"),
         })
+        if rows[-1]["ps_bytes_per_step"] is not None:
+            rows[-1]["ps_bytes_per_step"] = f"{rows[-1]['ps_bytes_per_step'] / 1e6:.2f}"
     return rows
 
 
@@ -70,13 +85,17 @@ def _cell(row: dict, key: str, fmt: str) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
-    cells = [[h for _, h, _ in COLUMNS]] + [[_cell(r, k, f) for k, _, f in COLUMNS] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    columns = COLUMNS + (PS_COLUMNS if any(r.get("parameter_servers") for r in rows) else [])
+    marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")} for r in rows]
+    cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
              for line in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     failed = [f"  {r['trial']}: {r['error']}" for r in rows if r["status"] != "FINISHED" and r.get("error")]
-    return "\n".join(lines + (["failed:"] + failed if failed else []))
+    notes = ([f"* oversubscribed: more processes than CPUs, each process reserved {r['cpus_per_process']} CPU "
+              f"({r['trial']})" for r in rows if r.get("oversubscribed")])
+    return "\n".join(lines + notes + (["failed:"] + failed if failed else []))
 
 
 def format_csv(rows: list[dict]) -> str:

@@ -47,6 +47,10 @@ class RunConfig:
     device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on
     precision: str = "fp32"  # asked for; what each backend applied is recorded per trial
     notes: list[str] = field(default_factory=list)  # things the driver should tell the user
+    tpu_fallback: str = "error"  # tf:tpu without a TPU: "error" before training, or run "mirrored" and record it
+    tpu_type: str | None = None  # e.g. "v4-8": TPU trials ask Ray for that slice's head resource
+    ps: int = 1  # parameter servers for tf:ps and torch:ps-* trials
+    tpu_topology: str | None = None  # e.g. "2x2x1": with tpu_type, how Ray reserves a slice for several workers
 
 
 def parse_trials(text: str) -> list[str]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import ray
 
 from raylab.backends import get_strategy
+from raylab.backends.tpu import slice_scaling
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
@@ -32,7 +33,8 @@ class TrialSink:
     """Where rank 0 sends progress, per-epoch metrics and its final result."""
 
     def __init__(self):
-        self.latest, self.epochs, self.final, self.checksums = None, [], None, {}
+        self.latest, self.epochs, self.final, self.checksums, self.nodes = None, [], None, {}, {}
+        self.servers, self.done = {}, 0
 
     def progress(self, fields):
         self.latest = fields
@@ -43,14 +45,34 @@ class TrialSink:
     def result(self, fields):
         self.final = fields
 
-    def checksum(self, rank, value):
+    def checksum(self, rank, value, node_id=None):
         self.checksums[rank] = value
+        self.nodes[rank] = node_id
 
     def poll(self):
         return self.latest, list(self.epochs), self.final
 
     def replica_checksums(self):
         return [self.checksums[r] for r in sorted(self.checksums)]
+
+    def worker_nodes(self):
+        return [self.nodes[r] for r in sorted(self.nodes)]
+
+    # Parameter-server trials: hosts publish their servers, workers look them up and say when they are done.
+    def register(self, name, handle, shard):
+        self.servers[name] = (handle, shard)
+
+    def lookup(self, names):
+        return [self.servers[n] for n in names] if all(n in self.servers for n in names) else None
+
+    def registered(self):
+        return {name: shard for name, (_, shard) in self.servers.items()}
+
+    def finish(self):
+        self.done += 1
+
+    def finished(self):
+        return self.done
 
 
 @dataclass
@@ -61,6 +83,14 @@ class TrialOutcome:
     result: dict = field(default_factory=dict)
     epochs: list = field(default_factory=list)
     error: str | None = None
+    ran: str | None = None  # the strategy that actually ran, once rank 0 has said so
+
+    @property
+    def ran_name(self) -> str:
+        """The run name: the trial, or e.g. 'tf:mirrored x1 (asked tf:tpu)' after a recorded fallback."""
+        if self.ran is None or self.ran == self.spec.strategy:
+            return self.spec.name
+        return f"{self.spec.framework}:{self.ran} x{self.spec.workers} (asked {self.spec.kind})"
 
 
 def init_ray(address: str | None = None) -> None:
@@ -82,19 +112,35 @@ def init_ray(address: str | None = None) -> None:
                         "or start one with `ray start --head`.") from None
 
 
+def reservation(strategy, layout, cluster: dict) -> tuple[float, bool]:
+    """(CPUs each process reserves, oversubscribed?).
+
+    Parameter-server trials have more processes than replicas; where the cluster has fewer CPUs
+    than their threads need, they still run, on an equal share of the CPUs, and say so.
+    """
+    cpus = cluster.get("CPU", 0)
+    if strategy.ps_roles is None or layout.cpus <= cpus:
+        return layout.cpus_per_worker, False
+    share = cpus / layout.ray_workers
+    return (int(share) if share >= 1 else int(share * 100) / 100), True
+
+
 def check_resources(cfg: RunConfig) -> None:
     """Every trial must fit on the cluster, and pass its backend's checks, before any trial starts."""
     total = ray.cluster_resources()
     for spec in cfg.trials:
         strategy = get_strategy(spec.kind)
-        layout = strategy.layout(spec.workers, cfg.threads)
-        if layout.cpus > total.get("CPU", 0):
+        layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+        cpus, oversubscribed = reservation(strategy, layout, total)
+        if (layout.cpus > total.get("CPU", 0) and not oversubscribed) or cpus <= 0:
             raise UserError(
                 f"{spec.name} needs {layout.cpus} CPUs ({layout.ray_workers} worker(s) x {layout.cpus_per_worker} "
                 f"thread(s)) but the Ray cluster has {int(total.get('CPU', 0))}; lower --workers or --threads, or add nodes."
             )
         if strategy.preflight is not None:
             strategy.preflight(cfg, total)
+        if strategy.resources is not None and strategy.resources(cfg, total).get("TPU"):
+            slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers)  # raises if the slice is unnamed
         if cfg.device == "gpu" and spec.workers > total.get("GPU", 0):
             raise UserError(f"{spec.name} needs {spec.workers} GPUs but the Ray cluster has "
                             f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
@@ -102,15 +148,20 @@ def check_resources(cfg: RunConfig) -> None:
 
 def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -> dict:
     """The MLflow params of a trial: the same names for every framework."""
-    layout = get_strategy(spec.kind).layout(spec.workers, cfg.threads)
+    strategy = get_strategy(spec.kind)
+    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    # A strategy whose replicas are the devices it finds (tf:tpu) logs global_batch once its worker has said.
+    batch = {} if strategy.replicas_found else {"global_batch": recipe.batch_per_replica * layout.replicas}
+    cpus, oversubscribed = reservation(strategy, layout, ray.cluster_resources())
+    ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
     return {
-        "recipe": recipe.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.strategy,
+        "recipe": recipe.name, "trial": spec.kind, "framework": spec.framework, "requested_strategy": spec.strategy,
         "workers": spec.workers, "ray_workers": layout.ray_workers, "batch_per_replica": recipe.batch_per_replica,
-        "global_batch": recipe.batch_per_replica * layout.replicas, "lr": recipe.lr, "optimizer": "adam",
+        **batch, "lr": recipe.lr, "optimizer": "adam",
         "adam_epsilon": recipe.adam_epsilon, "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed,
         "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
         "data_synthetic": ds.synthetic, "train_samples": len(ds.x_train), "test_samples": len(ds.x_test),
-        "warmup_steps": recipe.warmup_steps,
+        "warmup_steps": recipe.warmup_steps, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
     }
 
 
@@ -155,21 +206,28 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, refs: dict, s
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     strategy = get_strategy(spec.kind)
-    layout = strategy.layout(spec.workers, cfg.threads)
+    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     wcfg = WorkerConfig(
         trial=spec.name, strategy=strategy.name, build_model=recipe.models[strategy.models], data_refs=refs,
         replicas=layout.replicas, batch_per_replica=recipe.batch_per_replica, lr=recipe.lr,
         adam_epsilon=recipe.adam_epsilon, epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
-        precision=cfg.precision,
+        precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps,
     )
+    cpus, _ = reservation(strategy, layout, ray.cluster_resources())
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
-    scaling = ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0,
-                            resources_per_worker={"CPU": layout.cpus_per_worker, **({"GPU": gpus} if gpus else {})})
+    extra = strategy.resources(cfg, ray.cluster_resources()) if strategy.resources else {}
+    tpu = slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers) if extra.get("TPU") else {}
+    scaling = ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu,
+                            resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {}),
+                                                  **extra})
     # Unique names: re-using a name + storage path silently resumes an old run (DESIGN.md).
     name = f"raylab-{recipe.name}-{spec.framework}-{spec.strategy}-x{spec.workers}-{uuid.uuid4().hex[:8]}"
+    backend = strategy.backend_config(cfg.device)
+    if strategy.ps_roles == "chief":
+        backend.ps = cfg.ps  # TF_CONFIG gets chief / ps / worker roles
     return DataParallelTrainer(
-        strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=strategy.backend_config(cfg.device),
+        strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
         scaling_config=scaling, run_config=RayRunConfig(name=name, failure_config=FailureConfig(max_failures=0)),
     )
 
@@ -177,8 +235,10 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, refs: dict, s
 def replica_agreement(sink) -> dict:
     """Whether every worker ended with the same parameters (it must, under all-reduce)."""
     sums = ray.get(sink.replica_checksums.remote(), timeout=60)
+    nodes = ray.get(sink.worker_nodes.remote(), timeout=60)
     same = len(sums) > 0 and max(sums) - min(sums) <= 1e-9 * max(abs(v) for v in sums)
-    return {"replicas_consistent": same, "param_checksums": ",".join(f"{v:.10g}" for v in sums)}
+    return {"replicas_consistent": same, "param_checksums": ",".join(f"{v:.10g}" for v in sums),
+            "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
 
 
 def error_text(exc: BaseException) -> str:
@@ -190,7 +250,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
     run_id = tracker.start_run(spec.name, trial_params(recipe, cfg, spec, ds), tags, parent=parent_id)
     print(f"\n=== {spec.name}: {recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica "
           f"(MLflow run {run_id}) ===", flush=True)
-    sink = TrialSink.remote()
+    sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote()  # named: tools and tests can find a trial
     start = time.time()
     progress = Progress(sink, tracker, run_id, spec.name)
     outcome = TrialOutcome(spec, run_id, "FAILED")
@@ -207,7 +267,14 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         outcome.result.update({k: last[k] for k in ("val_accuracy", "val_loss", "train_loss", "train_accuracy")})
         # Per-epoch names already carry their history (step = epoch); log only the new ones.
         tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=cfg.epochs)
-        tracker.set_tags(run_id, {**final["actual"], **replica_agreement(sink)})
+        tracker.set_tags(run_id, {**final["actual"], "requested_strategy": spec.strategy, **replica_agreement(sink)})
+        # What ran is what's recorded: the `strategy` param and the run name say what ran, not what was asked.
+        outcome.ran = final["actual"]["actual_strategy"]
+        found = {"global_batch": final["actual"]["global_batch"]} if get_strategy(spec.kind).replicas_found else {}
+        tracker.log_params(run_id, {"strategy": outcome.ran, **found})
+        if outcome.ran != spec.strategy:
+            tracker.rename(run_id, outcome.ran_name)
+            print(f"[{spec.name}] ran as {outcome.ran_name}: {final['actual'].get('fallback_reason', '')}", flush=True)
         if outcome.result.get("compiles_after_warmup"):
             tracker.set_tags(run_id, {"recompiled_after_warmup": "true"})
             print(f"[{spec.name}] WARNING: {outcome.result['compiles_after_warmup']} compilation(s) after warm-up: "

@@ -17,7 +17,9 @@ from raylab.data import Dataset
 class Recipe:
     name: str
     data: Callable[[], Dataset]  # runs once, on the driver
-    models: dict[str, Callable[[], Any]]  # framework -> builder returning an un-compiled model
+    # framework -> builder returning an un-compiled model; a "tf" builder takes an optional `keras`
+    # module (tf:ps builds with tf_keras: ParameterServerStrategy needs it, keras#18624).
+    models: dict[str, Callable[..., Any]]
     batch_per_replica: int  # global batch = batch_per_replica x replicas
     lr: float
     epochs: int

@@ -132,6 +132,9 @@ class Tracker:
         for i in range(0, len(items), 1000):
             self.client.log_batch(run_id, metrics=items[i : i + 1000])
 
+    def rename(self, run_id: str, name: str) -> None:
+        self.client.update_run(run_id, name=name)
+
     def log_artifact(self, run_id: str, path: Path) -> None:
         self.client.log_artifact(run_id, str(path))
 

@@ -39,6 +39,8 @@ class WorkerConfig:
     sink: Any  # TrialSink actor handle
     device: str = "cpu"
     precision: str = "fp32"  # asked for; backends record what they applied
+    tpu_fallback: str = "error"  # tf:tpu with no TPU found: "error" or "mirrored" (recorded)
+    ps: int = 0  # parameter servers (tf:ps, torch:ps-*)
 
     @property
     def global_batch(self) -> int:
@@ -132,8 +134,12 @@ def run_epochs(
         reporter.epoch(fields)
     import ray
 
-    ray.get(cfg.sink.checksum.remote(rank, checksum()))  # waited for: the driver reads it after fit()
+    where = ray.get_runtime_context()
+    # Waited for: the driver reads every rank's checksum and node after fit().
+    ray.get(cfg.sink.checksum.remote(rank, checksum(), where.get_node_id()))
     if rank == 0:
+        held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}
         reporter.result({**chrono.summary(cfg.global_batch), **(extra() if extra else {}),
                          "steps_per_epoch": steps_per_epoch,
-                         "actual": {**actual, **host_facts()}})
+                         "actual": {"actual_strategy": cfg.strategy, **actual, **host_facts(),
+                                    "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items())}})

@@ -14,8 +14,9 @@ from raylab import Recipe, main
 from raylab.data import fashion_mnist
 
 
-def tf_model():
-    import keras
+def tf_model(keras=None):
+    if keras is None:  # Keras 3; tf:ps passes tf_keras (Keras 3 has no ParameterServerStrategy)
+        import keras
 
     dense = dict(kernel_initializer="glorot_uniform", bias_initializer="zeros")
     return keras.Sequential([

@@ -16,8 +16,12 @@ STRATEGIES = {
     "tf:none": "raylab.backends.tensorflow:NONE",
     "tf:mirrored": "raylab.backends.tensorflow:MIRRORED",
     "tf:mwms": "raylab.backends.tensorflow:MWMS",
+    "tf:tpu": "raylab.backends.tensorflow:TPU",
+    "tf:ps": "raylab.backends.tensorflow:PS",
     "torch:none": "raylab.backends.torch:NONE",
     "torch:ddp": "raylab.backends.torch:DDP",
+    "torch:ps-sync": "raylab.backends.torch_ps:SYNC",
+    "torch:ps-async": "raylab.backends.torch_ps:ASYNC",
     "xla:single": "raylab.backends.xla:SINGLE",
     "xla:ddp": "raylab.backends.xla:DDP",
 }

@@ -35,6 +35,12 @@ class Strategy:
     # Driver-side checks before any worker starts (run config, cluster resources) -> UserError.
     preflight: Callable[[object, dict], None] | None = None
     model_family: str | None = None  # which recipe builder it uses, if not its framework's (xla -> torch)
+    # Extra Ray resources each worker reserves (e.g. {"TPU": 4}), from the run config and cluster resources.
+    resources: Callable[[object, dict], dict] | None = None
+    replicas_found: bool = False  # replicas are the devices the worker finds (TPU cores), logged after it starts
+    # Parameter-server roles beside the training workers: "chief" (tf:ps: a chief + ps + workers),
+    # "hosts" (torch:ps-*: ps hosts + workers), None (no parameter servers).
+    ps_roles: str | None = None
 
     @property
     def framework(self) -> str:
@@ -48,7 +54,11 @@ class Strategy:
     def name(self) -> str:
         return self.kind.split(":")[1]
 
-    def layout(self, workers: int, threads: int) -> Layout:
+    def layout(self, workers: int, threads: int, ps: int = 0) -> Layout:
         if self.in_one_process:
             return Layout(1, threads * workers, workers)
+        if self.ps_roles == "chief":
+            return Layout(1 + ps + workers, threads, workers)
+        if self.ps_roles == "hosts":
+            return Layout(workers + ps, threads, workers)
         return Layout(workers, threads, workers)

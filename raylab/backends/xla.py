@@ -126,6 +126,10 @@ def xla_worker_loop(config: dict) -> None:
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     pjrt = os.environ["PJRT_DEVICE"]
     path = sync_path(pjrt, world)
+    if pjrt == "TPU":  # one process per chip (Ray set TPU_VISIBLE_CHIPS): the layout xmp.spawn would give a host
+        from torch_xla._internal import tpu
+
+        tpu.configure_topology(ctx.get_local_rank(), ctx.get_local_world_size())
     device = torch_xla.device()
     bf16 = cfg.precision == "bf16" and pjrt == "TPU"  # autocast bf16 is TPU-only in 2.9
 
@@ -252,6 +256,12 @@ def _preflight(cfg, cluster: dict) -> None:
     preflight(pjrt_device(cfg.device), cluster)
 
 
+def _resources(cfg, cluster: dict) -> dict:
+    """On TPU each worker (one process) takes one chip; on CUDA the launcher asks for the GPUs."""
+    return {"TPU": 1} if pjrt_device(cfg.device) == "TPU" else {}
+
+
 SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, preflight=_preflight,
-                  model_family="torch")
-DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, preflight=_preflight, model_family="torch")
+                  model_family="torch", resources=_resources)
+DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, preflight=_preflight, model_family="torch",
+               resources=_resources)

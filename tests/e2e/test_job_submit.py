@@ -1,7 +1,8 @@
 """As a user does it: `ray start --head` on loopback, `ray job submit` a recipe, results in MLflow.
 
-Ray 2.60 turns token authentication on for local clusters: `ray start` writes a token under
-$HOME/.ray and the `ray job` CLI reads it from there, so both run with the same HOME.
+Ray 2.60 turns token authentication on for local clusters: `ray start` writes a token to
+$HOME/.ray/auth_token. The submitting side here has a HOME of its own, as a user's laptop
+would, and gets the token the documented way: copied from the head into RAY_AUTH_TOKEN.
 """
 
 from __future__ import annotations
@@ -48,7 +49,10 @@ def head(tmp_path):
 
 def test_job_submit_runs_every_trial_under_one_parent(head, tmp_path):
     """The submitted recipe's trials all land in MLflow under one parent run, FINISHED."""
-    env, address = head
+    head_env, address = head
+    token = (Path(head_env["HOME"]) / ".ray" / "auth_token").read_text().strip()
+    (tmp_path / "client").mkdir()
+    env = {**head_env, "HOME": str(tmp_path / "client"), "RAY_AUTH_TOKEN": token}
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     cmd = [str(BIN / "ray"), "job", "submit", f"--address={address}", f"--working-dir={ROOT}", "--",
            "python", "recipes/fashion.py", "--quick", "--trials", "tf:none,torch:ddp", "--workers", "1,2",

@@ -123,5 +123,5 @@ def test_cli_compare_missing_store_exit_2(tmp_path, capsys):
 def test_cli_compare_csv_ok(store, mlflow_uri, capsys, tmp_path):
     """`raylab compare --format csv` prints the trials and writes no chart."""
     assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--format", "csv"]) == 0
-    assert capsys.readouterr().out.startswith("trial,framework,strategy,workers,status")
+    assert capsys.readouterr().out.startswith("trial,framework,strategy,requested_strategy,workers,status")
     assert not list(tmp_path.glob("*.png"))

@@ -1,0 +1,250 @@
+"""PyTorch parameter servers on Ray actors: torch:ps-sync and torch:ps-async.
+
+A trial is one Ray Train worker group (so one placement group: it gets every process or
+waits): ranks 0..W-1 train, ranks W..W+P-1 each host one parameter-server actor on their
+node and hold its CPU reservation. The parameters are sharded over the P servers (greedy by
+size); each server holds its shard's weights and Adam state.
+
+- sync: every worker pushes its gradient for version v; the server averages the W gradients,
+  applies one Adam step and answers all W pushes with the new weights. Same update as DDP's
+  all-reduce, so the same weights for the same seed and data order (a test checks).
+- async: each push is applied when it arrives; its staleness is the number of updates the
+  server applied since the pushing worker pulled the weights it computed on.
+
+A server actor is owned by its host rank: if the host dies, Ray kills the actor; if a server
+dies, its workers' next push raises and the trial fails. Either way Ray Train tears the group
+down and nothing stays behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import ray
+from ray.train.backend import BackendConfig
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from raylab.backends.base import Strategy
+
+WAIT_S = 600.0  # the longest a server host waits for its servers' handles or its workers
+
+
+@ray.remote(num_cpus=0)
+class ParameterServer:
+    """One shard of the parameters and its Adam state. An asyncio actor: sync pushes wait for each other."""
+
+    def __init__(self, shard: list, lr: float, eps: float, workers: int, sync: bool, threads: int):
+        import torch
+
+        torch.set_num_threads(threads)
+        self.params = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in shard]
+        self.optimizer = torch.optim.Adam(self.params, lr=lr, eps=eps)
+        self.workers, self.sync = workers, sync
+        self.version, self.pending, self.applied = 0, [], asyncio.Event()
+        self.staleness: list[int] = []
+        self.apply_s = 0.0
+
+    def _apply(self, grads: list) -> None:
+        import torch
+
+        t0 = time.perf_counter()
+        for p, g in zip(self.params, grads):
+            p.grad = torch.from_numpy(g)
+        self.optimizer.step()
+        self.version += 1
+        self.apply_s += time.perf_counter() - t0
+
+    def weights(self) -> tuple[int, list]:
+        return self.version, [p.detach().numpy().copy() for p in self.params]
+
+    async def push(self, version: int, grads: list) -> tuple[int, list]:
+        """A worker's gradient, computed on weights of `version`; returns the weights to compute on next."""
+        if not self.sync:
+            self.staleness.append(self.version - version)
+            self._apply(grads)
+            return self.weights()
+        self.pending.append(grads)
+        applied = self.applied
+        if len(self.pending) == self.workers:
+            # DDP divides each gradient by the world size, then sums: the same (exact for powers of two).
+            mean = [sum(g / self.workers for g in same) for same in zip(*self.pending)]
+            self.pending, self.applied = [], asyncio.Event()
+            self._apply(mean)
+            applied.set()
+        else:
+            await applied.wait()
+        return self.weights()
+
+    def stats(self) -> dict:
+        s = self.staleness
+        return {"updates": self.version, "apply_s": self.apply_s,
+                "staleness_mean": sum(s) / len(s) if s else 0.0, "staleness_max": max(s, default=0)}
+
+
+def shard_parameters(sizes: list[int], servers: int) -> list[list[int]]:
+    """Parameter indices per server, largest first onto the least-loaded server (stable, deterministic)."""
+    load, shards = [0] * servers, [[] for _ in range(servers)]
+    for i in sorted(range(len(sizes)), key=lambda i: (-sizes[i], i)):
+        s = min(range(servers), key=lambda k: (load[k], k))
+        shards[s].append(i)
+        load[s] += sizes[i]
+    return [sorted(s) for s in shards]
+
+
+def _host_server(cfg, index: int, workers: int) -> None:
+    """A server host rank: start this shard's server beside itself, publish it, wait for the workers."""
+    import torch
+
+    torch.manual_seed(cfg.seed)  # the same initial weights every worker (and DDP) starts from
+    params = [p.detach().numpy() for p in cfg.build_model().parameters()]
+    mine = shard_parameters([p.size for p in params], cfg.ps)[index]
+    node = ray.get_runtime_context().get_node_id()
+    server = ParameterServer.options(
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+        max_concurrency=max(2 * workers, 4),
+    ).remote([params[i] for i in mine], cfg.lr, cfg.adam_epsilon, workers, cfg.strategy == "ps-sync", cfg.threads)
+    ray.get(server.weights.remote(), timeout=WAIT_S)  # up before anyone is told about it
+    ray.get(cfg.sink.register.remote(f"ps{index}", server, mine), timeout=60)
+    deadline = time.monotonic() + cfg.epochs * WAIT_S
+    while ray.get(cfg.sink.finished.remote(), timeout=60) < workers:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"parameter server {index}: workers did not finish within {cfg.epochs * WAIT_S:.0f} s")
+        time.sleep(0.5)
+    ray.kill(server)
+
+
+def torch_ps_loop(config: dict) -> None:
+    import ray.train
+    import torch
+
+    from raylab.data import worker_shard
+    from raylab.worker import run_epochs
+
+    cfg = config["cfg"]
+    torch.set_num_threads(cfg.threads)
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    workers = world - cfg.ps
+    if rank >= workers:
+        return _host_server(cfg, rank - workers, workers)
+
+    torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
+    x, y, x_test, y_test = worker_shard(cfg.data_refs, workers, rank, cfg.seed)
+    x = torch.from_numpy(x.astype("float32") / 255.0)
+    y = torch.from_numpy(y.astype("int64"))
+    steps_per_epoch = len(x) // cfg.batch_per_replica
+    model = cfg.build_model().train()
+    params = list(model.parameters())
+    loss_fn = torch.nn.CrossEntropyLoss()
+    generator = torch.Generator().manual_seed(cfg.seed + rank)
+
+    deadline = time.monotonic() + WAIT_S
+    while True:  # the servers' handles, once their hosts have started them
+        found = ray.get(cfg.sink.lookup.remote([f"ps{i}" for i in range(cfg.ps)]), timeout=60)
+        if found is not None:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"parameter servers not up after {WAIT_S:.0f} s")
+        time.sleep(0.2)
+    servers = [(handle, shard) for handle, shard in found]
+    versions = [0] * len(servers)
+    comm = {"s": 0.0, "steps": 0}
+
+    def load(index: int, version: int, arrays: list) -> None:
+        versions[index] = version
+        with torch.no_grad():
+            for i, a in zip(servers[index][1], arrays):
+                params[i].copy_(torch.from_numpy(a))
+
+    for k, (handle, _) in enumerate(servers):  # start from the servers' weights
+        load(k, *ray.get(handle.weights.remote(), timeout=WAIT_S))
+
+    batches = iter(())
+
+    def next_batch():
+        nonlocal batches
+        try:
+            return next(batches)
+        except StopIteration:  # a new pass over the shard, reshuffled (the same order torch:ddp uses)
+            order = torch.randperm(len(x), generator=generator)
+            batches = iter(order[: steps_per_epoch * cfg.batch_per_replica].split(cfg.batch_per_replica))
+            return next(batches)
+
+    def step():
+        idx = next_batch()
+        xb, yb = x[idx], y[idx]
+        for p in params:
+            p.grad = None
+        logits = model(xb)
+        loss = loss_fn(logits, yb)
+        loss.backward()
+        t0 = time.perf_counter()
+        # Push this shard's gradients to each server; each answers with its new weights (the pull).
+        try:
+            replies = ray.get([h.push.remote(versions[k], [params[i].grad.numpy() for i in shard])
+                               for k, (h, shard) in enumerate(servers)], timeout=WAIT_S)
+        except ray.exceptions.RayActorError as e:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            raise RuntimeError(f"a parameter server died mid-trial ({first}); its shard of the weights is gone, "
+                               "so the trial stops") from None
+        comm["s"] += time.perf_counter() - t0
+        comm["steps"] += 1
+        for k, (version, arrays) in enumerate(replies):
+            load(k, version, arrays)
+        return loss.item(), float((logits.argmax(1) == yb).sum())
+
+    test_x = torch.from_numpy(x_test.astype("float32") / 255.0)
+    test_y = torch.from_numpy(y_test.astype("int64"))
+
+    @torch.no_grad()
+    def evaluate():
+        model.eval()
+        loss = correct = 0.0
+        for xb, yb in zip(test_x.split(1000), test_y.split(1000)):
+            logits = model(xb)
+            loss += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
+            correct += float((logits.argmax(1) == yb).sum())
+        model.train()
+        return loss / len(test_x), correct / len(test_x)
+
+    param_bytes = sum(p.numel() * p.element_size() for p in params)
+
+    def ps_figures() -> dict:
+        stats = ray.get([h.stats.remote() for h, _ in servers], timeout=60)
+        return {
+            "ps_push_pull_ms": 1000 * comm["s"] / max(comm["steps"], 1),  # one worker's round trip per step
+            "ps_bytes_per_step": 2 * param_bytes * workers,  # every worker pushes gradients and pulls weights
+            "ps_updates": sum(s["updates"] for s in stats) / len(stats),
+            "ps_apply_ms": 1000 * sum(s["apply_s"] for s in stats) / max(sum(s["updates"] for s in stats), 1),
+            **({"staleness_mean": sum(s["staleness_mean"] for s in stats) / len(stats),
+                "staleness_max": max(s["staleness_max"] for s in stats)} if cfg.strategy == "ps-async" else {}),
+        }
+
+    def checksum():
+        # The servers' weights: what every worker would pull now (async workers' copies differ by design).
+        for k, (handle, _) in enumerate(servers):
+            load(k, *ray.get(handle.weights.remote(), timeout=60))
+        return float(sum(p.detach().double().abs().sum() for p in params))
+
+    actual = {
+        "strategy_class": f"ParameterServer({'sync' if cfg.strategy == 'ps-sync' else 'async'})",
+        "replicas_in_sync": workers if cfg.strategy == "ps-sync" else 1,
+        "local_replicas": 1,
+        "device_kind": "cpu",
+        "comm_backend": "ray-actors",
+        "parameter_servers": cfg.ps,
+        "framework_version": torch.__version__,
+        "precision_applied": "fp32",
+        "parameters": sum(p.numel() for p in params),
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
+    }
+    try:
+        run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, extra=ps_figures)
+    finally:
+        ray.get(cfg.sink.finish.remote(), timeout=60)
+
+
+SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: BackendConfig(), ps_roles="hosts")
+ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: BackendConfig(), ps_roles="hosts")

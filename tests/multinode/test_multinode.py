@@ -1,0 +1,66 @@
+"""Trials on a simulated multi-node cluster: workers on different nodes, TPU scheduling, the TPU fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.multinode.conftest import load_recipe
+
+pytestmark = pytest.mark.multinode
+
+FASHION = load_recipe("fashion")
+
+
+def child_runs(client, summary):
+    parent = client.get_run(summary["parent_run_id"])
+    return client.search_runs([parent.info.experiment_id],
+                              filter_string=f"tags.`mlflow.parentRunId` = '{summary['parent_run_id']}'")
+
+
+def test_data_parallel_trials_span_nodes(run_recipe, cluster):
+    """2 workers of 1 CPU on 1-CPU nodes must sit on two nodes; they still train, agree and report."""
+    _, node_ids = cluster
+    code, summary, client = run_recipe(FASHION, "--quick", "--trials", "tf:mwms,torch:ddp", "--workers", "2")
+    assert code == 0, summary
+    for trial in summary["trials"]:
+        assert trial["status"] == "FINISHED" and trial["val_accuracy"] > 0.6
+        tags = client.get_run(trial["run_id"]).data.tags
+        assert tags["worker_nodes"] == "2", tags["worker_node_ids"]
+        assert tags["replicas_consistent"] == "True"
+        assert set(tags["worker_node_ids"].split(",")) <= {n[:12] for n in node_ids.values()}
+
+
+def test_tf_tpu_fails_clearly_on_a_host_without_a_real_tpu(run_recipe, cluster):
+    """The TPU host is scheduled (Ray gives the worker its chips), the resolver finds no TPU: FAILED, clear reason."""
+    code, summary, client = run_recipe(FASHION, "--quick", "--trials", "tf:tpu")
+    assert code == 1
+    (trial,) = summary["trials"]
+    assert trial["status"] == "FAILED" and trial["strategy"] == "tpu"
+    run = client.get_run(trial["run_id"])
+    assert run.info.status == "FAILED"
+    assert "no TPU on" in run.data.tags["error_summary"]
+    assert "--tpu-fallback mirrored" in run.data.tags["error_summary"]
+
+
+def test_tf_tpu_fallback_runs_mirrored_and_records_it(run_recipe, cluster):
+    """--tpu-fallback mirrored: it runs on the TPU host's worker as MirroredStrategy and says so everywhere."""
+    _, node_ids = cluster
+    code, summary, client = run_recipe(FASHION, "--quick", "--trials", "tf:tpu", "--tpu-fallback", "mirrored",
+                                       "--tpu-type", "v4-8")
+    assert code == 0, summary
+    (trial,) = summary["trials"]
+    assert trial["trial"] == "tf:mirrored x1 (asked tf:tpu)"
+    assert trial["strategy"] == "mirrored" and trial["requested_strategy"] == "tpu"
+    assert trial["val_accuracy"] > 0.6
+    run = client.get_run(trial["run_id"])
+    tags, params = run.data.tags, run.data.params
+    assert run.info.run_name == "tf:mirrored x1 (asked tf:tpu)"
+    assert tags["requested_strategy"] == "tpu" and tags["actual_strategy"] == "mirrored"
+    assert tags["strategy_class"] == "MirroredStrategy" and "no TPU on" in tags["fallback_reason"]
+    assert params["strategy"] == "mirrored" and params["requested_strategy"] == "tpu"
+    assert params["global_batch"] == "32"  # one CPU replica ran, not the 4 chips that were asked for
+    # Scheduled through Ray's TPU resources: the worker held the host's 4 chips and the slice head.
+    assert "TPU=4" in tags["ray_resources"] and "TPU-v4-8-head=1" in tags["ray_resources"]
+    assert tags["worker_node_ids"] == node_ids["tpu"][:12]
+    rows = [r for r in child_runs(client, summary)]
+    assert [r.info.run_name for r in rows] == ["tf:mirrored x1 (asked tf:tpu)"]
