@@ -58,8 +58,20 @@ def driver_versions() -> dict:
 def error_summary(error: str) -> str:
     """The line of a (possibly remote, multi-worker) traceback that names the error."""
     lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    named = [line for line in lines if re.match(r"^(\(\d+\) )?([\w.]+(Error|Exception)|[A-Z_]{5,}):", line)]
-    return (named or lines or ["unknown error"])[-1][:500]
+    named = [i for i, line in enumerate(lines) if re.match(r"^(\(\d+\) )?([\w.]+(Error|Exception)|[A-Z_]{5,}):", line)]
+    if not named:
+        return (lines or ["unknown error"])[-1][:500]
+    i = named[-1]
+    text = lines[i]
+    # "WorkerGroupError: Training failed due to worker errors:" / "[Rank 0 Error Snippet]:" say what failed below.
+    for line in lines[i + 1 :]:
+        if not text.endswith(":"):
+            break
+        text += f" {line}"
+    died = next((line for line in lines if line.startswith("The actor died")), None)
+    if died and died not in text:  # a process that vanished (killed, OOM) rather than raised
+        text += f" {died}"
+    return text[:500]
 
 
 def _check_sqlite(uri: str) -> None:

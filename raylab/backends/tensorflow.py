@@ -131,7 +131,9 @@ def _serve(tf, cfg, threads: int) -> None:
     import ray
 
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+    # Two inter-op threads: a server runs remote closures whose ops wait on each other (input pipeline,
+    # variable reads from the ps); with one thread they can wait forever.
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=2)
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
                                   protocol="grpc", config=config, start=True)
     deadline = time.monotonic() + SERVE_WAIT_S * cfg.epochs
@@ -169,7 +171,12 @@ def _chief(tf, cfg, ctx) -> None:
     from raylab.data import worker_shard
     from raylab.worker import run_epochs
 
+    import logging
+
+    tf.get_logger().setLevel(logging.WARNING)  # the coordinator logs every join at INFO
     threads = _threads(tf, cfg.threads, 1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)  # as on the servers (see _serve)
+    threads["inter_op_threads"] = 2
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
@@ -190,7 +197,8 @@ def _chief(tf, cfg, ctx) -> None:
         optimizer = tf_keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=cfg.adam_epsilon)
         optimizer.build(model.trainable_variables)
     loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    iterator = iter(coordinator.create_per_worker_dataset(dataset_fn))
+    # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
 
     @tf.function
     def worker_step(it):

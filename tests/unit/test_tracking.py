@@ -88,3 +88,14 @@ def test_ui_hint(mlflow_uri):
     """The UI hint names the store and the experiment."""
     t = Tracker(mlflow_uri, "exp")
     assert mlflow_uri in t.ui_hint("exp") and "'exp'" in t.ui_hint("exp")
+
+
+def test_error_summary_completes_a_headline_that_ends_in_a_colon():
+    from raylab.tracking import error_summary
+
+    text = ("Traceback (most recent call last):\n  File x\nray.train.WorkerGroupError: Training failed due to "
+            "worker errors:\n[Rank 0 Error Snippet]:\nA worker health check failed.\nWorker info: x\n"
+            "The actor died unexpectedly before finishing this task.\n\tclass_name: RayTrainWorker")
+    assert error_summary(text) == ("ray.train.WorkerGroupError: Training failed due to worker errors: "
+                                   "[Rank 0 Error Snippet]: A worker health check failed. "
+                                   "The actor died unexpectedly before finishing this task.")
