@@ -1,8 +1,9 @@
 """As a user does it: `ray start --head` on loopback, `ray job submit` a recipe, results in MLflow.
 
-Ray 2.60 turns token authentication on for local clusters: `ray start` writes a token to
-$HOME/.ray/auth_token. The submitting side here has a HOME of its own, as a user's laptop
-would, and gets the token the documented way: copied from the head into RAY_AUTH_TOKEN.
+Token authentication as a user sets it up (README): `ray get-auth-token --generate` on the head,
+`RAY_AUTH_MODE=token ray start --head`; the submitting side has a HOME of its own, as a laptop
+would, and gets the token copied from the head into RAY_AUTH_TOKEN. (`ray start` alone leaves
+authentication off; only an in-process `ray.init()` turns it on by itself.)
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ def free_port() -> int:
 def head(tmp_path):
     """A Ray head on loopback with its dashboard (the job server); stopped whatever happens."""
     env = {**os.environ, "HOME": str(tmp_path / "home"), "PATH": f"{BIN}:{os.environ['PATH']}",
-           "RAY_USAGE_STATS_ENABLED": "0"}
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+    env.pop("RAY_AUTH_TOKEN", None)
     (tmp_path / "home").mkdir()
+    subprocess.run([str(BIN / "ray"), "get-auth-token", "--generate"], env=env, check=True, capture_output=True,
+                   text=True, timeout=60)
     port, dash = free_port(), free_port()
     start = [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
              "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
@@ -52,8 +56,9 @@ def test_job_submit_runs_every_trial_under_one_parent(head, tmp_path):
     head_env, address = head
     token = (Path(head_env["HOME"]) / ".ray" / "auth_token").read_text().strip()
     (tmp_path / "client").mkdir()
-    env = {**head_env, "HOME": str(tmp_path / "client"), "RAY_AUTH_TOKEN": token}
+    env = {**head_env, "HOME": str(tmp_path / "client")}
     uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env["RAY_AUTH_TOKEN"] = token
     cmd = [str(BIN / "ray"), "job", "submit", f"--address={address}", f"--working-dir={ROOT}", "--",
            "python", "recipes/fashion.py", "--quick", "--trials", "tf:none,torch:ddp", "--workers", "1,2",
            "--tracking-uri", uri, "--experiment", "e2e"]
@@ -65,6 +70,11 @@ def test_job_submit_runs_every_trial_under_one_parent(head, tmp_path):
         time.sleep(3)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "succeeded" in done.stdout
+    # Without the token the same client is turned away.
+    env.pop("RAY_AUTH_TOKEN")
+    refused = subprocess.run([str(BIN / "ray"), "job", "list", f"--address={address}"], env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "token-auth" in refused.stdout + refused.stderr  # Ray names its auth docs
 
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("e2e")

@@ -23,9 +23,15 @@ def cluster(tmp_path_factory):
     import ray
     from ray.cluster_utils import Cluster
 
+    from ray._raylet import Config
+
     home = tmp_path_factory.mktemp("home")
-    saved = os.environ.get("HOME")
-    os.environ["HOME"] = str(home)  # Ray's token and results go here, not into the user's home
+    saved = {k: os.environ.get(k) for k in ("HOME", "RAY_AUTH_MODE")}
+    os.environ["HOME"] = str(home)  # Ray's results go here, not into the user's home
+    # Token auth is the e2e test's subject; here it stays off, whatever an earlier ray.init() in this
+    # process switched on (it sets RAY_AUTH_MODE=token and caches it).
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    Config.initialize("")
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     nodes = {"head": c.head_node, "cpu": c.add_node(num_cpus=1),
              "tpu": c.add_node(num_cpus=1, resources=TPU_HOST)}
@@ -36,7 +42,12 @@ def cluster(tmp_path_factory):
     finally:
         ray.shutdown()
         c.shutdown()
-        os.environ["HOME"] = saved or ""
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        Config.initialize("")
 
 
 @pytest.fixture
