@@ -35,6 +35,10 @@ def test_cluster_configs_pass_ray_validation(name):
     head = "\n".join(prepared["head_start_ray_commands"])
     assert "ray start --head" in head
     assert "mlflow server --host 127.0.0.1" in head  # the tracking server listens on loopback only
+    # Token authentication on every node (`ray start` alone leaves it off), with the one token shipped to each.
+    starts = prepared["head_start_ray_commands"] + prepared["worker_start_ray_commands"]
+    assert all("RAY_AUTH_MODE=token" in c for c in starts if "ray start" in c)
+    assert prepared["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
 
 
 def test_gcp_config_has_cpu_head_and_gpu_and_tpu_workers():
