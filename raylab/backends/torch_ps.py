@@ -155,7 +155,7 @@ def torch_ps_loop(config: dict) -> None:
         versions[index] = version
         with torch.no_grad():
             for i, a in zip(servers[index][1], arrays):
-                params[i].copy_(torch.from_numpy(a))
+                params[i].copy_(torch.from_numpy(a.copy()))  # replies arrive as read-only arrays
 
     for k, (handle, _) in enumerate(servers):  # start from the servers' weights
         load(k, *ray.get(handle.weights.remote(), timeout=WAIT_S))
