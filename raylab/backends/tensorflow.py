@@ -203,23 +203,30 @@ def _chief(tf, cfg, ctx) -> None:
     @tf.function
     def worker_step(it):
         def replica_step(xb, yb):
+            # Staleness: the updates other workers applied between this step's read and its own apply
+            # (tf_keras counts `iterations` atomically on the ps; Keras 3 loses increments, DESIGN.md).
+            seen = optimizer.iterations.read_value()
             with tf.GradientTape() as tape:
                 logits = model(xb, training=True)
                 loss = tf.reduce_mean(loss_fn(yb, logits))
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            lag = tf.cast(optimizer.iterations.read_value() - seen - 1, tf.float32)
             correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), yb), tf.float32))
-            return tf.stack([loss, correct])
+            return tf.stack([loss, correct, lag])
 
         return strategy.run(replica_step, args=next(it))
+
+    lags: list[float] = []
 
     def step():
         # One round: a step for each worker, scheduled to whichever is free, then joined. The ps
         # apply each worker's update as it comes (asynchronous PS); the join only ends the round.
         results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(workers)]
         coordinator.join()
-        out = np.sum([r.fetch() for r in results], axis=0)
-        return float(out[0]) / workers, float(out[1])
+        out = np.array([r.fetch() for r in results])
+        lags.extend(out[:, 2].tolist())
+        return float(out[:, 0].sum()) / workers, float(out[:, 1].sum())
 
     test_x, test_y = x_test.astype("float32") / 255.0, y_test.astype("int32")
 
@@ -249,7 +256,8 @@ def _chief(tf, cfg, ctx) -> None:
 
     def figures() -> dict:
         # Each worker step reads every variable from the ps and writes its update back.
-        return {"ps_bytes_per_step": 2 * param_bytes * workers}
+        return {"ps_bytes_per_step": 2 * param_bytes * workers,
+                "staleness_mean": float(np.mean(lags)) if lags else 0.0, "staleness_max": max(lags, default=0.0)}
 
     def checksum():
         return float(sum(np.abs(v.numpy().astype("float64")).sum() for v in model.trainable_variables))

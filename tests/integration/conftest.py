@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,13 @@ def load_recipe(name: str):
 
 
 @pytest.fixture(scope="package")
-def ray_cluster(tmp_path_factory):
+def ray_cluster(ray_home):
+    """HOME and the auth token come from tests/conftest.py (shared with the multi-node cluster)."""
     import ray
 
-    home = tmp_path_factory.mktemp("home")
-    saved = os.environ.get("HOME")
-    os.environ["HOME"] = str(home)  # Ray's token and results go here, not into the user's home
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
     yield ray
     ray.shutdown()
-    os.environ["HOME"] = saved or ""
 
 
 @pytest.fixture

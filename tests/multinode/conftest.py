@@ -9,7 +9,6 @@ the TPU is not, which is what the tf:tpu error and fallback paths need.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -19,19 +18,11 @@ TPU_HOST = {"TPU": 4, "TPU-v4-8-head": 1}
 
 
 @pytest.fixture(scope="package")
-def cluster(tmp_path_factory):
+def cluster(ray_home):
+    """HOME and the auth token come from tests/conftest.py (shared with the integration cluster)."""
     import ray
     from ray.cluster_utils import Cluster
 
-    from ray._raylet import Config
-
-    home = tmp_path_factory.mktemp("home")
-    saved = {k: os.environ.get(k) for k in ("HOME", "RAY_AUTH_MODE")}
-    os.environ["HOME"] = str(home)  # Ray's results go here, not into the user's home
-    # Token auth is the e2e test's subject; here it stays off, whatever an earlier ray.init() in this
-    # process switched on (it sets RAY_AUTH_MODE=token and caches it).
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    Config.initialize("")
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     nodes = {"head": c.head_node, "cpu": c.add_node(num_cpus=1),
              "tpu": c.add_node(num_cpus=1, resources=TPU_HOST)}
@@ -42,12 +33,6 @@ def cluster(tmp_path_factory):
     finally:
         ray.shutdown()
         c.shutdown()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        Config.initialize("")
 
 
 @pytest.fixture
