@@ -30,7 +30,8 @@ def wait_for(predicate, timeout: float, what: str):
 def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_AUTH_MODE", None)  # a fresh user's default: ray.init() makes its own token
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):  # a fresh user's default: ray.init() makes its own token
+        env.pop(k, None)
     cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", "torch:none", "--workers", "1",
            "--epochs", "50", "--tracking-uri", uri, "--experiment", "stopped"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

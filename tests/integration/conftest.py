@@ -19,8 +19,8 @@ def load_recipe(name: str):
 
 
 @pytest.fixture(scope="package")
-def ray_cluster(ray_home):
-    """HOME and the auth token come from tests/conftest.py (shared with the multi-node cluster)."""
+def ray_cluster():
+    """HOME and the auth token are set by tests/conftest.py (shared with the multi-node cluster)."""
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")

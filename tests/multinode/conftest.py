@@ -18,8 +18,8 @@ TPU_HOST = {"TPU": 4, "TPU-v4-8-head": 1}
 
 
 @pytest.fixture(scope="package")
-def cluster(ray_home):
-    """HOME and the auth token come from tests/conftest.py (shared with the integration cluster)."""
+def cluster():
+    """HOME and the auth token are set by tests/conftest.py (shared with the integration cluster)."""
     import ray
     from ray.cluster_utils import Cluster
 
