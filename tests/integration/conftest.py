@@ -28,9 +28,8 @@ def ray_cluster():
     ray.shutdown()
 
 
-@pytest.fixture
-def run_recipe(ray_cluster, tmp_path, monkeypatch):
-    """Runs a recipe through its real command line on the shared cluster; returns (exit code, summary, client)."""
+def recipe_runner(tmp_path, monkeypatch):
+    """Runs a recipe through its real command line on the connected cluster; returns (exit code, summary, client)."""
     from mlflow.tracking import MlflowClient
 
     from raylab.cli import recipe_main
@@ -45,3 +44,8 @@ def run_recipe(ray_cluster, tmp_path, monkeypatch):
         return code, summary, MlflowClient(tracking_uri=uri)
 
     return run
+
+
+@pytest.fixture
+def run_recipe(ray_cluster, tmp_path, monkeypatch):
+    return recipe_runner(tmp_path, monkeypatch)

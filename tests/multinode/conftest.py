@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import ROOT, load_recipe  # noqa: F401 - re-exported for the tests
+from tests.integration.conftest import ROOT, load_recipe, recipe_runner  # noqa: F401 - load_recipe re-exported
 
 TPU_HOST = {"TPU": 4, "TPU-v4-8-head": 1}
 
@@ -37,20 +37,4 @@ def cluster():
 
 @pytest.fixture
 def run_recipe(cluster, tmp_path, monkeypatch):
-    """Runs a recipe through its real command line on the multi-node cluster; returns (exit code, summary, client)."""
-    import json
-
-    from mlflow.tracking import MlflowClient
-
-    from raylab.cli import recipe_main
-
-    monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-
-    def run(recipe, *args):
-        out = tmp_path / "summary.json"
-        code = recipe_main(recipe, ["--tracking-uri", uri, "--json", str(out), *args])
-        summary = json.loads(out.read_text()) if out.exists() else None
-        return code, summary, MlflowClient(tracking_uri=uri)
-
-    return run
+    return recipe_runner(tmp_path, monkeypatch)
