@@ -39,6 +39,10 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     p.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
                    help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
     p.add_argument("--epochs", type=_int, default=None, help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)")
+    p.add_argument("--steps-per-epoch", type=_int, default=None, metavar="N",
+                   help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
+                        "shard (default: " + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
+                        + "; one pass with --quick)")
     p.add_argument("--ps", type=_int, default=1,
                    help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)")
     p.add_argument("--threads", type=_int, default=1,
@@ -76,10 +80,18 @@ def make_config(recipe, args) -> C.RunConfig:
     if missing:
         raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
                         f"choose trials of {', '.join(sorted(recipe.models))}.")
+    steps = args.steps_per_epoch if args.steps_per_epoch is not None else (None if args.quick else recipe.steps_per_epoch)
+    if steps is not None and steps < 0:
+        raise UserError(f"--steps-per-epoch is {steps}; give a positive number of steps, or 0 for one pass over the data.")
+    trials = C.expand_trials(kinds, workers, notes)
+    uneven = [s.name for s in trials if recipe.global_batch and recipe.global_batch % s.workers]
+    if uneven:
+        raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
+                        "cannot split evenly over its replicas; choose --workers that divide it.")
     if args.json is not None and not args.json.parent.resolve().is_dir():
         raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")
     return C.RunConfig(
-        trials=C.expand_trials(kinds, workers, notes), epochs=epochs,
+        trials=trials, epochs=epochs, steps_per_epoch=steps or None,
         threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
         tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
         json_path=args.json, device=args.device, precision=args.precision, notes=notes,

@@ -51,6 +51,7 @@ class RunConfig:
     tpu_type: str | None = None  # e.g. "v4-8": TPU trials ask Ray for that slice's head resource
     ps: int = 1  # parameter servers for tf:ps and torch:ps-* trials
     tpu_topology: str | None = None  # e.g. "2x2x1": with tpu_type, how Ray reserves a slice for several workers
+    steps_per_epoch: int | None = None  # None: an epoch is one pass over each worker's shard
 
 
 def parse_trials(text: str) -> list[str]:

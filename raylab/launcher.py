@@ -151,13 +151,14 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     # A strategy whose replicas are the devices it finds (tf:tpu) logs global_batch once its worker has said.
-    batch = {} if strategy.replicas_found else {"global_batch": recipe.batch_per_replica * layout.replicas}
+    per_replica = recipe.per_replica(layout.replicas)
+    batch = {} if strategy.replicas_found else {"global_batch": per_replica * layout.replicas}
     cpus, oversubscribed = reservation(strategy, layout, ray.cluster_resources())
     ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
     return {
         "recipe": recipe.name, "trial": spec.kind, "framework": spec.framework, "requested_strategy": spec.strategy,
-        "workers": spec.workers, "ray_workers": layout.ray_workers, "batch_per_replica": recipe.batch_per_replica,
-        **batch, "lr": recipe.lr, "optimizer": "adam",
+        "workers": spec.workers, "ray_workers": layout.ray_workers, "batch_per_replica": per_replica,
+        **batch, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "lr": recipe.lr, "optimizer": "adam",
         "adam_epsilon": recipe.adam_epsilon, "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed,
         "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
         "data_synthetic": ds.synthetic, "train_samples": len(ds.x_train), "test_samples": len(ds.x_test),
@@ -209,10 +210,10 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, refs: dict, s
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     wcfg = WorkerConfig(
         trial=spec.name, strategy=strategy.name, build_model=recipe.models[strategy.models], data_refs=refs,
-        replicas=layout.replicas, batch_per_replica=recipe.batch_per_replica, lr=recipe.lr,
+        replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas), lr=recipe.lr,
         adam_epsilon=recipe.adam_epsilon, epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
-        precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps,
+        precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
     )
     cpus, _ = reservation(strategy, layout, ray.cluster_resources())
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0

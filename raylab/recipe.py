@@ -20,7 +20,7 @@ class Recipe:
     # framework -> builder returning an un-compiled model; a "tf" builder takes an optional `keras`
     # module (tf:ps builds with tf_keras: ParameterServerStrategy needs it, keras#18624).
     models: dict[str, Callable[..., Any]]
-    batch_per_replica: int  # global batch = batch_per_replica x replicas
+    batch_per_replica: int  # global batch = batch_per_replica x replicas (weak scaling)...
     lr: float
     epochs: int
     # Keras' Adam uses epsilon 1e-7 and torch's 1e-8: a recipe names one value for both.
@@ -32,8 +32,15 @@ class Recipe:
     quick_test: int = 2000  # ...and this many test items, 1 epoch
     warmup_steps: int = 20  # steps left out of steady-state timing (tracing, caches)
     seed: int = 0
+    # ...unless the recipe fixes the global batch (strong scaling): each replica then takes global_batch / replicas.
+    global_batch: int | None = None
+    steps_per_epoch: int | None = None  # None: an epoch is one pass over each worker's shard
     precision: str = "fp32"
     doc: str = field(default="", compare=False)
+
+    def per_replica(self, replicas: int) -> int:
+        """The batch each replica takes when `replicas` train in sync."""
+        return self.global_batch // replicas if self.global_batch else self.batch_per_replica
 
     def variant(self, **changes) -> "Recipe":
         """An edited copy (e.g. a longer schedule) with everything else unchanged."""

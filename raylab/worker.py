@@ -41,6 +41,7 @@ class WorkerConfig:
     precision: str = "fp32"  # asked for; backends record what they applied
     tpu_fallback: str = "error"  # tf:tpu with no TPU found: "error" or "mirrored" (recorded)
     ps: int = 0  # parameter servers (tf:ps, torch:ps-*)
+    steps_per_epoch: int | None = None  # None: one pass over the shard; else the data repeats as needed
 
     @property
     def global_batch(self) -> int:
@@ -108,11 +109,13 @@ def run_epochs(
 ) -> None:
     """The training loop every backend shares.
 
+    steps_per_epoch is one pass over the worker's shard unless cfg.steps_per_epoch fixes it.
     step() runs one synchronous training step and returns (mean loss, correct count) of this
     replica's batch; evaluate() returns (loss, accuracy) on the test split (rank 0 only);
     checksum() sums the absolute values of this worker's parameters, so the driver can check
     that every replica ended with the same model; extra() adds backend figures to the result.
     """
+    steps_per_epoch = cfg.steps_per_epoch or steps_per_epoch
     chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
     reporter = Reporter(cfg, rank)
     local_batch = cfg.batch_per_replica * actual.get("local_replicas", 1)

@@ -19,6 +19,7 @@ import os
 import socket
 from dataclasses import dataclass
 
+import numpy as np
 from ray.train.backend import Backend, BackendConfig
 
 from raylab.backends.base import Strategy
@@ -71,6 +72,11 @@ class MultiWorkerConfig(BackendConfig):
     @property
     def backend_cls(self):
         return _MultiWorkerBackend
+
+
+def trainable_parameters(model) -> int:
+    # What torch's parameters() counts: BatchNorm's moving statistics are state, not parameters.
+    return int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
 
 
 def _threads(tf, threads: int, local_replicas: int) -> dict:
@@ -250,7 +256,7 @@ def _chief(tf, cfg, ctx) -> None:
         "framework_version": tf.__version__,
         "keras_version": f"tf_keras {tf_keras.__version__}",
         "precision_applied": "fp32",
-        "parameters": int(model.count_params()),
+        "parameters": trainable_parameters(model),
         **threads,
     }
 
@@ -364,7 +370,7 @@ def tf_worker_loop(config: dict) -> None:
         "framework_version": tf.__version__,
         "precision_applied": "fp32",
         "keras_version": keras.__version__,
-        "parameters": int(model.count_params()),
+        "parameters": trainable_parameters(model),
         **threads,
     }
     def checksum():

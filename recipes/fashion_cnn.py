@@ -1,0 +1,76 @@
+"""Fashion-MNIST 5-layer CNN: three BatchNorm-Conv 5x5-ELU-MaxPool-Dropout blocks, Dense 256, Dense 10.
+
+Conv 64 / 128 / 256 (5x5, same padding, ELU), each after BatchNorm and followed by MaxPool 2x2 and
+Dropout 0.25; Flatten, Dense 256 ELU, Dropout 0.5, Dense 10: 1,619,084 trainable parameters in both
+frameworks. Adam lr 1e-3, global batch 1024 (split over the replicas), 5 epochs x 100 steps, as in
+the seed notebook. BatchNorm momentum 0.9 (torch: 0.1, the same average) and epsilon 1e-3 on both
+sides: with Keras' default 0.99 the moving averages still weigh their initial values by 0.99^60 = 0.55
+after one pass, and the test accuracy (inference mode) says more about that than about the model.
+
+    python recipes/fashion_cnn.py                                    # tf:none and torch:none, 5 x 100 steps
+    python recipes/fashion_cnn.py --epochs 1 --steps-per-epoch 0     # one pass over the data (58 steps)
+    python recipes/fashion_cnn.py --trials tf:mwms,torch:ddp --workers 2 --quick
+"""
+
+from raylab import Recipe, main
+from raylab.data import fashion_mnist
+
+BN_MOMENTUM_KERAS, BN_EPSILON = 0.9, 1e-3  # torch's momentum is 1 - Keras'
+
+
+def tf_model(keras=None):
+    if keras is None:  # Keras 3; tf:ps passes tf_keras
+        import keras
+
+    L = keras.layers
+    init = dict(kernel_initializer="glorot_uniform", bias_initializer="zeros")
+
+    def block(filters):
+        return [L.BatchNormalization(momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON),
+                L.Conv2D(filters, 5, padding="same", activation="elu", **init), L.MaxPooling2D(2), L.Dropout(0.25)]
+
+    return keras.Sequential([
+        keras.Input((28, 28)), L.Reshape((28, 28, 1)), *block(64), *block(128), *block(256),
+        L.Flatten(), L.Dense(256, activation="elu", **init), L.Dropout(0.5), L.Dense(10, **init),
+    ])
+
+
+def torch_model():
+    from torch import nn
+
+    def block(cin, cout):
+        return [nn.BatchNorm2d(cin, momentum=1 - BN_MOMENTUM_KERAS, eps=BN_EPSILON),
+                nn.Conv2d(cin, cout, 5, padding="same"), nn.ELU(), nn.MaxPool2d(2), nn.Dropout(0.25)]
+
+    model = nn.Sequential(
+        nn.Unflatten(1, (1, 28)), *block(1, 64), *block(64, 128), *block(128, 256),  # (N,28,28) -> (N,1,28,28)
+        nn.Flatten(), nn.Linear(256 * 3 * 3, 256), nn.ELU(), nn.Dropout(0.5), nn.Linear(256, 10),
+    )
+    for layer in model:
+        if isinstance(layer, (nn.Conv2d, nn.Linear)):  # Glorot-uniform as Keras (torch: Kaiming-uniform)
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+    return model
+
+
+RECIPE = Recipe(
+    name="fashion_cnn",
+    data=fashion_mnist,
+    models={"tf": tf_model, "torch": torch_model},
+    batch_per_replica=1024,
+    global_batch=1024,
+    steps_per_epoch=100,
+    lr=1e-3,
+    epochs=5,
+    adam_epsilon=1e-7,
+    default_trials=("tf:none", "torch:none"),
+    default_workers=(1,),
+    target_accuracy=0.88,
+    quick_train=3072,  # 3 steps of 1024
+    quick_test=1000,
+    warmup_steps=3,
+    doc=__doc__,
+)
+
+if __name__ == "__main__":
+    main(RECIPE)
