@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+from raylab import protocol
 from raylab.errors import UserError
 from raylab.tracking import PARENT, ROLE
 
@@ -21,6 +22,7 @@ COLUMNS = [
     ("first_step_s", "first step s", "{:.2f}"),
     ("wall_s", "wall s", "{:.1f}"),
     ("val_accuracy", "val acc", "{:.4f}"),
+    ("time_to_target_s", "to target s", "{:.1f}"),
     ("compile_time_warmup_s", "compile s", "{:.2f}"),
     ("compiles_after_warmup", "recompiles", "{:.0f}"),
 ]
@@ -35,7 +37,11 @@ PS_COLUMNS = [
 METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
            "val_accuracy", "val_loss", "train_loss", "train_accuracy", "compile_count_warmup",
            "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
-           "staleness_mean", "staleness_max"]
+           "staleness_mean", "staleness_max", "time_to_target_s", "startup_workers_s", "startup_imports_s",
+           "startup_setup_s", "startup_data_s", "startup_model_s"]
+# Settings the parity report checks, read from each trial's params (p) and tags (t).
+PARITY_PARAMS = ["optimizer", "lr", "adam_epsilon", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
+                 "target_accuracy", "repeat"]
 
 
 def find_parent(client, experiment: str, run_id: str | None = None):
@@ -73,7 +79,12 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "actual_strategy": t.get("actual_strategy"),
             "parameter_servers": p.get("parameter_servers"),
             "oversubscribed": p.get("oversubscribed") == "True", "cpus_per_process": p.get("cpus_per_process"),
+            "data_synthetic": p.get("data_synthetic") == "True", "parameters": t.get("parameters"),
+            "precision_applied": t.get("precision_applied"),
+            **{k: p.get(k) for k in PARITY_PARAMS},
         })
+        if rows[-1]["data_synthetic"]:  # no accuracy claims on synthetic data
+            rows[-1]["val_accuracy"] = rows[-1]["time_to_target_s"] = None
         if rows[-1]["ps_bytes_per_step"] is not None:
             rows[-1]["ps_bytes_per_step"] = f"{rows[-1]['ps_bytes_per_step'] / 1e6:.2f}"
     return rows
@@ -85,7 +96,13 @@ def _cell(row: dict, key: str, fmt: str) -> str:
 
 
 def format_table(rows: list[dict]) -> str:
+    """One line per trial; with repeats, medians and the samples/s range over them."""
     columns = COLUMNS + (PS_COLUMNS if any(r.get("parameter_servers") for r in rows) else [])
+    repeated = any(r.get("runs", 1) > 1 for r in rows)
+    if repeated:
+        columns = columns[:3] + [("sps_range", "min..max", "{}"), ("runs", "runs", "{}")] + columns[3:]
+        rows = [{**r, "sps_range": f"{r['sps_min']:,.0f}..{r['sps_max']:,.0f}" if r.get("sps_min") else None}
+                for r in rows]
     marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")} for r in rows]
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
@@ -95,7 +112,22 @@ def format_table(rows: list[dict]) -> str:
     failed = [f"  {r['trial']}: {r['error']}" for r in rows if r["status"] != "FINISHED" and r.get("error")]
     notes = ([f"* oversubscribed: more processes than CPUs, each process reserved {r['cpus_per_process']} CPU "
               f"({r['trial']})" for r in rows if r.get("oversubscribed")])
+    if repeated:
+        notes.append("medians over repeats; min..max = the samples/s range")
     return "\n".join(lines + notes + (["failed:"] + failed if failed else []))
+
+
+def format_report(rows: list[dict]) -> str:
+    """The table, then the protocol's sections: significance, scaling, overhead, parity."""
+    folded = protocol.fold(rows)
+    parts = [format_table(folded)]
+    sections = [("differences", protocol.significance(folded)), ("scaling", protocol.scaling(folded)),
+                ("overhead vs plain scripts", protocol.overhead(folded))]
+    parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]
+    lines, mismatches = protocol.parity(rows)
+    verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"
+    parts.append(f"\nparity: {verdict}\n" + "\n".join(lines))
+    return "\n".join(parts)
 
 
 def format_csv(rows: list[dict]) -> str:
@@ -118,14 +150,16 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Path:
     palette = {"tf": "tab:orange", "torch": "tab:blue", "xla": "tab:green"}
     colors = [palette.get(r["framework"], "tab:gray") for r in done]
     fig, axes = plt.subplots(1, 3, figsize=(15, 0.6 * max(len(done), 3) + 1.5), sharey=True)
-    axes[0].barh(names, [r["samples_per_sec"] for r in done], color=colors)
-    axes[0].set_xlabel("steady-state samples/s (global)")
+    sps = [r["samples_per_sec"] for r in done]
+    ranges = [[v - (r.get("sps_min") or v) for v, r in zip(sps, done)], [(r.get("sps_max") or v) - v for v, r in zip(sps, done)]]
+    axes[0].barh(names, sps, xerr=ranges if any(map(any, ranges)) else None, color=colors, capsize=3)
+    axes[0].set_xlabel("steady-state samples/s (global; median, whisker min..max over repeats)")
     p50 = [r["step_time_p50_ms"] for r in done]
     spread = [[0] * len(done), [r["step_time_p90_ms"] - r["step_time_p50_ms"] for r in done]]
     axes[1].barh(names, p50, xerr=spread, color=colors, capsize=3)
     axes[1].set_xlabel("step time ms (bar p50, whisker p90)")
-    axes[2].barh(names, [r["val_accuracy"] for r in done], color=colors)
-    low = min([r["val_accuracy"] for r in done] + [1.0])
+    axes[2].barh(names, [r["val_accuracy"] or 0.0 for r in done], color=colors)
+    low = min([r["val_accuracy"] for r in done if r["val_accuracy"] is not None] + [1.0])
     axes[2].set_xlim(max(0.0, low - 0.05), 1.0)
     axes[2].set_xlabel("test accuracy")
     axes[0].invert_yaxis()
@@ -145,12 +179,14 @@ def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path 
     exp, parent = find_parent(tracker.client, experiment, run_id)
     rows = trial_rows(tracker.client, exp.experiment_id, parent.info.run_id)
     if fmt == "json":
-        return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "trials": rows}, indent=2)
+        _, mismatches = protocol.parity(rows)
+        return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "trials": rows,
+                           "folded": protocol.fold(rows), "unfair": mismatches}, indent=2)
     if fmt == "csv":
         return format_csv(rows)
-    text = f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id})\n" + format_table(rows)
+    text = f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id})\n" + format_report(rows)
     if chart is not None and any(r.get("samples_per_sec") is not None for r in rows):
-        write_chart(rows, chart, f"{experiment}: {parent.info.run_name}")
+        write_chart(protocol.fold(rows), chart, f"{experiment}: {parent.info.run_name}")
         tracker.log_artifact(parent.info.run_id, chart)
         text += f"\nchart: {chart} (also an artifact of the parent run)"
     return text

@@ -1,0 +1,135 @@
+"""The measurement protocol over one invocation's trials, as read back from MLflow.
+
+Pure functions over `raylab compare` rows (dicts): repeats folded into median and spread,
+whether two trials differ beyond that spread, the parity report, scaling efficiency and
+raylab's overhead against the plain baselines. Nothing here talks to MLflow or Ray.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+# Figures folded over repeats (median); samples/s also keeps its min..max spread.
+FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
+          "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup"]
+# What must match across the trials of a fair comparison: (row key, label).
+PARITY = [("parameters", "parameters"), ("optimizer", "optimizer"), ("lr", "lr"), ("adam_epsilon", "adam eps"),
+          ("precision_applied", "precision"), ("threads", "threads/replica"), ("data", "data"),
+          ("train_samples", "train samples"), ("seed", "seed"), ("epochs", "epochs"),
+          ("steps_per_epoch", "steps/epoch")]
+WALL_TARGET, SPS_TARGET = 1.05, 0.97  # raylab vs a plain script: whole-job time at most, samples/s at least
+SAME_AS_PLAIN = {"tf": "tf:none", "torch": "torch:none", "xla": "xla:single"}  # the trial a plain script mirrors
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max)."""
+    return statistics.median(values), min(values), max(values)
+
+
+def fold(rows: list[dict]) -> list[dict]:
+    """One row per trial name, in first-seen order: medians over its finished repeats."""
+    by_name: dict[str, list[dict]] = {}
+    for row in rows:
+        by_name.setdefault(row["trial"], []).append(row)
+    folded = []
+    for name, runs in by_name.items():
+        done = [r for r in runs if r["status"] == "FINISHED"]
+        status = runs[0]["status"] if len(runs) == 1 else ("FINISHED" if len(done) == len(runs) else
+                                                            f"{len(done)}/{len(runs)}-finished")
+        out = {**runs[0], "runs": len(runs), "finished": len(done), "status": status}
+        for key in FOLDED:
+            values = [r[key] for r in done if r.get(key) is not None]
+            out[key] = statistics.median(values) if values else None
+        sps = [r["samples_per_sec"] for r in done if r.get("samples_per_sec") is not None]
+        out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
+        out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
+        folded.append(out)
+    return folded
+
+
+def significance(folded: list[dict]) -> list[str]:
+    """Neighbours in throughput order: the faster one's lead, or 'not significant' where the ranges overlap."""
+    ranked = sorted((r for r in folded if r.get("sps_min") is not None and r["finished"] >= 2),
+                    key=lambda r: -r["samples_per_sec"])
+    lines = []
+    for fast, slow in zip(ranked, ranked[1:]):
+        lead = fast["samples_per_sec"] / slow["samples_per_sec"]
+        if fast["sps_min"] <= slow["sps_max"]:
+            lines.append(f"{fast['trial']} vs {slow['trial']}: not significant (samples/s ranges overlap: "
+                         f"{fast['sps_min']:,.0f}..{fast['sps_max']:,.0f} and {slow['sps_min']:,.0f}..{slow['sps_max']:,.0f})")
+        else:
+            lines.append(f"{fast['trial']} vs {slow['trial']}: {lead:.2f}x the samples/s (ranges do not overlap)")
+    return lines
+
+
+def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
+    """(report lines, mismatches): each setting across the trials, and the ones that differ."""
+    trials = [r for r in rows if r["status"] == "FINISHED"]
+    lines, mismatches = [], []
+    for key, label in PARITY:
+        values = {r["trial"]: r.get(key) for r in trials if r.get(key) is not None}
+        distinct = sorted({str(v) for v in values.values()})
+        if len(distinct) > 1:
+            mismatches.append(label)
+            lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in values.items()))
+        elif distinct:
+            lines.append(f"    {label}: {distinct[0]}")
+    for workers in sorted({r["workers"] for r in trials}):  # weak scaling: the global batch grows with replicas
+        batches = {r["trial"]: r.get("global_batch") for r in trials if r["workers"] == workers and r.get("global_batch")}
+        if len(set(batches.values())) > 1:
+            mismatches.append(f"global batch at x{workers}")
+            lines.append(f"  ! global batch at x{workers}: " + ", ".join(f"{t} {v}" for t, v in batches.items()))
+        elif batches:
+            lines.append(f"    global batch at x{workers}: {next(iter(batches.values()))}")
+    synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
+    if synthetic:
+        lines.append("    data is synthetic: throughput only, no accuracy claims")
+    over = sorted({r["trial"] for r in trials if r.get("oversubscribed")})
+    if over:
+        mismatches.append("oversubscribed")
+        lines.append(f"  ! oversubscribed (fewer CPUs than threads): {', '.join(over)}")
+    return lines, mismatches
+
+
+def scaling(folded: list[dict]) -> list[str]:
+    """Per framework:strategy with a 1-worker trial: samples/s at N workers over N x that of 1 worker."""
+    lines = []
+    kinds = dict.fromkeys(f"{r['framework']}:{r['strategy']}" for r in folded)
+    for kind in kinds:
+        runs = {r["workers"]: r for r in folded if f"{r['framework']}:{r['strategy']}" == kind
+                and r.get("samples_per_sec") is not None and r.get("strategy") != "plain"}
+        if 1 not in runs or len(runs) < 2:
+            continue
+        base = runs[1]["samples_per_sec"]
+        steps = [f"x{n} {runs[n]['samples_per_sec'] / base:.2f}x (efficiency {runs[n]['samples_per_sec'] / (n * base):.2f})"
+                 for n in sorted(runs) if n > 1]
+        lines.append(f"{kind}: x1 {base:,.0f} samples/s; " + ", ".join(steps))
+    return lines
+
+
+def overhead(folded: list[dict]) -> list[str]:
+    """Each 1-worker trial against its framework's plain script (medians), with the targets."""
+    plain = {r["framework"]: r for r in folded if r.get("strategy") == "plain" and r.get("samples_per_sec")}
+    lines = []
+    for r in folded:
+        base = plain.get(r["framework"])
+        if base is None or r.get("strategy") == "plain" or r["workers"] != 1 or not r.get("samples_per_sec"):
+            continue
+        sps = r["samples_per_sec"] / base["samples_per_sec"]
+        wall = r["wall_s"] / base["wall_s"] if r.get("wall_s") and base.get("wall_s") else None
+        same = f"{r['framework']}:{r['strategy']}" == SAME_AS_PLAIN.get(r["framework"])
+        verdict = ""
+        if same:
+            met = sps >= SPS_TARGET and (wall is not None and wall <= WALL_TARGET)
+            verdict = f"  targets wall <= {WALL_TARGET}x, samples/s >= {SPS_TARGET}x: {'met' if met else 'NOT met'}"
+        wall_text = f"{wall:.2f}x" if wall is not None else "-"
+        lines.append(f"{r['trial']} vs {base['trial']}: samples/s {sps:.3f}x, whole-job wall {wall_text}"
+                     f" ({r['wall_s']:.1f} s vs {base['wall_s']:.1f} s){verdict}")
+    return lines
+
+
+def time_to_target(epochs: list[dict], target: float | None) -> float | None:
+    """Seconds from trial start to the end of the first epoch whose test accuracy reached the target."""
+    if target is None:
+        return None
+    return next((e["elapsed_s"] for e in epochs if e.get("val_accuracy", 0.0) >= target and "elapsed_s" in e), None)
