@@ -43,6 +43,13 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
                    help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
                         "shard (default: " + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
                         + "; one pass with --quick)")
+    p.add_argument("--repeats", type=_int, default=1, metavar="N",
+                   help="run every trial N times, interleaved (A B B A ...), each its own MLflow run; the "
+                        "comparison shows medians, the min..max range and which differences are significant "
+                        "(default: %(default)s)")
+    p.add_argument("--baseline", action="store_true",
+                   help="also run each framework's 1-worker job as a plain script (no Ray, no raylab; same model, "
+                        "data, batch, threads, seed), beside the trials: the comparison shows raylab's overhead")
     p.add_argument("--ps", type=_int, default=1,
                    help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)")
     p.add_argument("--threads", type=_int, default=1,
@@ -88,6 +95,8 @@ def make_config(recipe, args) -> C.RunConfig:
     if uneven:
         raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
                         "cannot split evenly over its replicas; choose --workers that divide it.")
+    if args.baseline and args.device != "cpu":
+        raise UserError("--baseline runs the plain scripts on CPU only; drop --baseline or use --device cpu.")
     if args.json is not None and not args.json.parent.resolve().is_dir():
         raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")
     return C.RunConfig(
@@ -96,7 +105,8 @@ def make_config(recipe, args) -> C.RunConfig:
         tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
         json_path=args.json, device=args.device, precision=args.precision, notes=notes,
         tpu_fallback=args.tpu_fallback, ps=C.check_positive("ps", args.ps), tpu_type=parse_tpu_type(args.tpu_type),
-        tpu_topology=parse_topology(args.tpu_topology),
+        tpu_topology=parse_topology(args.tpu_topology), repeats=C.check_positive("repeats", args.repeats),
+        baseline=args.baseline,
     )
 
 
@@ -157,7 +167,7 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code
-    for note in cfg.notes:
+    for note in cfg.notes + ([ds.note] if ds.note else []):
         print(f"raylab: note: {note}")
     print(f"raylab: {recipe.name} on {ds.name} ({len(ds.x_train)} train / {len(ds.x_test)} test items from "
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)

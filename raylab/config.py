@@ -52,6 +52,8 @@ class RunConfig:
     ps: int = 1  # parameter servers for tf:ps and torch:ps-* trials
     tpu_topology: str | None = None  # e.g. "2x2x1": with tpu_type, how Ray reserves a slice for several workers
     steps_per_epoch: int | None = None  # None: an epoch is one pass over each worker's shard
+    repeats: int = 1  # each trial runs this many times, interleaved, each its own child run
+    baseline: bool = False  # also run each framework's job as a plain script (no Ray, no raylab)
 
 
 def parse_trials(text: str) -> list[str]:

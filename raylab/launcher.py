@@ -20,6 +20,7 @@ from raylab.backends.tpu import slice_scaling
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
+from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
 from raylab.tracking import Tracker, error_summary
 from raylab.worker import WorkerConfig
@@ -146,6 +147,17 @@ def check_resources(cfg: RunConfig) -> None:
                             f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
 
 
+def common_params(recipe: Recipe, cfg: RunConfig, ds: Dataset) -> dict:
+    """The params every child run shares, trials and plain baselines alike: the parity report reads them."""
+    return {
+        "recipe": recipe.name, "lr": recipe.lr, "optimizer": "adam", "adam_epsilon": recipe.adam_epsilon,
+        "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "threads": cfg.threads,
+        "seed": cfg.seed, "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
+        "data_synthetic": ds.synthetic, "train_samples": len(ds.x_train), "test_samples": len(ds.x_test),
+        "warmup_steps": recipe.warmup_steps, "target_accuracy": None if ds.synthetic else recipe.target_accuracy,
+    }
+
+
 def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -> dict:
     """The MLflow params of a trial: the same names for every framework."""
     strategy = get_strategy(spec.kind)
@@ -156,13 +168,9 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
     cpus, oversubscribed = reservation(strategy, layout, ray.cluster_resources())
     ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
     return {
-        "recipe": recipe.name, "trial": spec.kind, "framework": spec.framework, "requested_strategy": spec.strategy,
-        "workers": spec.workers, "ray_workers": layout.ray_workers, "batch_per_replica": per_replica,
-        **batch, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "lr": recipe.lr, "optimizer": "adam",
-        "adam_epsilon": recipe.adam_epsilon, "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed,
-        "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
-        "data_synthetic": ds.synthetic, "train_samples": len(ds.x_train), "test_samples": len(ds.x_test),
-        "warmup_steps": recipe.warmup_steps, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
+        **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
+        "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
+        "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
     }
 
 
@@ -247,9 +255,11 @@ def error_text(exc: BaseException) -> str:
 
 
 def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs: dict,
-              tracker: Tracker, parent_id: str, tags: dict) -> TrialOutcome:
-    run_id = tracker.start_run(spec.name, trial_params(recipe, cfg, spec, ds), tags, parent=parent_id)
-    print(f"\n=== {spec.name}: {recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica "
+              tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1) -> TrialOutcome:
+    run_id = tracker.start_run(spec.name, {**trial_params(recipe, cfg, spec, ds), "repeat": repeat}, tags,
+                               parent=parent_id)
+    again = f", repeat {repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
+    print(f"\n=== {spec.name}: {recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica{again} "
           f"(MLflow run {run_id}) ===", flush=True)
     sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote()  # named: tools and tests can find a trial
     start = time.time()
@@ -266,6 +276,8 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         outcome.result = {**{k: v for k, v in final.items() if k != "actual"}, "wall_s": wall}
         last = outcome.epochs[-1]
         outcome.result.update({k: last[k] for k in ("val_accuracy", "val_loss", "train_loss", "train_accuracy")})
+        reached = time_to_target(outcome.epochs, None if ds.synthetic else recipe.target_accuracy)
+        outcome.result["time_to_target_s"] = reached
         # Per-epoch names already carry their history (step = epoch); log only the new ones.
         tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=cfg.epochs)
         tracker.set_tags(run_id, {**final["actual"], "requested_strategy": spec.strategy, **replica_agreement(sink)})
@@ -295,16 +307,37 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
     return outcome
 
 
+def schedule(cfg: RunConfig, frameworks: list[str]) -> list[tuple[int, object]]:
+    """(repeat, trial spec or plain-baseline framework) in run order.
+
+    Repeats are interleaved (A B A B ...), every other repeat in reverse (A B B A), so drift on a
+    shared machine falls on every trial alike; the plain baselines sit beside the trials.
+    """
+    order = []
+    for r in range(1, cfg.repeats + 1):
+        one = [*cfg.trials, *frameworks]
+        order += [(r, item) for item in (one if r % 2 else one[::-1])]
+    return order
+
+
 def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
     """Runs the trial matrix under one parent run; returns (parent run id, outcomes)."""
+    from raylab.baseline import baseline_frameworks, run_baseline
+
     refs = put_dataset(ds)
     params = {"recipe": recipe.name, "trials": ",".join(s.name for s in cfg.trials), "epochs": cfg.epochs,
-              "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick, "device": cfg.device}
-    parent = tracker.start_run(f"{recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}", params, tags)
+              "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick, "device": cfg.device,
+              "repeats": cfg.repeats, "baseline": cfg.baseline, "data": ds.name}
+    data_tags = {"data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
+    parent = tracker.start_run(f"{recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}", params, {**tags, **data_tags})
     outcomes, status = [], "FAILED"
+    plain = baseline_frameworks(cfg) if cfg.baseline else []
     try:
-        for spec in cfg.trials:
-            outcomes.append(run_trial(recipe, cfg, spec, ds, refs, tracker, parent, tags))
+        for repeat, item in schedule(cfg, plain):
+            if isinstance(item, str):
+                outcomes.append(run_baseline(recipe, cfg, ds, item, tracker, parent, {**tags, **data_tags}, repeat))
+            else:
+                outcomes.append(run_trial(recipe, cfg, item, ds, refs, tracker, parent, {**tags, **data_tags}, repeat))
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
     except KeyboardInterrupt:
         status = "KILLED"

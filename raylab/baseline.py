@@ -1,0 +1,102 @@
+"""`--baseline`: each framework's 1-worker job as a plain script (raylab/plain.py), beside the trials.
+
+The driver writes the data and the cloudpickled model builder to a temporary directory, runs
+`python -m raylab.plain` in a subprocess with the trial's thread settings, times the whole
+process (interpreter start to exit: the plain script's whole-job time) and logs it as a child
+run named `FRAMEWORK:plain x1` with the same param and metric names as the trials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from raylab.config import RunConfig, TrialSpec
+from raylab.data import Dataset
+from raylab.recipe import Recipe
+from raylab.tracking import Tracker, error_summary
+
+PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
+
+
+def baseline_frameworks(cfg: RunConfig) -> list[str]:
+    """One plain baseline per framework among the trials (xla beside torch: its own loop)."""
+    return list(dict.fromkeys(s.framework for s in cfg.trials))
+
+
+def plain_env(framework: str, threads: int) -> dict:
+    """The subprocess environment: the trial's threads, the driver's import path, no GPU for TF."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TF_CPP_MIN_LOG_LEVEL": "2",
+           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    if framework == "xla":
+        from raylab.backends.xla import worker_env
+
+        env.update(worker_env("CPU", threads))
+    return env
+
+
+def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workdir: Path) -> dict:
+    import cloudpickle
+
+    family = "torch" if framework == "xla" else framework
+    np.savez(workdir / "data.npz", x_train=ds.x_train, y_train=ds.y_train, x_test=ds.x_test, y_test=ds.y_test)
+    (workdir / "builder.pkl").write_bytes(cloudpickle.dumps(recipe.models[family]))
+    spec = {"framework": framework, "builder": str(workdir / "builder.pkl"), "data": str(workdir / "data.npz"),
+            "threads": cfg.threads, "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch,
+            "batch": recipe.per_replica(1), "lr": recipe.lr, "adam_epsilon": recipe.adam_epsilon, "seed": cfg.seed,
+            "warmup": recipe.warmup_steps}
+    (workdir / "spec.json").write_text(json.dumps(spec))
+    start = time.time()
+    out = subprocess.run([sys.executable, "-m", "raylab.plain", str(workdir / "spec.json")], capture_output=True,
+                         text=True, timeout=PLAIN_TIMEOUT_S, env=plain_env(framework, cfg.threads), cwd=workdir)
+    wall = time.time() - start
+    if out.returncode != 0:
+        raise RuntimeError(f"the plain {framework} script exited with {out.returncode}:\n{out.stderr[-3000:]}")
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
+
+
+def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tracker: Tracker, parent_id: str,
+                 tags: dict, repeat: int = 1):
+    from raylab.launcher import TrialOutcome, common_params
+    from raylab.protocol import time_to_target
+
+    spec = TrialSpec(framework, "plain", 1)
+    batch = recipe.per_replica(1)
+    params = {**common_params(recipe, cfg, ds), "trial": spec.kind, "framework": framework, "strategy": "plain",
+              "requested_strategy": "plain", "workers": 1, "ray_workers": 0, "batch_per_replica": batch,
+              "global_batch": batch, "oversubscribed": False, "baseline": True, "repeat": repeat}
+    run_id = tracker.start_run(spec.name, params, tags, parent=parent_id)
+    print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
+          f"(MLflow run {run_id}) ===", flush=True)
+    outcome = TrialOutcome(spec, run_id, "FAILED")
+    try:
+        with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
+            result = run_plain(recipe, cfg, ds, framework, Path(tmp))
+        epochs = result.pop("epochs")
+        for e in epochs:
+            tracker.log_metrics(run_id, {"val_accuracy": e["val_accuracy"], "elapsed_s": e["elapsed_s"]}, step=e["epoch"])
+        result["time_to_target_s"] = time_to_target(epochs, None if ds.synthetic else recipe.target_accuracy)
+        tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
+                                  "precision_applied": "fp32", "device_kind": "cpu"})
+        tracker.log_metrics(run_id, {k: v for k, v in result.items() if k != "val_accuracy"}, step=cfg.epochs)
+        outcome.result, outcome.status, outcome.ran = result, "FINISHED", "plain"
+        print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s, "
+              f"val_acc {result['val_accuracy']:.4f}", flush=True)
+    except KeyboardInterrupt:
+        outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
+        raise
+    except Exception as e:  # noqa: BLE001 - a failed baseline is recorded, the trials still run
+        from raylab.launcher import error_text
+
+        outcome.error = error_text(e)
+        print(f"[{spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
+    finally:
+        tracker.end(run_id, outcome.status, outcome.error)
+    return outcome

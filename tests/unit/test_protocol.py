@@ -1,0 +1,77 @@
+"""The measurement protocol's arithmetic: repeats folded, significance, parity, scaling, overhead, time to target."""
+
+from __future__ import annotations
+
+from raylab import protocol
+from raylab.config import RunConfig, TrialSpec
+from raylab.launcher import schedule
+
+
+def row(trial, sps, status="FINISHED", **extra):
+    kind, workers = trial.split(" x")
+    fw, st = kind.split(":")
+    base = {"trial": trial, "framework": fw, "strategy": st, "workers": int(workers), "status": status,
+            "samples_per_sec": sps if status == "FINISHED" else None, "wall_s": 10.0, "parameters": "101770",
+            "lr": "0.0005", "threads": "1", "data": "fashion-mnist", "global_batch": str(32 * int(workers))}
+    return {**base, **extra}
+
+
+def test_repeats_fold_to_median_and_range_and_count_failures():
+    rows = [row("tf:none x1", 100.0), row("tf:none x1", 300.0), row("tf:none x1", 200.0),
+            row("torch:none x1", 50.0), row("torch:none x1", None, status="FAILED", error="boom")]
+    tf, torch = protocol.fold(rows)
+    assert (tf["samples_per_sec"], tf["sps_min"], tf["sps_max"], tf["runs"], tf["status"]) == (200.0, 100.0, 300.0, 3, "FINISHED")
+    assert (torch["samples_per_sec"], torch["finished"], torch["status"], torch["error"]) == (50.0, 1, "1/2-finished", "boom")
+
+
+def test_overlapping_ranges_are_not_significant_and_separate_ones_are():
+    rows = [row("a:x x1", v) for v in (100, 110, 120)] + [row("b:x x1", v) for v in (115, 125, 130)] + \
+           [row("c:x x1", v) for v in (50, 55, 60)]
+    lines = protocol.significance(protocol.fold(rows))
+    assert lines[0].startswith("b:x x1 vs a:x x1: not significant")
+    assert lines[1].startswith("a:x x1 vs c:x x1: 2.00x the samples/s (ranges do not overlap)")
+
+
+def test_single_runs_make_no_significance_claim():
+    assert protocol.significance(protocol.fold([row("a:x x1", 100), row("b:x x1", 50)])) == []
+
+
+def test_parity_flags_what_differs_and_passes_weak_scaling_batches():
+    rows = [row("tf:none x1", 1), row("torch:none x1", 1, parameters="101771"), row("torch:ddp x2", 1)]
+    lines, mismatches = protocol.parity(rows)
+    assert mismatches == ["parameters"]
+    assert any(line.startswith("  ! parameters:") and "torch:none x1 101771" in line for line in lines)
+    assert "    global batch at x2: 64" in lines  # x1 and x2 differ by design (batch per replica is fixed)
+    _, mismatches = protocol.parity([row("tf:none x1", 1), row("torch:none x1", 1, global_batch="64")])
+    assert mismatches == ["global batch at x1"]
+    _, mismatches = protocol.parity([row("tf:ps x2", 1, oversubscribed=True)])
+    assert mismatches == ["oversubscribed"]
+
+
+def test_scaling_efficiency_per_kind():
+    rows = [row("tf:mwms x1", 100.0), row("tf:mwms x2", 150.0), row("torch:ddp x2", 99.0)]
+    assert protocol.scaling(protocol.fold(rows)) == ["tf:mwms: x1 100 samples/s; x2 1.50x (efficiency 0.75)"]
+
+
+def test_overhead_against_plain_with_targets():
+    rows = [row("tf:plain x1", 1000.0, wall_s=10.0), row("tf:none x1", 980.0, wall_s=10.4),
+            row("tf:mirrored x1", 900.0, wall_s=20.0), row("torch:plain x1", 1000.0, wall_s=10.0),
+            row("torch:none x1", 900.0, wall_s=10.0)]
+    lines = protocol.overhead(protocol.fold(rows))
+    assert lines[0].startswith("tf:none x1 vs tf:plain x1: samples/s 0.980x, whole-job wall 1.04x") and lines[0].endswith(": met")
+    assert "targets" not in lines[1]  # tf:mirrored is not what the plain script mirrors
+    assert lines[2].endswith("NOT met")
+
+
+def test_time_to_target_is_the_first_epoch_at_or_above_it():
+    epochs = [{"val_accuracy": 0.80, "elapsed_s": 10.0}, {"val_accuracy": 0.86, "elapsed_s": 20.0},
+              {"val_accuracy": 0.84, "elapsed_s": 30.0}, {"val_accuracy": 0.90, "elapsed_s": 40.0}]
+    assert protocol.time_to_target(epochs, 0.85) == 20.0
+    assert protocol.time_to_target(epochs, 0.95) is None
+    assert protocol.time_to_target(epochs, None) is None
+
+
+def test_repeats_interleave_and_alternate_order():
+    a, b = TrialSpec("tf", "none", 1), TrialSpec("torch", "none", 1)
+    cfg = RunConfig(trials=[a, b], epochs=1, threads=1, seed=0, quick=True, tracking_uri="x", experiment="e", repeats=3)
+    assert schedule(cfg, ["tf"]) == [(1, a), (1, b), (1, "tf"), (2, "tf"), (2, b), (2, a), (3, a), (3, b), (3, "tf")]
