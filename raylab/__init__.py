@@ -1,15 +1,16 @@
 """raylab: the same training job across frameworks, strategies and hardware, on Ray, in MLflow."""
 
 from raylab.recipe import Recipe
+from raylab.stepbench import StepBench
 
 
 def main(recipe) -> None:
-    """A recipe file's `if __name__ == "__main__":` body."""
+    """A recipe file's `if __name__ == "__main__":` body (a training Recipe or a StepBench)."""
     import sys
 
-    from raylab.cli import recipe_main
+    from raylab.cli import bench_main, recipe_main
 
-    sys.exit(recipe_main(recipe))
+    sys.exit(bench_main(recipe) if isinstance(recipe, StepBench) else recipe_main(recipe))
 
 
-__all__ = ["Recipe", "main"]
+__all__ = ["Recipe", "StepBench", "main"]

@@ -75,14 +75,14 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tr
     run_id = tracker.start_run(spec.name, params, tags, parent=parent_id)
     print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
           f"(MLflow run {run_id}) ===", flush=True)
-    outcome = TrialOutcome(spec, run_id, "FAILED")
+    outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
     try:
         with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
             result = run_plain(recipe, cfg, ds, framework, Path(tmp))
         epochs = result.pop("epochs")
         for e in epochs:
             tracker.log_metrics(run_id, {"val_accuracy": e["val_accuracy"], "elapsed_s": e["elapsed_s"]}, step=e["epoch"])
-        result["time_to_target_s"] = time_to_target(epochs, None if ds.synthetic else recipe.target_accuracy)
+        result["time_to_target_s"] = time_to_target(epochs, recipe.target(ds))
         tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
                                   "precision_applied": "fp32", "device_kind": "cpu"})
         tracker.log_metrics(run_id, {k: v for k, v in result.items() if k != "val_accuracy"}, step=cfg.epochs)

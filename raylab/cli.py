@@ -17,7 +17,7 @@ from raylab.backends.tpu import parse_topology, parse_tpu_type
 from raylab.errors import UserError
 
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
-                "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup"]
+                "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s"]
 
 
 def _int(text: str) -> int:
@@ -130,7 +130,7 @@ def summary(cfg: C.RunConfig, parent_id: str, outcomes: list) -> dict:
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
         "trials": [{"trial": o.ran_name, "framework": o.spec.framework, "strategy": o.ran or o.spec.strategy,
                     "requested_strategy": o.spec.strategy,
-                    "workers": o.spec.workers, "status": o.status, "run_id": o.run_id,
+                    "workers": o.spec.workers, "repeat": o.repeat, "status": o.status, "run_id": o.run_id,
                     **{k: o.result.get(k) for k in SUMMARY_KEYS}} for o in outcomes],
     }
 
@@ -178,6 +178,72 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
         return 130
+    return finish(cfg, tracker, parent_id, outcomes)
+
+
+def bench_parser(bench) -> argparse.ArgumentParser:
+    from raylab.stepbench import KINDS
+
+    p = argparse.ArgumentParser(prog=f"python recipes/{bench.name}.py",
+                                description=textwrap.dedent(bench.doc or "").strip() or None,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trials", default=",".join(bench.default_trials),
+                   help=f"comma-separated trials (default: %(default)s); known: {', '.join(KINDS)}")
+    p.add_argument("--iterations", type=_int, default=bench.iterations,
+                   help=f"timed {bench.what}s per trial, after {bench.warmup} warm-up ones (default: %(default)s)")
+    p.add_argument("--repeats", type=_int, default=1, metavar="N",
+                   help="run every trial N times, interleaved, each its own MLflow run (default: %(default)s)")
+    p.add_argument("--threads", type=_int, default=1, help="intra-op threads (and CPUs) per trial (default: %(default)s)")
+    p.add_argument("--seed", type=_int, default=0, help="seed of the synthetic inputs and weights (default: %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help=f"smoke run: batch {bench.quick_batch}, 1 warm-up + {bench.quick_iterations} timed {bench.what}s")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16 is applied on XLA TPU only; the applied one is recorded (default: %(default)s)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)")
+    p.add_argument("--experiment", default=bench.name, help="MLflow experiment name (default: %(default)s)")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write a machine-readable summary here")
+    p.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS, else a new local cluster)")
+    return p
+
+
+def bench_main(bench, argv: list[str] | None = None) -> int:
+    """Runs a step benchmark's trials (raylab.stepbench), then the comparison."""
+    from raylab.stepbench import check_trials, run_bench
+
+    args = bench_parser(bench).parse_args(argv)
+    try:
+        kinds = C.parse_trials(args.trials)
+        check_trials(bench, kinds)
+        cfg = C.RunConfig(trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds], epochs=1,
+                          threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
+                          tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
+                          json_path=args.json, precision=args.precision,
+                          steps_per_epoch=C.check_positive("iterations", args.iterations),
+                          repeats=C.check_positive("repeats", args.repeats))
+        if "xla:single" in kinds:
+            C.get_strategy("xla:single").preflight(cfg, {})
+        from raylab.tracking import Tracker
+
+        tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+        from raylab import launcher
+
+        launcher.init_ray(args.address or os.environ.get("RAY_ADDRESS"))
+        launcher.check_resources(cfg)
+    except UserError as e:
+        print(f"raylab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    try:
+        with _sigterm_as_interrupt():
+            parent_id, outcomes = run_bench(bench, cfg, tracker, run_tags(main_file))
+    except KeyboardInterrupt:
+        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
+        return 130
+    return finish(cfg, tracker, parent_id, outcomes)
+
+
+def finish(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> int:
+    """The JSON summary, the comparison and the MLflow hint; the exit status."""
     if cfg.json_path:
         cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))
     from raylab.compare import compare

@@ -38,7 +38,7 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "val_accuracy", "val_loss", "train_loss", "train_accuracy", "compile_count_warmup",
            "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_workers_s", "startup_imports_s",
-           "startup_setup_s", "startup_data_s", "startup_model_s"]
+           "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "adam_epsilon", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
                  "target_accuracy", "repeat"]
@@ -122,7 +122,9 @@ def format_report(rows: list[dict]) -> str:
     folded = protocol.fold(rows)
     parts = [format_table(folded)]
     sections = [("differences", protocol.significance(folded)), ("scaling", protocol.scaling(folded)),
-                ("overhead vs plain scripts", protocol.overhead(folded))]
+                ("overhead vs plain scripts", protocol.overhead(folded)),
+                ("startup before the first step, s (workers = Ray worker group and backend set-up)",
+                 protocol.startup(folded))]
     parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]
     lines, mismatches = protocol.parity(rows)
     verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"

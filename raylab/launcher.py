@@ -85,6 +85,7 @@ class TrialOutcome:
     epochs: list = field(default_factory=list)
     error: str | None = None
     ran: str | None = None  # the strategy that actually ran, once rank 0 has said so
+    repeat: int = 1  # which of --repeats
 
     @property
     def ran_name(self) -> str:
@@ -154,7 +155,7 @@ def common_params(recipe: Recipe, cfg: RunConfig, ds: Dataset) -> dict:
         "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "threads": cfg.threads,
         "seed": cfg.seed, "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
         "data_synthetic": ds.synthetic, "train_samples": len(ds.x_train), "test_samples": len(ds.x_test),
-        "warmup_steps": recipe.warmup_steps, "target_accuracy": None if ds.synthetic else recipe.target_accuracy,
+        "warmup_steps": recipe.warmup_steps, "target_accuracy": recipe.target(ds),
     }
 
 
@@ -264,7 +265,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
     sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote()  # named: tools and tests can find a trial
     start = time.time()
     progress = Progress(sink, tracker, run_id, spec.name)
-    outcome = TrialOutcome(spec, run_id, "FAILED")
+    outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
     try:
         trainer = build_trainer(recipe, cfg, spec, refs, sink, start)
         progress.start()
@@ -276,7 +277,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         outcome.result = {**{k: v for k, v in final.items() if k != "actual"}, "wall_s": wall}
         last = outcome.epochs[-1]
         outcome.result.update({k: last[k] for k in ("val_accuracy", "val_loss", "train_loss", "train_accuracy")})
-        reached = time_to_target(outcome.epochs, None if ds.synthetic else recipe.target_accuracy)
+        reached = time_to_target(outcome.epochs, recipe.target(ds))
         outcome.result["time_to_target_s"] = reached
         # Per-epoch names already carry their history (step = epoch); log only the new ones.
         tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=cfg.epochs)

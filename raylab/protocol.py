@@ -11,7 +11,8 @@ import statistics
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
-          "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup"]
+          "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup",
+          *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
 # What must match across the trials of a fair comparison: (row key, label).
 PARITY = [("parameters", "parameters"), ("optimizer", "optimizer"), ("lr", "lr"), ("adam_epsilon", "adam eps"),
           ("precision_applied", "precision"), ("threads", "threads/replica"), ("data", "data"),
@@ -125,6 +126,18 @@ def overhead(folded: list[dict]) -> list[str]:
         wall_text = f"{wall:.2f}x" if wall is not None else "-"
         lines.append(f"{r['trial']} vs {base['trial']}: samples/s {sps:.3f}x, whole-job wall {wall_text}"
                      f" ({r['wall_s']:.1f} s vs {base['wall_s']:.1f} s){verdict}")
+    return lines
+
+
+def startup(folded: list[dict]) -> list[str]:
+    """Each trial's fixed cost before its first step, phase by phase (medians)."""
+    lines = []
+    for r in folded:
+        phases = [(p, r.get(f"startup_{p}_s")) for p in ("workers", "imports", "setup", "data", "model", "other")]
+        if r.get("startup_s") is None or phases[0][1] is None:
+            continue
+        parts = " + ".join(f"{p} {v:.1f}" for p, v in phases if v is not None)
+        lines.append(f"{r['trial']}: {r['startup_s']:.1f} s = {parts}")
     return lines
 
 

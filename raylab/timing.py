@@ -64,3 +64,29 @@ class Chrono:
             "warmup_steps": warmup,
             **summarize(self.step_times, warmup, global_batch),
         }
+
+
+class Phases:
+    """Where a worker's startup went, phase by phase, up to its first step.
+
+    Created first thing in a worker loop: `workers` is the trial start up to there (Ray starting
+    the worker group, the backend's TF_CONFIG / process group / PJRT set-up). Backends mark
+    `imports`, `setup` (strategy, devices), `data` (object store to tensors) and `model`; what is
+    left before the first step is `other`.
+    """
+
+    NAMES = ("workers", "imports", "setup", "data", "model", "other")
+
+    def __init__(self, trial_start: float):
+        self.times: dict[str, float] = {}
+        self._last = trial_start
+        self.mark("workers")
+
+    def mark(self, name: str) -> None:
+        now = time.time()
+        self.times[name] = self.times.get(name, 0.0) + now - self._last
+        self._last = now
+
+    def summary(self, startup_s: float) -> dict:
+        known = sum(self.times.values())
+        return {f"startup_{k}_s": v for k, v in {**self.times, "other": max(0.0, startup_s - known)}.items()}

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from raylab.timing import Chrono
+from raylab.timing import Chrono, Phases
 
 PROGRESS_EVERY_S = 2.0  # how often rank 0 sends a progress line to the driver
 
@@ -106,16 +106,19 @@ def run_epochs(
     actual: dict,
     checksum: Callable[[], float],
     extra: Callable[[], dict] | None = None,
+    phases: Phases | None = None,
 ) -> None:
     """The training loop every backend shares.
 
     steps_per_epoch is one pass over the worker's shard unless cfg.steps_per_epoch fixes it.
     step() runs one synchronous training step and returns (mean loss, correct count) of this
     replica's batch; evaluate() returns (loss, accuracy) on the test split (rank 0 only);
+    phases holds the startup breakdown the backend marked (None: only `workers` and `other`).
     checksum() sums the absolute values of this worker's parameters, so the driver can check
     that every replica ended with the same model; extra() adds backend figures to the result.
     """
     steps_per_epoch = cfg.steps_per_epoch or steps_per_epoch
+    phases = phases or Phases(cfg.trial_start)
     chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
     reporter = Reporter(cfg, rank)
     local_batch = cfg.batch_per_replica * actual.get("local_replicas", 1)
@@ -142,7 +145,8 @@ def run_epochs(
     ray.get(cfg.sink.checksum.remote(rank, checksum(), where.get_node_id()))
     if rank == 0:
         held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}
-        reporter.result({**chrono.summary(cfg.global_batch), **(extra() if extra else {}),
+        timing = chrono.summary(cfg.global_batch)
+        reporter.result({**timing, **phases.summary(timing["startup_s"]), **(extra() if extra else {}),
                          "steps_per_epoch": steps_per_epoch,
                          "actual": {"actual_strategy": cfg.strategy, **actual, **host_facts(),
                                     "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items())}})

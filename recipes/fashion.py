@@ -1,8 +1,7 @@
-"""Fashion-MNIST MLP: Flatten, Dense(128, relu), Dropout(0.2), Dense(10); 101,770 parameters.
+"""Fashion-MNIST MLP (raylab/models/mlp.py): Flatten, Dense(128, relu), Dropout(0.2), Dense(10); 101,770 parameters.
 
 Adam lr 5e-4 (epsilon 1e-7 on both sides), batch 32 per replica, 10 epochs, accuracy on the
-10,000 test images. Initialisers are set explicitly (Glorot-uniform kernels, zero biases)
-so TensorFlow and PyTorch start from the same distribution.
+10,000 test images; the time to 0.85 test accuracy is recorded beside the throughput.
 
     python recipes/fashion.py                                   # default trials, 1 and 2 workers
     python recipes/fashion.py --trials tf:mwms,torch:ddp --workers 2
@@ -12,32 +11,7 @@ so TensorFlow and PyTorch start from the same distribution.
 
 from raylab import Recipe, main
 from raylab.data import fashion_mnist
-
-
-def tf_model(keras=None):
-    if keras is None:  # Keras 3; tf:ps passes tf_keras (Keras 3 has no ParameterServerStrategy)
-        import keras
-
-    dense = dict(kernel_initializer="glorot_uniform", bias_initializer="zeros")
-    return keras.Sequential([
-        keras.Input((28, 28)),
-        keras.layers.Flatten(),
-        keras.layers.Dense(128, activation="relu", **dense),
-        keras.layers.Dropout(0.2),
-        keras.layers.Dense(10, **dense),
-    ])
-
-
-def torch_model():
-    from torch import nn
-
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Dropout(0.2), nn.Linear(128, 10))
-    for layer in model:
-        if isinstance(layer, nn.Linear):  # torch's default is Kaiming-uniform(a=sqrt(5))
-            nn.init.xavier_uniform_(layer.weight)
-            nn.init.zeros_(layer.bias)
-    return model
-
+from raylab.models.mlp import tf_model, torch_model
 
 RECIPE = Recipe(
     name="fashion",

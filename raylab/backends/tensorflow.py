@@ -272,7 +272,10 @@ def _chief(tf, cfg, ctx) -> None:
 
 
 def tf_worker_loop(config: dict) -> None:
+    from raylab.timing import Phases
+
     cfg = config["cfg"]
+    phases = Phases(cfg.trial_start)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if cfg.device == "cpu":  # what ran is what's recorded: no GPU may sneak in (and no cuInit noise)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
@@ -282,6 +285,7 @@ def tf_worker_loop(config: dict) -> None:
     from raylab.data import worker_shard
     from raylab.worker import run_epochs
 
+    phases.mark("imports")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     local_replicas = cfg.replicas // world
@@ -296,11 +300,12 @@ def tf_worker_loop(config: dict) -> None:
     else:
         strategy = _build_strategy(tf, cfg.strategy, local_replicas, cfg.device)
     assert strategy.num_replicas_in_sync == cfg.replicas, (strategy.num_replicas_in_sync, cfg.replicas)
+    phases.mark("setup")
 
     import keras
-    import numpy as np
 
     keras.utils.set_random_seed(cfg.seed)
+    phases.mark("imports")
     x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
     steps_per_epoch = len(x) // (cfg.batch_per_replica * local_replicas)
 
@@ -311,12 +316,14 @@ def tf_worker_loop(config: dict) -> None:
         return ds.batch(cfg.batch_per_replica, drop_remainder=True).prefetch(2)
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    phases.mark("data")
     with strategy.scope():
         model = cfg.build_model()
         optimizer = keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=cfg.adam_epsilon)
         # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
         # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
         optimizer.build(model.trainable_variables)
+    phases.mark("model")
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
     def replica_step(xb, yb):
@@ -376,7 +383,7 @@ def tf_worker_loop(config: dict) -> None:
     def checksum():
         return float(sum(np.abs(w.astype("float64")).sum() for w in model.get_weights()))
 
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum)
+    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, phases=phases)
 
 
 NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1)

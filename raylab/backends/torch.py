@@ -21,6 +21,9 @@ def _backend_config(device: str):
 
 
 def torch_worker_loop(config: dict) -> None:
+    from raylab.timing import Phases
+
+    phases = Phases(config["cfg"].trial_start)
     import ray.train
     import torch
     import torch.distributed as dist
@@ -30,6 +33,7 @@ def torch_worker_loop(config: dict) -> None:
     from raylab.worker import run_epochs
 
     cfg = config["cfg"]
+    phases.mark("imports")
     # Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than
     # 1 at batch 32 on a 2-core machine (DESIGN.md).
     torch.set_num_threads(cfg.threads)
@@ -40,16 +44,19 @@ def torch_worker_loop(config: dict) -> None:
         torch.cuda.set_device(device)
 
     torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's)
+    phases.mark("setup")
     x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
     x = torch.from_numpy(x.astype("float32") / 255.0).to(device)
     y = torch.from_numpy(y.astype("int64")).to(device)
     steps_per_epoch = len(x) // cfg.batch_per_replica
+    phases.mark("data")
 
     module = cfg.build_model().to(device)
     model = DistributedDataParallel(module) if cfg.strategy == "ddp" else module
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_epsilon)
     loss_fn = torch.nn.CrossEntropyLoss()
+    phases.mark("model")
     generator = torch.Generator().manual_seed(cfg.seed + rank)
     batches = iter(())
 
@@ -101,7 +108,7 @@ def torch_worker_loop(config: dict) -> None:
     def checksum():
         return float(sum(p.detach().double().abs().sum() for p in module.parameters()))
 
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum)
+    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, phases=phases)
 
 
 NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1)

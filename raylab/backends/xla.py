@@ -109,6 +109,9 @@ def _xla_backend_config(device: str):
 
 
 def xla_worker_loop(config: dict) -> None:
+    from raylab.timing import Phases
+
+    phases = Phases(config["cfg"].trial_start)
     import ray.train
     import torch
     import torch.distributed as dist
@@ -121,6 +124,7 @@ def xla_worker_loop(config: dict) -> None:
     from raylab.worker import run_epochs
 
     cfg = config["cfg"]
+    phases.mark("imports")
     torch.set_num_threads(cfg.threads)
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -134,6 +138,7 @@ def xla_worker_loop(config: dict) -> None:
     bf16 = cfg.precision == "bf16" and pjrt == "TPU"  # autocast bf16 is TPU-only in 2.9
 
     torch.manual_seed(cfg.seed)
+    phases.mark("setup")
     x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
     data = torch.utils.data.TensorDataset(torch.from_numpy(x.astype("float32") / 255.0),
                                           torch.from_numpy(y.astype("int64")))
@@ -142,6 +147,7 @@ def xla_worker_loop(config: dict) -> None:
                                          generator=torch.Generator().manual_seed(cfg.seed + rank))
     device_loader = pl.MpDeviceLoader(loader, device)
     steps_per_epoch = len(loader)
+    phases.mark("data")
 
     module = cfg.build_model()
     if world > 1:  # every replica starts from rank 0's weights, as DDP would
@@ -151,6 +157,7 @@ def xla_worker_loop(config: dict) -> None:
     params = list(model.parameters())
     optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_epsilon)
     loss_fn = torch.nn.CrossEntropyLoss()
+    phases.mark("model")
     batches = iter(())
 
     def next_batch():
@@ -243,7 +250,7 @@ def xla_worker_loop(config: dict) -> None:
     def checksum():
         return float(sum(p.detach().cpu().double().abs().sum() for p in params))
 
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, extra=compile_figures)
+    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, extra=compile_figures, phases=phases)
 
 
 def compile_snapshot(met) -> tuple[int, float]:

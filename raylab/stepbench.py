@@ -1,0 +1,169 @@
+"""Step benchmarks: one operation (a convolution, a training step) timed per iteration in each framework.
+
+A `StepBench` recipe is, like a training recipe, data-free plus one builder per framework: the
+builder sets up its inputs (synthetic, seeded) and returns a function that runs one iteration
+and returns only when the work is done. Each trial runs in its own fresh Ray worker process
+(a task with the trial's CPUs and threads), first the warm-up iterations (tracing, XLA
+compilation), then the timed ones; each trial and repeat is an MLflow child run with the same
+names as training trials, so `raylab compare` shows them the same way. Synthetic data only:
+no accuracy is claimed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from raylab.errors import UserError
+
+KINDS = {"tf:none": "tf", "torch:none": "torch", "xla:single": "xla"}  # single-process trials only
+
+
+@dataclass(frozen=True)
+class StepBench:
+    name: str
+    # framework ("tf", "torch"; xla uses the torch builder on an XLA device) -> builder(ctx) -> (run_once, facts)
+    builders: dict[str, Callable[["BenchContext"], tuple[Callable[[], Any], dict]]]
+    batch: int  # items per iteration (samples/s = batch / iteration time)
+    iterations: int  # timed iterations
+    warmup: int  # untimed-for-steady-state iterations before them (the first is the trace/compile)
+    quick_batch: int
+    quick_iterations: int = 2
+    default_trials: tuple[str, ...] = ("tf:none", "torch:none", "xla:single")
+    what: str = "iteration"  # what one iteration is, for the logs
+    doc: str = field(default="", compare=False)
+
+
+@dataclass
+class BenchContext:
+    """What a builder gets on the worker."""
+
+    framework: str
+    batch: int
+    threads: int
+    seed: int
+    device: Any = None  # torch builders: the device to put tensors on (cpu or the XLA device)
+    sync: Callable[[], None] = lambda: None  # torch builders: call at the end of an iteration (XLA: run the graph)
+    bf16: bool = False  # torch builders: autocast to bf16 (applied on XLA TPU only; recorded)
+
+
+def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, warmup: int, threads: int,
+                seed: int, precision: str, trial_start: float) -> dict:
+    """Runs on a Ray worker: set threads, build, warm up, time."""
+    from raylab.timing import summarize
+    from raylab.worker import host_facts
+
+    t_enter = time.time()
+    ctx = BenchContext(framework, batch, threads, seed)
+    facts = {"intra_op_threads": threads}
+    met = None
+    if framework == "tf":
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        facts["framework_version"] = tf.__version__
+    else:
+        import torch
+
+        torch.set_num_threads(threads)
+        torch.manual_seed(seed)
+        facts["framework_version"] = torch.__version__
+        ctx.device = torch.device("cpu")
+        if framework == "xla":
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            import torch_xla.debug.metrics as met
+
+            ctx.device = torch_xla.device()
+            ctx.sync = lambda: (torch_xla.sync(), xm.wait_device_ops())
+            ctx.bf16 = precision == "bf16" and os.environ.get("PJRT_DEVICE") == "TPU"
+            facts.update(torch_xla_version=torch_xla.__version__, pjrt_device=os.environ.get("PJRT_DEVICE"))
+    run_once, built = bench.builders["tf" if framework == "tf" else "torch"](ctx)
+    facts.update(built, precision_applied="bf16" if ctx.bf16 else "fp32", device_kind=str(ctx.device or "cpu"))
+    times, compiled = [], (0, 0.0)
+    t_first = time.time()
+    for i in range(warmup + iterations):
+        t0 = time.perf_counter()
+        run_once()
+        times.append(time.perf_counter() - t0)
+        if met is not None and i + 1 == warmup:
+            data = met.metric_data("CompileTime")
+            compiled = (int(data[0]), data[1] / 1e9) if data else (0, 0.0)
+    result = {**summarize(times, warmup, batch), "first_step_s": times[0], "startup_s": t_first - trial_start,
+              "startup_workers_s": t_enter - trial_start, "iterations": iterations}
+    if met is not None:
+        data = met.metric_data("CompileTime")
+        total = (int(data[0]), data[1] / 1e9) if data else (0, 0.0)
+        result.update(compile_count_warmup=compiled[0], compile_time_warmup_s=compiled[1],
+                      compiles_after_warmup=total[0] - compiled[0])
+    return {"result": result, "facts": {**facts, **host_facts()}}
+
+
+def check_trials(bench: StepBench, kinds: list[str]) -> None:
+    wrong = [k for k in kinds if k not in KINDS]
+    if wrong:
+        raise UserError(f"{bench.name} is a single-process step benchmark; it runs {', '.join(KINDS)}, "
+                        f"not {', '.join(wrong)}.")
+
+
+def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
+    """Every trial x repeat (interleaved, alternating order) as a Ray task in a fresh process; returns outcomes."""
+    import ray
+
+    from raylab.backends.xla import worker_env
+    from raylab.launcher import TrialOutcome, error_text, schedule
+    from raylab.tracking import error_summary
+
+    batch = bench.quick_batch if cfg.quick else bench.batch
+    iterations = bench.quick_iterations if cfg.quick else (cfg.steps_per_epoch or bench.iterations)
+    warmup = 1 if cfg.quick else bench.warmup
+    parent = tracker.start_run(f"{bench.name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+                               {"recipe": bench.name, "trials": ",".join(s.name for s in cfg.trials),
+                                "repeats": cfg.repeats, "quick": cfg.quick}, tags)
+    outcomes, status = [], "FAILED"
+    try:
+        for repeat, spec in schedule(cfg, []):
+            fw = KINDS[spec.kind]
+            params = {"recipe": bench.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.strategy,
+                      "requested_strategy": spec.strategy, "workers": 1, "global_batch": batch, "batch_per_replica": batch,
+                      "iterations": iterations, "warmup_steps": warmup, "threads": cfg.threads, "seed": cfg.seed,
+                      "precision": cfg.precision, "data": "synthetic", "data_synthetic": True, "quick": cfg.quick,
+                      "repeat": repeat, "oversubscribed": False}
+            run_id = tracker.start_run(spec.name, params, tags, parent=parent)
+            print(f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
+                  f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===", flush=True)
+            outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.strategy, repeat=repeat)
+            env = {"OMP_NUM_THREADS": str(cfg.threads), **(worker_env("CPU", cfg.threads) if fw == "xla" else {})}
+            start = time.time()
+            try:
+                task = ray.remote(max_calls=1)(_bench_task).options(  # max_calls=1: a fresh process per trial
+                    num_cpus=cfg.threads, runtime_env={"env_vars": env})
+                out = ray.get(task.remote(bench, fw, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision, start))
+                outcome.result = {**out["result"], "wall_s": time.time() - start}
+                tracker.log_metrics(run_id, outcome.result)
+                tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.strategy})
+                outcome.status = "FINISHED"
+                r = outcome.result
+                print(f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
+                      f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s", flush=True)
+            except KeyboardInterrupt:
+                outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
+                raise
+            except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
+                outcome.error = error_text(e)
+                print(f"[{spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
+            finally:
+                tracker.end(run_id, outcome.status, outcome.error)
+                outcomes.append(outcome)
+        status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        tracker.end(parent, status)
+    return parent, outcomes
