@@ -1,0 +1,129 @@
+"""Every seed recipe runs --quick through its real command line on a real local Ray cluster, and the protocol shows."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from tests.integration.conftest import ROOT, load_recipe
+
+pytestmark = pytest.mark.integration
+
+
+def load_bench(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.BENCH
+
+
+def children(client, summary):
+    exp = client.get_run(summary["parent_run_id"]).info.experiment_id
+    return client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{summary['parent_run_id']}'",
+                              order_by=["attributes.start_time ASC"])
+
+
+def test_fashion_cnn_same_model_in_both_frameworks(run_recipe, capsys):
+    """The 5-layer CNN: same trainable parameter count, global batch 1024 split over replicas, parity fair."""
+    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none,torch:none")
+    assert code == 0, capsys.readouterr().err[-2000:]
+    for run in children(client, summary):
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["parameters"] == "1619084"
+        assert run.data.params["global_batch"] == "1024" and run.data.params["target_accuracy"] == "0.88"
+        assert run.data.metrics["steps_per_epoch"] == 3  # --quick: one pass over 3072 items
+    out = capsys.readouterr().out
+    assert "parity: fair" in out and "parameters: 1619084" in out
+
+
+def test_mnist_records_the_data_that_ran(run_recipe, capsys):
+    """No MNIST digits on this machine: the run says so and records Fashion-MNIST as its data."""
+    code, summary, client = run_recipe(load_recipe("mnist"), "--quick", "--trials", "tf:mirrored,torch:none")
+    assert code == 0
+    parent = client.get_run(summary["parent_run_id"])
+    data = parent.data.params["data"]
+    assert data in ("mnist", "fashion-mnist")
+    if data == "fashion-mnist":
+        assert "MNIST digits not found" in parent.data.tags["data_note"]
+        assert "raylab: note: MNIST digits not found" in capsys.readouterr().out
+    for run in children(client, summary):
+        assert run.data.params["data"] == data and run.data.params["batch_per_replica"] == "25"
+        assert run.data.params["target_accuracy"] == ("0.97" if data == "mnist" else "0.85")
+
+
+def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
+    """Without CIFAR-10 files: synthetic data, recorded, and no accuracy or time to target in the comparison."""
+    code, summary, client = run_recipe(load_recipe("cifar10"), "--quick", "--trials", "tf:none,torch:none")
+    assert code == 0
+    for run in children(client, summary):
+        assert run.data.params["data"] == "cifar-10-synthetic" and run.data.params["data_synthetic"] == "True"
+        assert run.data.params["target_accuracy"] == "None" and run.data.tags["parameters"] == "1250858"
+    out = capsys.readouterr().out
+    table = out[out.index("trial  "):out.index("parity:")]
+    assert "0." not in "".join(line.split("  ")[-3] for line in table.splitlines()[2:4])  # no val acc shown
+    assert "data is synthetic: throughput only, no accuracy claims" in out
+
+
+def test_baseline_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
+    """--baseline --repeats 2: trial and plain script interleaved (A B B A), folded to medians, overhead shown."""
+    code, summary, client = run_recipe(load_recipe("fashion"), "--quick", "--trials", "torch:none",
+                                       "--baseline", "--repeats", "2")
+    assert code == 0, capsys.readouterr().err[-2000:]
+    runs = children(client, summary)
+    assert [(r.info.run_name, r.data.params["repeat"]) for r in runs] == [
+        ("torch:none x1", "1"), ("torch:plain x1", "1"), ("torch:plain x1", "2"), ("torch:none x1", "2")]
+    plain = [r for r in runs if r.info.run_name == "torch:plain x1"]
+    assert all(r.info.status == "FINISHED" and r.data.tags["parameters"] == "101770" for r in plain)
+    assert all(r.data.metrics["samples_per_sec"] > 0 and r.data.metrics["wall_s"] > 0 for r in plain)
+    trial = next(r for r in runs if r.info.run_name == "torch:none x1")
+    phases = [trial.data.metrics[f"startup_{p}_s"] for p in ("workers", "imports", "setup", "data", "model", "other")]
+    assert abs(sum(phases) - trial.data.metrics["startup_s"]) < 0.05 * trial.data.metrics["startup_s"] + 0.01
+    out = capsys.readouterr().out
+    assert "torch:none x1 vs torch:plain x1: samples/s" in out and "targets wall <= 1.05x" in out
+    assert "medians over repeats" in out and "parity: fair" in out
+    assert "torch:none x1: " in out[out.index("startup before the first step"):]
+
+
+def test_conv_bench_times_every_framework(ray_cluster, tmp_path, monkeypatch, capsys):
+    """The convolution micro-benchmark: tf, torch and xla each in a fresh worker, timed, XLA compile recorded."""
+    from mlflow.tracking import MlflowClient
+
+    from raylab.cli import bench_main
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    code = bench_main(load_bench("conv_bench"), ["--quick", "--tracking-uri", uri, "--json", str(tmp_path / "s.json")])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert [t["trial"] for t in summary["trials"]] == ["tf:none x1", "torch:none x1", "xla:single x1"]
+    for t in summary["trials"]:
+        assert t["status"] == "FINISHED" and t["step_time_p50_ms"] > 0 and t["samples_per_sec"] > 0
+    xla = MlflowClient(tracking_uri=uri).get_run(summary["trials"][2]["run_id"])
+    assert xla.data.metrics["compile_count_warmup"] >= 1 and xla.data.tags["pjrt_device"] == "CPU"
+    assert xla.data.params["data"] == "synthetic"
+
+
+def test_step_benchmark_refuses_a_distributed_trial(ray_cluster, capsys):
+    from raylab.cli import bench_main
+
+    assert bench_main(load_bench("resunet"), ["--trials", "torch:ddp"]) == 2
+    assert "resunet is a single-process step benchmark; it runs tf:none, torch:none, xla:single, not torch:ddp" in \
+        capsys.readouterr().err
+
+
+def test_resunet_training_step_runs_in_torch_and_tf(ray_cluster, tmp_path, monkeypatch, capsys):
+    """The 30M-parameter ResNet-UNet's training step runs --quick in TF and torch with the same parameter count."""
+    from mlflow.tracking import MlflowClient
+
+    from raylab.cli import bench_main
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    code = bench_main(load_bench("resunet"), ["--quick", "--trials", "tf:none,torch:none", "--tracking-uri", uri,
+                                              "--json", str(tmp_path / "s.json")])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    trials = json.loads((tmp_path / "s.json").read_text())["trials"]
+    client = MlflowClient(tracking_uri=uri)
+    assert {client.get_run(t["run_id"]).data.tags["parameters"] for t in trials} == {"29539970"}
