@@ -66,8 +66,8 @@ RECIPE = Recipe(
     default_trials=("tf:none", "torch:none"),
     default_workers=(1,),
     target_accuracy=0.88,
-    quick_train=3072,  # 3 steps of 1024
-    quick_test=1000,
+    quick_train=2048,  # 2 steps of 1024
+    quick_test=500,
     warmup_steps=3,
     doc=__doc__,
 )

@@ -33,14 +33,14 @@ def test_fashion_cnn_same_model_in_both_frameworks(run_recipe, capsys):
         assert run.info.status == "FINISHED"
         assert run.data.tags["parameters"] == "1619084"
         assert run.data.params["global_batch"] == "1024" and run.data.params["target_accuracy"] == "0.88"
-        assert run.data.metrics["steps_per_epoch"] == 3  # --quick: one pass over 3072 items
+        assert run.data.metrics["steps_per_epoch"] == 2  # --quick: one pass over 2048 items
     out = capsys.readouterr().out
     assert "parity: fair" in out and "parameters: 1619084" in out
 
 
 def test_mnist_records_the_data_that_ran(run_recipe, capsys):
     """No MNIST digits on this machine: the run says so and records Fashion-MNIST as its data."""
-    code, summary, client = run_recipe(load_recipe("mnist"), "--quick", "--trials", "tf:mirrored,torch:none")
+    code, summary, client = run_recipe(load_recipe("mnist"), "--quick", "--trials", "tf:mirrored")
     assert code == 0
     parent = client.get_run(summary["parent_run_id"])
     data = parent.data.params["data"]
@@ -55,14 +55,15 @@ def test_mnist_records_the_data_that_ran(run_recipe, capsys):
 
 def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
     """Without CIFAR-10 files: synthetic data, recorded, and no accuracy or time to target in the comparison."""
-    code, summary, client = run_recipe(load_recipe("cifar10"), "--quick", "--trials", "tf:none,torch:none")
+    code, summary, client = run_recipe(load_recipe("cifar10"), "--quick", "--trials", "torch:none")
     assert code == 0
     for run in children(client, summary):
         assert run.data.params["data"] == "cifar-10-synthetic" and run.data.params["data_synthetic"] == "True"
         assert run.data.params["target_accuracy"] == "None" and run.data.tags["parameters"] == "1250858"
     out = capsys.readouterr().out
     table = out[out.index("trial  "):out.index("parity:")]
-    assert "0." not in "".join(line.split("  ")[-3] for line in table.splitlines()[2:4])  # no val acc shown
+    row = table.splitlines()[2].split()
+    assert row[0] == "torch:none" and row[9:11] == ["-", "-"]  # val acc and time to target: not shown
     assert "data is synthetic: throughput only, no accuracy claims" in out
 
 

@@ -112,12 +112,27 @@ def test_make_config_flags(tmp_path, monkeypatch):
         (["--threads", "0"], "--threads is 0"),
         (["--json", "missing/out.json"], "does not exist"),
         (["--trials", "tf:none", "--workers", "2"], "at most 1 worker"),
+        (["--repeats", "0"], "--repeats is 0"),
+        (["--steps-per-epoch", "-1"], "--steps-per-epoch is -1"),
+        (["--baseline", "--device", "gpu"], "--baseline runs the plain scripts on CPU only"),
     ],
 )
 def test_make_config_rejects(argv, words):
     """Bad flag values are UserErrors from make_config."""
     with pytest.raises(UserError, match=words):
         config(*argv)
+
+
+def test_make_config_protocol_flags():
+    """--repeats, --baseline and --steps-per-epoch (0 = one pass) reach the run config."""
+    cfg = config("--repeats", "3", "--baseline", "--steps-per-epoch", "7")
+    assert (cfg.repeats, cfg.baseline, cfg.steps_per_epoch) == (3, True, 7)
+    assert config("--steps-per-epoch", "0").steps_per_epoch is None
+    cnn = RECIPE.variant(global_batch=1024, steps_per_epoch=100)
+    parse = lambda *a: cli.make_config(cnn, cli.recipe_parser(cnn).parse_args(list(a)))  # noqa: E731
+    assert parse().steps_per_epoch == 100 and parse("--quick").steps_per_epoch is None  # quick: one pass
+    with pytest.raises(UserError, match="fixes the global batch at 1024, which tf:mwms x3 cannot split evenly"):
+        parse("--trials", "tf:mwms", "--workers", "3")
 
 
 def test_make_config_framework_without_model():
@@ -161,6 +176,9 @@ def _main_fails(capsys, argv) -> str:
         (["--workers", "0"], "--workers '0'"),
         (["--threads", "0"], "--threads is 0"),
         (["--trials", "tf:none", "--workers", "2"], "at most 1 worker"),
+        (["--repeats", "0"], "--repeats is 0"),
+        (["--steps-per-epoch", "-1"], "--steps-per-epoch is -1"),
+        (["--baseline", "--device", "gpu"], "--baseline runs the plain scripts on CPU only"),
     ],
 )
 def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
