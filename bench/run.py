@@ -66,20 +66,28 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results.md")
     args = p.parse_args()
 
-    sections = []
+    done: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for recipe in args.recipes.split(","):
             start = time.time()
             command, report = run(recipe, args.repeats, args.threads, Path(tmp))
-            sections += [f"## {recipe}", "", f"`{command}` ({(time.time() - start) / 60:.0f} min)", "", "```",
-                         report, "```", ""]
+            done[recipe] = [f"## {recipe}", "", f"Measured {time.strftime('%Y-%m-%d %H:%M')} on: {machine()}.", "",
+                            f"`{command}` ({(time.time() - start) / 60:.0f} min, from `python bench/run.py --recipes "
+                            f"{recipe} --repeats {args.repeats} --threads {args.threads}`)", "", "```", report, "```", ""]
             print(f"{recipe}: done\n{report}", flush=True)
-    head = ["# raylab measured by its own protocol", "", f"Measured {time.strftime('%Y-%m-%d %H:%M')} on: {machine()}.",
-            "", f"Command: `python bench/run.py --recipes {args.recipes} --repeats {args.repeats} --threads {args.threads}`.",
-            ""]
-    previous = args.out.read_text().split("\n## Earlier", 1) if args.out.exists() else []
-    tail = ["## Earlier" + previous[1]] if len(previous) == 2 else []
-    args.out.write_text("\n".join(head + sections + tail))
+    # Keep the sections of recipes not run this time, and the history under "## Earlier".
+    old = args.out.read_text() if args.out.exists() else ""
+    body, _, earlier = old.partition("\n## Earlier")
+    kept = {}
+    for chunk in body.split("\n## ")[1:]:
+        name = chunk.split("\n", 1)[0].strip()
+        kept[name] = ("## " + chunk).rstrip("\n").splitlines() + [""]
+    kept.update(done)
+    head = ["# raylab measured by its own protocol", "",
+            "Each section is one `bench/run.py` run of one recipe: the recipe's own command line with --repeats "
+            "(and --baseline for training recipes), and the `raylab compare` report it printed.", ""]
+    lines = head + [line for name in kept for line in kept[name]]
+    args.out.write_text("\n".join(lines) + ("\n## Earlier" + earlier if earlier else ""))
     print(f"wrote {args.out}")
 
 
