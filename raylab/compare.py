@@ -15,7 +15,7 @@ from raylab.tracking import PARENT, ROLE
 COLUMNS = [
     ("trial", "trial", "{}"),
     ("status", "status", "{}"),
-    ("samples_per_sec", "samples/s", "{:,.0f}"),
+    ("samples_per_sec", "samples/s", protocol.rate),
     ("step_time_p50_ms", "step p50 ms", "{:.2f}"),
     ("step_time_p90_ms", "step p90 ms", "{:.2f}"),
     ("startup_s", "startup s", "{:.1f}"),
@@ -92,7 +92,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
 
 def _cell(row: dict, key: str, fmt: str) -> str:
     value = row.get(key)
-    return "-" if value is None else fmt.format(value)
+    return "-" if value is None else (fmt(value) if callable(fmt) else fmt.format(value))
 
 
 def format_table(rows: list[dict]) -> str:
@@ -101,7 +101,7 @@ def format_table(rows: list[dict]) -> str:
     repeated = any(r.get("runs", 1) > 1 for r in rows)
     if repeated:
         columns = columns[:3] + [("sps_range", "min..max", "{}"), ("runs", "runs", "{}")] + columns[3:]
-        rows = [{**r, "sps_range": f"{r['sps_min']:,.0f}..{r['sps_max']:,.0f}" if r.get("sps_min") else None}
+        rows = [{**r, "sps_range": f"{protocol.rate(r['sps_min'])}..{protocol.rate(r['sps_max'])}" if r.get("sps_min") else None}
                 for r in rows]
     marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")} for r in rows]
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]

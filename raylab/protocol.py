@@ -22,6 +22,11 @@ WALL_TARGET, SPS_TARGET = 1.05, 0.97  # raylab vs a plain script: whole-job time
 SAME_AS_PLAIN = {"tf": "tf:none", "torch": "torch:none", "xla": "xla:single"}  # the trial a plain script mirrors
 
 
+def rate(value: float) -> str:
+    """samples/s for people: thousands separated, or 3 significant digits below 100 (a 30M-parameter step)."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def spread(values: list[float]) -> tuple[float, float, float]:
     """(median, min, max)."""
     return statistics.median(values), min(values), max(values)
@@ -57,7 +62,7 @@ def significance(folded: list[dict]) -> list[str]:
         lead = fast["samples_per_sec"] / slow["samples_per_sec"]
         if fast["sps_min"] <= slow["sps_max"]:
             lines.append(f"{fast['trial']} vs {slow['trial']}: not significant (samples/s ranges overlap: "
-                         f"{fast['sps_min']:,.0f}..{fast['sps_max']:,.0f} and {slow['sps_min']:,.0f}..{slow['sps_max']:,.0f})")
+                         f"{rate(fast['sps_min'])}..{rate(fast['sps_max'])} and {rate(slow['sps_min'])}..{rate(slow['sps_max'])})")
         else:
             lines.append(f"{fast['trial']} vs {slow['trial']}: {lead:.2f}x the samples/s (ranges do not overlap)")
     return lines
@@ -104,7 +109,7 @@ def scaling(folded: list[dict]) -> list[str]:
         base = runs[1]["samples_per_sec"]
         steps = [f"x{n} {runs[n]['samples_per_sec'] / base:.2f}x (efficiency {runs[n]['samples_per_sec'] / (n * base):.2f})"
                  for n in sorted(runs) if n > 1]
-        lines.append(f"{kind}: x1 {base:,.0f} samples/s; " + ", ".join(steps))
+        lines.append(f"{kind}: x1 {rate(base)} samples/s; " + ", ".join(steps))
     return lines
 
 
