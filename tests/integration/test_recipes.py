@@ -25,9 +25,9 @@ def children(client, summary):
                               order_by=["attributes.start_time ASC"])
 
 
-def test_fashion_cnn_same_model_in_both_frameworks(run_recipe, capsys):
-    """The 5-layer CNN: same trainable parameter count, global batch 1024 split over replicas, parity fair."""
-    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none,torch:none")
+def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
+    """The 5-layer CNN trains a step through raylab (torch's model is checked against it in tests/unit)."""
+    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none")
     assert code == 0, capsys.readouterr().err[-2000:]
     for run in children(client, summary):
         assert run.info.status == "FINISHED"
