@@ -178,9 +178,10 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
 class Progress(threading.Thread):
     """Polls the sink while fit() runs: prints progress, logs each epoch as it arrives."""
 
-    def __init__(self, sink, tracker: Tracker, run_id: str, label: str):
+    def __init__(self, sink, tracker: Tracker, run_id: str, label: str, synthetic: bool = False):
         super().__init__(daemon=True)
         self.sink, self.tracker, self.run_id, self.label = sink, tracker, run_id, label
+        self.synthetic = synthetic  # random labels: the accuracy is chance, so it is not printed
         self.logged, self.stopping, self.last_line, self.printed = 0, threading.Event(), None, 0.0
 
     def run(self):
@@ -195,7 +196,7 @@ class Progress(threading.Thread):
         for e in epochs[self.logged :]:
             metrics = {k: v for k, v in e.items() if k != "epoch"}
             self.tracker.log_metrics(self.run_id, metrics, step=e["epoch"])
-            val = f" val_acc {e['val_accuracy']:.4f}" if "val_accuracy" in e else ""
+            val = f" val_acc {e['val_accuracy']:.4f}" if "val_accuracy" in e and not self.synthetic else ""
             print(f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s "
                   f"loss {e['train_loss']:.4f}{val}", flush=True)
         self.logged = len(epochs)
@@ -264,7 +265,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
           f"(MLflow run {run_id}) ===", flush=True)
     sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote()  # named: tools and tests can find a trial
     start = time.time()
-    progress = Progress(sink, tracker, run_id, spec.name)
+    progress = Progress(sink, tracker, run_id, spec.name, synthetic=ds.synthetic)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
     try:
         trainer = build_trainer(recipe, cfg, spec, refs, sink, start)

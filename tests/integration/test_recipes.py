@@ -65,6 +65,7 @@ def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
     row = table.splitlines()[2].split()
     assert row[0] == "torch:none" and row[9:11] == ["-", "-"]  # val acc and time to target: not shown
     assert "data is synthetic: throughput only, no accuracy claims" in out
+    assert "val_acc" not in out  # nor in the per-epoch progress lines
 
 
 def test_baseline_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
