@@ -151,19 +151,36 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def connect(cfg: C.RunConfig, address: str | None):
+    """The MLflow store, then Ray, then every trial's resource check: UserErrors before anything runs."""
+    from raylab import launcher
+    from raylab.tracking import Tracker
+
+    tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+    launcher.init_ray(address or os.environ.get("RAY_ADDRESS"))
+    launcher.check_resources(cfg)
+    return tracker
+
+
+def run_to_end(cfg: C.RunConfig, tracker, run) -> int:
+    """run(tags) -> (parent id, outcomes), with SIGTERM taken as Ctrl-C; then the summary and comparison."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    try:
+        with _sigterm_as_interrupt():
+            parent_id, outcomes = run(run_tags(main_file))
+    except KeyboardInterrupt:
+        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
+        return 130
+    return finish(cfg, tracker, parent_id, outcomes)
+
+
 def recipe_main(recipe, argv: list[str] | None = None) -> int:
     """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
     args = recipe_parser(recipe).parse_args(argv)
     try:
         cfg = make_config(recipe, args)
         ds = load_data(recipe, cfg)
-        from raylab.tracking import Tracker
-
-        tracker = Tracker(cfg.tracking_uri, cfg.experiment)
-        from raylab import launcher
-
-        launcher.init_ray(args.address or os.environ.get("RAY_ADDRESS"))
-        launcher.check_resources(cfg)
+        tracker = connect(cfg, args.address)
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -171,14 +188,9 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
         print(f"raylab: note: {note}")
     print(f"raylab: {recipe.name} on {ds.name} ({len(ds.x_train)} train / {len(ds.x_test)} test items from "
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    try:
-        with _sigterm_as_interrupt():
-            parent_id, outcomes = launcher.run_recipe(recipe, cfg, ds, tracker, run_tags(main_file))
-    except KeyboardInterrupt:
-        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
-        return 130
-    return finish(cfg, tracker, parent_id, outcomes)
+    from raylab import launcher
+
+    return run_to_end(cfg, tracker, lambda tags: launcher.run_recipe(recipe, cfg, ds, tracker, tags))
 
 
 def bench_parser(bench) -> argparse.ArgumentParser:
@@ -222,24 +234,11 @@ def bench_main(bench, argv: list[str] | None = None) -> int:
                           repeats=C.check_positive("repeats", args.repeats))
         if "xla:single" in kinds:
             C.get_strategy("xla:single").preflight(cfg, {})
-        from raylab.tracking import Tracker
-
-        tracker = Tracker(cfg.tracking_uri, cfg.experiment)
-        from raylab import launcher
-
-        launcher.init_ray(args.address or os.environ.get("RAY_ADDRESS"))
-        launcher.check_resources(cfg)
+        tracker = connect(cfg, args.address)
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code
-    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    try:
-        with _sigterm_as_interrupt():
-            parent_id, outcomes = run_bench(bench, cfg, tracker, run_tags(main_file))
-    except KeyboardInterrupt:
-        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
-        return 130
-    return finish(cfg, tracker, parent_id, outcomes)
+    return run_to_end(cfg, tracker, lambda tags: run_bench(bench, cfg, tracker, tags))
 
 
 def finish(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> int:
