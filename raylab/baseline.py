@@ -20,8 +20,9 @@ import numpy as np
 
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset
+from raylab.outcome import TrialOutcome, recorded
 from raylab.recipe import Recipe
-from raylab.tracking import Tracker, error_summary
+from raylab.tracking import Tracker
 
 PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
 
@@ -64,7 +65,7 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
 
 def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tracker: Tracker, parent_id: str,
                  tags: dict, repeat: int = 1):
-    from raylab.launcher import TrialOutcome, common_params
+    from raylab.launcher import common_params
     from raylab.protocol import time_to_target
 
     spec = TrialSpec(framework, "plain", 1)
@@ -76,7 +77,7 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tr
     print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
           f"(MLflow run {run_id}) ===", flush=True)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
-    try:
+    with recorded(outcome, tracker):  # a failed baseline is recorded, the trials still run
         with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
             result = run_plain(recipe, cfg, ds, framework, Path(tmp))
         epochs = result.pop("epochs")
@@ -86,17 +87,7 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tr
         tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
                                   "precision_applied": "fp32", "device_kind": "cpu"})
         tracker.log_metrics(run_id, {k: v for k, v in result.items() if k != "val_accuracy"}, step=cfg.epochs)
-        outcome.result, outcome.status, outcome.ran = result, "FINISHED", "plain"
+        outcome.result, outcome.ran = result, "plain"
         print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s, "
               f"val_acc {result['val_accuracy']:.4f}", flush=True)
-    except KeyboardInterrupt:
-        outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
-        raise
-    except Exception as e:  # noqa: BLE001 - a failed baseline is recorded, the trials still run
-        from raylab.launcher import error_text
-
-        outcome.error = error_text(e)
-        print(f"[{spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
-    finally:
-        tracker.end(run_id, outcome.status, outcome.error)
     return outcome

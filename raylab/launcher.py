@@ -9,9 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-import traceback
 import uuid
-from dataclasses import dataclass, field
 
 import ray
 
@@ -22,7 +20,8 @@ from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
 from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
-from raylab.tracking import Tracker, error_summary
+from raylab.outcome import TrialOutcome, recorded
+from raylab.tracking import Tracker
 from raylab.worker import WorkerConfig
 
 POLL_S = 2.0  # how often the driver logs new epochs to MLflow
@@ -74,25 +73,6 @@ class TrialSink:
 
     def finished(self):
         return self.done
-
-
-@dataclass
-class TrialOutcome:
-    spec: TrialSpec
-    run_id: str
-    status: str  # FINISHED, FAILED or KILLED
-    result: dict = field(default_factory=dict)
-    epochs: list = field(default_factory=list)
-    error: str | None = None
-    ran: str | None = None  # the strategy that actually ran, once rank 0 has said so
-    repeat: int = 1  # which of --repeats
-
-    @property
-    def ran_name(self) -> str:
-        """The run name: the trial, or e.g. 'tf:mirrored x1 (asked tf:tpu)' after a recorded fallback."""
-        if self.ran is None or self.ran == self.spec.strategy:
-            return self.spec.name
-        return f"{self.spec.framework}:{self.ran} x{self.spec.workers} (asked {self.spec.kind})"
 
 
 def init_ray(address: str | None = None) -> None:
@@ -252,10 +232,6 @@ def replica_agreement(sink) -> dict:
             "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
 
 
-def error_text(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)).strip()
-
-
 def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs: dict,
               tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1) -> TrialOutcome:
     run_id = tracker.start_run(spec.name, {**trial_params(recipe, cfg, spec, ds), "repeat": repeat}, tags,
@@ -267,7 +243,13 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
     start = time.time()
     progress = Progress(sink, tracker, run_id, spec.name, synthetic=ds.synthetic)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
-    try:
+
+    def last_progress():
+        if progress.is_alive():
+            progress.finish()
+
+    # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
+    with recorded(outcome, tracker, before_end=last_progress, after_end=lambda: ray.kill(sink)):
         trainer = build_trainer(recipe, cfg, spec, refs, sink, start)
         progress.start()
         trainer.fit()
@@ -294,18 +276,6 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
             tracker.set_tags(run_id, {"recompiled_after_warmup": "true"})
             print(f"[{spec.name}] WARNING: {outcome.result['compiles_after_warmup']} compilation(s) after warm-up: "
                   "a training step's graph changed (shapes, control flow); see the compile_* metrics.", flush=True)
-        outcome.status = "FINISHED"
-    except KeyboardInterrupt:
-        outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
-        raise
-    except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
-        outcome.error = error_text(e)
-        print(f"[{spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
-    finally:
-        if progress.is_alive():
-            progress.finish()
-        tracker.end(run_id, outcome.status, outcome.error)
-        ray.kill(sink)
     return outcome
 
 

@@ -116,8 +116,8 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     import ray
 
     from raylab.backends.xla import worker_env
-    from raylab.launcher import TrialOutcome, error_text, schedule
-    from raylab.tracking import error_summary
+    from raylab.launcher import schedule
+    from raylab.outcome import TrialOutcome, recorded
 
     batch = bench.quick_batch if cfg.quick else bench.batch
     iterations = bench.quick_iterations if cfg.quick else (cfg.steps_per_epoch or bench.iterations)
@@ -140,26 +140,17 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
             outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.strategy, repeat=repeat)
             env = {"OMP_NUM_THREADS": str(cfg.threads), **(worker_env("CPU", cfg.threads) if fw == "xla" else {})}
             start = time.time()
-            try:
+            outcomes.append(outcome)
+            with recorded(outcome, tracker):
                 task = ray.remote(max_calls=1)(_bench_task).options(  # max_calls=1: a fresh process per trial
                     num_cpus=cfg.threads, runtime_env={"env_vars": env})
                 out = ray.get(task.remote(bench, fw, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision, start))
                 outcome.result = {**out["result"], "wall_s": time.time() - start}
                 tracker.log_metrics(run_id, outcome.result)
                 tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.strategy})
-                outcome.status = "FINISHED"
                 r = outcome.result
                 print(f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
                       f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s", flush=True)
-            except KeyboardInterrupt:
-                outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
-                raise
-            except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
-                outcome.error = error_text(e)
-                print(f"[{spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
-            finally:
-                tracker.end(run_id, outcome.status, outcome.error)
-                outcomes.append(outcome)
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
     except KeyboardInterrupt:
         status = "KILLED"

@@ -1,0 +1,63 @@
+"""What one child run (a trial, a plain baseline, a step benchmark) ended as, and the guard that records it.
+
+Whatever happens inside `recorded`, the MLflow run ends: FINISHED, FAILED with the error in a tag
+(printed, and the next trial still runs), or KILLED on Ctrl-C / SIGTERM (which goes on up).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from raylab.config import TrialSpec
+from raylab.tracking import Tracker, error_summary
+
+
+@dataclass
+class TrialOutcome:
+    spec: TrialSpec
+    run_id: str
+    status: str  # FINISHED, FAILED or KILLED
+    result: dict = field(default_factory=dict)
+    epochs: list = field(default_factory=list)
+    error: str | None = None
+    ran: str | None = None  # the strategy that actually ran, once rank 0 has said so
+    repeat: int = 1  # which of --repeats
+
+    @property
+    def ran_name(self) -> str:
+        """The run name: the trial, or e.g. 'tf:mirrored x1 (asked tf:tpu)' after a recorded fallback."""
+        if self.ran is None or self.ran == self.spec.strategy:
+            return self.spec.name
+        return f"{self.spec.framework}:{self.ran} x{self.spec.workers} (asked {self.spec.kind})"
+
+
+def error_text(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc)).strip()
+
+
+@contextlib.contextmanager
+def recorded(outcome: TrialOutcome, tracker: Tracker, before_end: Callable[[], object] | None = None,
+             after_end: Callable[[], object] | None = None) -> Iterator[TrialOutcome]:
+    """The body's outcome: FINISHED if it returns, FAILED (recorded, printed, swallowed) if it raises, KILLED on
+    an interrupt (re-raised); the run is ended either way, between `before_end` and `after_end`."""
+    try:
+        yield outcome
+        outcome.status = "FINISHED"
+    except KeyboardInterrupt:
+        outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
+        raise
+    except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
+        outcome.status, outcome.error = "FAILED", error_text(e)
+        print(f"[{outcome.spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
+    finally:
+        try:
+            if before_end is not None:
+                before_end()
+        finally:
+            tracker.end(outcome.run_id, outcome.status, outcome.error)
+            if after_end is not None:
+                after_end()
