@@ -72,7 +72,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
 
         torch.set_num_threads(threads)
         torch.manual_seed(seed)
-        facts["framework_version"] = torch.__version__
+        facts["framework_version"] = str(torch.__version__)  # not a TorchVersion: see backends/torch.py
         ctx.device = torch.device("cpu")
         if framework == "xla":
             import torch_xla

@@ -7,6 +7,7 @@ never one per rank.
 
 from __future__ import annotations
 
+import numbers
 import os
 import platform
 import socket
@@ -94,7 +95,28 @@ class Reporter:
         if self.sink is not None:
             import ray
 
-            ray.get(self.sink.result.remote(fields))  # wait: the driver reads it right after fit()
+            ray.get(self.sink.result.remote(builtins_only(fields)))  # wait: the driver reads it right after fit()
+
+
+def builtins_only(value):
+    """`value` with only Python's own types inside: numbers as int/float, other objects as str.
+
+    What rank 0 reports is unpickled by the sink and the driver; one framework object in it (torch's
+    TorchVersion is a str subclass) makes both import that framework, seconds of CPU at every trial's end.
+    """
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        value = value.tolist()  # numpy scalars and arrays: np.bool_ -> bool, np.float32 -> float, ...
+    if isinstance(value, dict):
+        return {str(k): builtins_only(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [builtins_only(v) for v in value]
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return str(value)
 
 
 def run_epochs(
