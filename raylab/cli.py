@@ -168,7 +168,7 @@ def run_to_end(cfg: C.RunConfig, tracker, run) -> int:
     try:
         with _sigterm_as_interrupt():
             parent_id, outcomes = run(run_tags(main_file))
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray Train's Ctrl-C handler during fit() exits with 0
         print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
         return 130
     return finish(cfg, tracker, parent_id, outcomes)

@@ -311,7 +311,7 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
             else:
                 outcomes.append(run_trial(recipe, cfg, item, ds, refs, tracker, parent, {**tags, **data_tags}, repeat))
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # see raylab.outcome.recorded
         status = "KILLED"
         raise
     finally:

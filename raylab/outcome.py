@@ -1,7 +1,8 @@
 """What one child run (a trial, a plain baseline, a step benchmark) ended as, and the guard that records it.
 
 Whatever happens inside `recorded`, the MLflow run ends: FINISHED, FAILED with the error in a tag
-(printed, and the next trial still runs), or KILLED on Ctrl-C / SIGTERM (which goes on up).
+(printed, and the next trial still runs), or KILLED on Ctrl-C / SIGTERM (which goes on up; Ray Train's
+own Ctrl-C handler, installed by `fit()`, may exit instead of raising: that counts as an interrupt too).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def recorded(outcome: TrialOutcome, tracker: Tracker, before_end: Callable[[], o
     try:
         yield outcome
         outcome.status = "FINISHED"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray Train's own Ctrl-C handler inside fit() exits
         outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
         raise
     except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs

@@ -152,7 +152,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
                 print(f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
                       f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s", flush=True)
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # see raylab.outcome.recorded
         status = "KILLED"
         raise
     finally:

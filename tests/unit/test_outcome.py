@@ -55,3 +55,12 @@ def test_run_ends_even_when_before_end_fails(mlflow_uri):
         with recorded(outcome, tracker, before_end=broken, after_end=lambda: after.append(True)):
             pass
     assert tracker.client.get_run(outcome.run_id).info.status == "FINISHED" and after == [True]
+
+
+def test_system_exit_inside_fit_counts_as_interrupt(mlflow_uri):
+    """Ray Train's SIGINT handler, installed by fit(), can sys.exit(0): the run is KILLED, not FAILED."""
+    tracker, outcome = start(mlflow_uri)
+    with pytest.raises(SystemExit):
+        with recorded(outcome, tracker):
+            raise SystemExit(0)
+    assert outcome.status == "KILLED" and tracker.client.get_run(outcome.run_id).info.status == "KILLED"
