@@ -6,7 +6,6 @@ matrix; a trial that fails is recorded FAILED and the next one still runs.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import uuid
@@ -18,9 +17,9 @@ from raylab.backends.tpu import slice_scaling
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
+from raylab.outcome import TrialOutcome, recorded
 from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
-from raylab.outcome import TrialOutcome, recorded
 from raylab.tracking import Tracker
 from raylab.worker import WorkerConfig
 

@@ -12,7 +12,6 @@ no accuracy is claimed.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -54,7 +53,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
                 seed: int, precision: str, trial_start: float) -> dict:
     """Runs on a Ray worker: set threads, build, warm up, time."""
     from raylab.timing import summarize
-    from raylab.worker import host_facts
+    from raylab.worker import builtins_only, host_facts
 
     t_enter = time.time()
     ctx = BenchContext(framework, batch, threads, seed)
@@ -72,7 +71,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
 
         torch.set_num_threads(threads)
         torch.manual_seed(seed)
-        facts["framework_version"] = str(torch.__version__)  # not a TorchVersion: see backends/torch.py
+        facts["framework_version"] = torch.__version__
         ctx.device = torch.device("cpu")
         if framework == "xla":
             import torch_xla
@@ -101,7 +100,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
         total = (int(data[0]), data[1] / 1e9) if data else (0, 0.0)
         result.update(compile_count_warmup=compiled[0], compile_time_warmup_s=compiled[1],
                       compiles_after_warmup=total[0] - compiled[0])
-    return {"result": result, "facts": {**facts, **host_facts()}}
+    return builtins_only({"result": result, "facts": {**facts, **host_facts()}})
 
 
 def check_trials(bench: StepBench, kinds: list[str]) -> None:

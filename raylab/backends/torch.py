@@ -99,7 +99,7 @@ def torch_worker_loop(config: dict) -> None:
         "local_replicas": 1,
         "device_kind": device.type,
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none",
-        "framework_version": str(torch.__version__),  # a TorchVersion would make the driver import torch
+        "framework_version": torch.__version__,
         "precision_applied": "fp32",
         "parameters": sum(p.numel() for p in module.parameters()),
         "intra_op_threads": torch.get_num_threads(),

@@ -234,7 +234,7 @@ def torch_ps_loop(config: dict) -> None:
         "device_kind": "cpu",
         "comm_backend": "ray-actors",
         "parameter_servers": cfg.ps,
-        "framework_version": str(torch.__version__),  # a TorchVersion would make the driver import torch
+        "framework_version": torch.__version__,
         "precision_applied": "fp32",
         "parameters": sum(p.numel() for p in params),
         "intra_op_threads": torch.get_num_threads(),

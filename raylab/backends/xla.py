@@ -239,7 +239,7 @@ def xla_worker_loop(config: dict) -> None:
         "pjrt_device": pjrt,
         "sync_path": path,
         "precision_applied": "bf16" if bf16 else "fp32",
-        "framework_version": str(torch.__version__),  # a TorchVersion would make the driver import torch
+        "framework_version": torch.__version__,
         "torch_xla_version": torch_xla.__version__,
         "parameters": sum(p.numel() for p in params),
         "intra_op_threads": torch.get_num_threads(),
