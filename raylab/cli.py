@@ -210,7 +210,10 @@ def bench_parser(bench) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: batch {bench.quick_batch}, 1 warm-up + {bench.quick_iterations} timed {bench.what}s")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
-                   help="bf16 is applied on XLA TPU only; the applied one is recorded (default: %(default)s)")
+                   help="bf16 autocast is applied on CUDA (torch) and XLA TPU only; the applied one is recorded "
+                        "(default: %(default)s)")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                   help="what each trial runs on; gpu gives each trial one of the cluster's GPUs (default: cpu)")
     p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here)")
     p.add_argument("--experiment", default=bench.name, help="MLflow experiment name (default: %(default)s)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write a machine-readable summary here")
@@ -229,7 +232,7 @@ def bench_main(bench, argv: list[str] | None = None) -> int:
         cfg = C.RunConfig(trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds], epochs=1,
                           threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
                           tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
-                          json_path=args.json, precision=args.precision,
+                          json_path=args.json, precision=args.precision, device=args.device,
                           steps_per_epoch=C.check_positive("iterations", args.iterations),
                           repeats=C.check_positive("repeats", args.repeats))
         if "xla:single" in kinds:

@@ -44,14 +44,14 @@ class BenchContext:
     batch: int
     threads: int
     seed: int
-    device: Any = None  # torch builders: the device to put tensors on (cpu or the XLA device)
+    device: Any = None  # torch builders: the device to put tensors on (cpu, cuda:0 or the XLA device)
     sync: Callable[[], None] = lambda: None  # torch builders: call at the end of an iteration (XLA: run the graph)
-    bf16: bool = False  # torch builders: autocast to bf16 (applied on XLA TPU only; recorded)
+    bf16: bool = False  # torch builders: autocast to bf16 (applied on CUDA and XLA TPU; recorded)
 
 
 def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, warmup: int, threads: int,
-                seed: int, precision: str, trial_start: float) -> dict:
-    """Runs on a Ray worker: set threads, build, warm up, time."""
+                seed: int, precision: str, trial_start: float, gpu: bool = False) -> dict:
+    """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
     from raylab.timing import summarize
     from raylab.worker import builtins_only, host_facts
 
@@ -60,12 +60,18 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
     facts = {"intra_op_threads": threads}
     met = None
     if framework == "tf":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        if not gpu:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
         facts["framework_version"] = tf.__version__
+        gpus = tf.config.list_logical_devices("GPU")
+        if gpu and not gpus:
+            raise RuntimeError("--device gpu, but TensorFlow sees no GPU on this worker (a CPU-only build?); "
+                               "install a CUDA build of TensorFlow or use --device cpu.")
+        ctx.device = "gpu" if gpus else "cpu"
     else:
         import torch
 
@@ -73,6 +79,11 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
         torch.manual_seed(seed)
         facts["framework_version"] = torch.__version__
         ctx.device = torch.device("cpu")
+        if framework == "torch" and gpu:
+            ctx.device = torch.device("cuda", 0)  # Ray sets CUDA_VISIBLE_DEVICES to the one it assigned
+            ctx.sync = lambda: torch.cuda.synchronize(ctx.device)
+            ctx.bf16 = precision == "bf16" and torch.cuda.is_bf16_supported()
+            facts["device_name"] = torch.cuda.get_device_name(ctx.device)
         if framework == "xla":
             import torch_xla
             import torch_xla.core.xla_model as xm
@@ -83,7 +94,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
             ctx.bf16 = precision == "bf16" and os.environ.get("PJRT_DEVICE") == "TPU"
             facts.update(torch_xla_version=torch_xla.__version__, pjrt_device=os.environ.get("PJRT_DEVICE"))
     run_once, built = bench.builders["tf" if framework == "tf" else "torch"](ctx)
-    facts.update(built, precision_applied="bf16" if ctx.bf16 else "fp32", device_kind=str(ctx.device or "cpu"))
+    facts.update(built, precision_applied="bf16" if ctx.bf16 else "fp32", device_kind=str(ctx.device))
     times, compiled = [], (0, 0.0)
     t_first = time.time()
     for i in range(warmup + iterations):
@@ -114,13 +125,14 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     """Every trial x repeat (interleaved, alternating order) as a Ray task in a fresh process; returns outcomes."""
     import ray
 
-    from raylab.backends.xla import worker_env
+    from raylab.backends.xla import pjrt_device, worker_env
     from raylab.launcher import schedule
     from raylab.outcome import TrialOutcome, recorded
 
     batch = bench.quick_batch if cfg.quick else bench.batch
     iterations = bench.quick_iterations if cfg.quick else (cfg.steps_per_epoch or bench.iterations)
     warmup = 1 if cfg.quick else bench.warmup
+    gpu = cfg.device == "gpu"
     parent = tracker.start_run(f"{bench.name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
                                {"recipe": bench.name, "trials": ",".join(s.name for s in cfg.trials),
                                 "repeats": cfg.repeats, "quick": cfg.quick}, tags)
@@ -131,19 +143,21 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
             params = {"recipe": bench.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.strategy,
                       "requested_strategy": spec.strategy, "workers": 1, "global_batch": batch, "batch_per_replica": batch,
                       "iterations": iterations, "warmup_steps": warmup, "threads": cfg.threads, "seed": cfg.seed,
-                      "precision": cfg.precision, "data": "synthetic", "data_synthetic": True, "quick": cfg.quick,
-                      "repeat": repeat, "oversubscribed": False}
+                      "precision": cfg.precision, "device": cfg.device, "data": "synthetic", "data_synthetic": True,
+                      "quick": cfg.quick, "repeat": repeat, "oversubscribed": False}
             run_id = tracker.start_run(spec.name, params, tags, parent=parent)
             print(f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
                   f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===", flush=True)
             outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.strategy, repeat=repeat)
-            env = {"OMP_NUM_THREADS": str(cfg.threads), **(worker_env("CPU", cfg.threads) if fw == "xla" else {})}
+            env = {"OMP_NUM_THREADS": str(cfg.threads),
+                   **(worker_env(pjrt_device(cfg.device), cfg.threads) if fw == "xla" else {})}
             start = time.time()
             outcomes.append(outcome)
             with recorded(outcome, tracker):
                 task = ray.remote(max_calls=1)(_bench_task).options(  # max_calls=1: a fresh process per trial
-                    num_cpus=cfg.threads, runtime_env={"env_vars": env})
-                out = ray.get(task.remote(bench, fw, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision, start))
+                    num_cpus=cfg.threads, num_gpus=1 if gpu else 0, runtime_env={"env_vars": env})
+                out = ray.get(task.remote(bench, fw, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision,
+                                          start, gpu))
                 outcome.result = {**out["result"], "wall_s": time.time() - start}
                 tracker.log_metrics(run_id, outcome.result)
                 tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.strategy})

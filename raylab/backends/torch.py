@@ -98,6 +98,7 @@ def torch_worker_loop(config: dict) -> None:
         "replicas_in_sync": world,
         "local_replicas": 1,
         "device_kind": device.type,
+        **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none",
         "framework_version": torch.__version__,
         "precision_applied": "fp32",

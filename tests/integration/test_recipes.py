@@ -115,6 +115,19 @@ def test_step_benchmark_refuses_a_distributed_trial(ray_cluster, capsys):
         capsys.readouterr().err
 
 
+def test_step_benchmark_on_gpu_needs_a_gpu_in_the_cluster(ray_cluster, tmp_path, capsys):
+    """--device gpu asks Ray for a GPU per trial: on a cluster without one, exit 2 before any trial or run."""
+    from mlflow.tracking import MlflowClient
+
+    from raylab.cli import bench_main
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert bench_main(load_bench("conv_bench"), ["--trials", "torch:none", "--device", "gpu", "--tracking-uri", uri]) == 2
+    assert "torch:none x1 needs 1 GPUs but the Ray cluster has 0; use --device cpu" in capsys.readouterr().err
+    exp = MlflowClient(tracking_uri=uri).get_experiment_by_name("conv_bench")
+    assert exp is None or not MlflowClient(tracking_uri=uri).search_runs([exp.experiment_id])
+
+
 def test_resunet_training_step_runs_in_torch_and_tf(ray_cluster, tmp_path, monkeypatch, capsys):
     """The 30M-parameter ResNet-UNet's training step runs --quick in TF and torch with the same parameter count."""
     from mlflow.tracking import MlflowClient
