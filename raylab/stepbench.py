@@ -94,7 +94,10 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
             ctx.bf16 = precision == "bf16" and os.environ.get("PJRT_DEVICE") == "TPU"
             facts.update(torch_xla_version=torch_xla.__version__, pjrt_device=os.environ.get("PJRT_DEVICE"))
     run_once, built = bench.builders["tf" if framework == "tf" else "torch"](ctx)
-    facts.update(built, precision_applied="bf16" if ctx.bf16 else "fp32", device_kind=str(ctx.device))
+    # The same names as training trials' device_kind: cpu, gpu (TF), cuda (torch), xla:cpu / xla:cuda / xla:tpu.
+    kind = ("xla:" + os.environ.get("PJRT_DEVICE", "").lower() if framework == "xla"
+            else getattr(ctx.device, "type", ctx.device))
+    facts.update(built, precision_applied="bf16" if ctx.bf16 else "fp32", device_kind=kind)
     times, compiled = [], (0, 0.0)
     t_first = time.time()
     for i in range(warmup + iterations):

@@ -58,6 +58,13 @@ def _import_error(pythonpath: str | None) -> str | None:
     return None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no output"])[-1][:300]
 
 
+def _has_plugin(name: str) -> bool:
+    """Whether a PJRT device plugin package (torch_xla's entry point group) is installed, without importing it."""
+    from importlib import metadata
+
+    return any(ep.name.lower() == name for ep in metadata.entry_points(group="torch_xla.plugins"))
+
+
 def preflight(pjrt: str, cluster: dict) -> None:
     """Before any worker starts: torch_xla imports, and the cluster holds the PJRT device."""
     last = _import_error(os.environ.get("PYTHONPATH"))
@@ -66,6 +73,10 @@ def preflight(pjrt: str, cluster: dict) -> None:
                         "install torch-xla==2.9.0 beside torch==2.9.0 (scripts/setup.sh) or drop the xla:* trials.")
     if pjrt not in ("CPU", "CUDA", "TPU"):
         raise UserError(f"PJRT_DEVICE={pjrt} is not supported; use CPU, CUDA or TPU.")
+    if pjrt == "CUDA" and not _has_plugin("cuda"):
+        raise UserError("xla trials on GPU need PyTorch/XLA's CUDA plugin, which torch-xla 2.9 does not have "
+                        "(XLA:CUDA was deprecated in 2.8 and removed); run torch:ddp on the GPUs, or the xla "
+                        "trials with --device cpu or on TPU.")
     needed = RAY_RESOURCE.get(pjrt)
     if needed and cluster.get(needed, 0) < 1:
         raise UserError(f"PJRT_DEVICE={pjrt} but the Ray cluster has no {needed} resource; run on a {pjrt} node, "

@@ -104,6 +104,7 @@ def test_conv_bench_times_every_framework(ray_cluster, tmp_path, monkeypatch, ca
         assert t["status"] == "FINISHED" and t["step_time_p50_ms"] > 0 and t["samples_per_sec"] > 0
     xla = MlflowClient(tracking_uri=uri).get_run(summary["trials"][2]["run_id"])
     assert xla.data.metrics["compile_count_warmup"] >= 1 and xla.data.tags["pjrt_device"] == "CPU"
+    assert xla.data.tags["device_kind"] == "xla:cpu"
     assert xla.data.params["data"] == "synthetic"
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from raylab.backends import xla
@@ -32,11 +36,19 @@ def test_sync_path_is_gloo_on_cpu_and_xla_collectives_elsewhere():
 
 
 def test_preflight_refuses_devices_the_cluster_lacks():
-    """CUDA without GPUs, TPU without TPUs and unknown PJRT devices are UserErrors."""
-    with pytest.raises(UserError, match="no GPU resource"):
-        xla.preflight("CUDA", {"CPU": 2})
+    """TPU without TPUs and unknown PJRT devices are UserErrors."""
     with pytest.raises(UserError, match="no TPU resource"):
         xla.preflight("TPU", {"CPU": 2})
     with pytest.raises(UserError, match="not supported"):
         xla.preflight("METAL", {"CPU": 2})
     xla.preflight("TPU", {"CPU": 2, "TPU": 4})  # a simulated TPU host passes
+
+
+@pytest.mark.skipif(xla._has_plugin("cuda"), reason="a PyTorch/XLA CUDA plugin is installed here")
+def test_xla_on_gpu_is_refused_because_torch_xla_has_no_cuda_plugin():
+    """torch-xla 2.9 itself cannot open a CUDA device; raylab says so before any worker starts."""
+    probe = subprocess.run([sys.executable, "-c", "import torch_xla; torch_xla.device()"], capture_output=True,
+                           text=True, timeout=300, env={**os.environ, "PJRT_DEVICE": "CUDA"})
+    assert probe.returncode != 0 and "No PjRtPlugin registered for: CUDA" in probe.stderr
+    with pytest.raises(UserError, match="need PyTorch/XLA's CUDA plugin, which torch-xla 2.9 does not have"):
+        xla.preflight("CUDA", {"CPU": 16, "GPU": 1})
