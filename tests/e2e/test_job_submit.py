@@ -60,7 +60,7 @@ def test_job_submit_runs_every_trial_under_one_parent(head, tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     env["RAY_AUTH_TOKEN"] = token
     cmd = [str(BIN / "ray"), "job", "submit", f"--address={address}", f"--working-dir={ROOT}", "--",
-           "python", "recipes/fashion.py", "--quick", "--trials", "tf:none,torch:ddp", "--workers", "1,2",
+           "python", "recipes/fashion.py", "--quick", "--trials", "tf:none,torch:ddp", "--workers", "1",
            "--tracking-uri", uri, "--experiment", "e2e"]
     deadline = time.monotonic() + 120
     while True:  # the dashboard can answer before its job agent takes submissions
@@ -82,6 +82,6 @@ def test_job_submit_runs_every_trial_under_one_parent(head, tmp_path):
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
     assert len(parents) == 1
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
-    assert sorted(r.info.run_name for r in children) == ["tf:none x1", "torch:ddp x1", "torch:ddp x2"]
+    assert sorted(r.info.run_name for r in children) == ["tf:none x1", "torch:ddp x1"]
     assert all(r.info.status == "FINISHED" for r in runs)
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in children)
