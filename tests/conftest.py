@@ -32,3 +32,42 @@ def pytest_unconfigure(config):
         else:
             os.environ[k] = v
     shutil.rmtree(RAY_HOME, ignore_errors=True)
+
+
+def raylet_pids(nodes) -> set[int]:
+    """The raylet processes of in-process Ray nodes (`ray._private.node.Node`)."""
+    from ray._private import ray_constants
+
+    return {info.process.pid for node in nodes
+            for info in node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET, [])}
+
+
+def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]:
+    """Kills the worker processes those raylets started and left behind; returns their pids.
+
+    After a simulated multi-node cluster shuts down, a Ray Train TrainController has been seen
+    to outlive its raylet (reparented to init, polling for ever). Workers carry their raylet's pid
+    in RAY_RAYLET_PID, so only this cluster's processes are touched.
+    """
+    import signal
+    import time
+
+    marks = {f"RAY_RAYLET_PID={pid}".encode() for pid in raylets}
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            env = set((proc / "environ").read_bytes().split(b"\0"))
+        except OSError:  # gone already, or not ours to read
+            continue
+        if env & marks:
+            found.append(int(proc.name))
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + timeout
+    while any(Path(f"/proc/{pid}").exists() for pid in found) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found

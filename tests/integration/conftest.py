@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import kill_orphaned_workers, raylet_pids
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -24,8 +26,10 @@ def ray_cluster():
     import ray
 
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    raylets = raylet_pids([ray._private.worker._global_node])
     yield ray
     ray.shutdown()
+    kill_orphaned_workers(raylets)
 
 
 def recipe_runner(tmp_path, monkeypatch):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import kill_orphaned_workers, raylet_pids
 from tests.integration.conftest import ROOT, load_recipe, recipe_runner  # noqa: F401 - load_recipe re-exported
 
 TPU_HOST = {"TPU": 4, "TPU-v4-8-head": 1}
@@ -26,6 +27,7 @@ def cluster():
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     nodes = {"head": c.head_node, "cpu": c.add_node(num_cpus=1),
              "tpu": c.add_node(num_cpus=1, resources=TPU_HOST)}
+    raylets = raylet_pids(nodes.values())
     try:
         c.wait_for_nodes(timeout=120)
         ray.init(address=c.address, logging_level="WARNING")
@@ -33,6 +35,7 @@ def cluster():
     finally:
         ray.shutdown()
         c.shutdown()
+        kill_orphaned_workers(raylets)
 
 
 @pytest.fixture
