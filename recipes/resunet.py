@@ -4,7 +4,7 @@ The seed trained a ResNet-UNet with PyTorch/XLA on 8 TPU cores; this recipe time
 (forward, mask BCE + depth L1 loss, backward, Adam 1e-4) in TensorFlow, PyTorch and PyTorch/XLA on
 synthetic seeded images and targets: throughput and compile time, no accuracy. The model
 (raylab/models/resunet.py) has 29,539,970 trainable parameters in both frameworks. --precision bf16
-autocasts on XLA TPU only; elsewhere fp32 runs and is recorded.
+autocasts on CUDA (torch, `--device gpu`) and on XLA TPU; elsewhere fp32 runs and is recorded.
 
     python recipes/resunet.py                                   # batch 8: 2 warm-up + 5 timed steps each
     python recipes/resunet.py --trials torch:none,xla:single --repeats 3
