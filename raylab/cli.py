@@ -164,11 +164,13 @@ def connect(cfg: C.RunConfig, address: str | None):
 
 def run_to_end(cfg: C.RunConfig, tracker, run) -> int:
     """run(tags) -> (parent id, outcomes), with SIGTERM taken as Ctrl-C; then the summary and comparison."""
+    from raylab.outcome import INTERRUPTS
+
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     try:
         with _sigterm_as_interrupt():
             parent_id, outcomes = run(run_tags(main_file))
-    except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray Train's Ctrl-C handler during fit() exits with 0
+    except INTERRUPTS:
         print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
         return 130
     return finish(cfg, tracker, parent_id, outcomes)

@@ -17,7 +17,7 @@ from raylab.backends.tpu import slice_scaling
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
-from raylab.outcome import TrialOutcome, recorded
+from raylab.outcome import INTERRUPTS, TrialOutcome, recorded
 from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
 from raylab.tracking import Tracker
@@ -310,7 +310,7 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
             else:
                 outcomes.append(run_trial(recipe, cfg, item, ds, refs, tracker, parent, {**tags, **data_tags}, repeat))
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
-    except (KeyboardInterrupt, SystemExit):  # see raylab.outcome.recorded
+    except INTERRUPTS:
         status = "KILLED"
         raise
     finally:

@@ -16,6 +16,10 @@ from typing import Callable, Iterator
 from raylab.config import TrialSpec
 from raylab.tracking import Tracker, error_summary
 
+# What ends a run KILLED rather than FAILED: Ctrl-C / SIGTERM, and SystemExit, because Ray Train's own
+# Ctrl-C handler, installed by fit(), may sys.exit(0) instead of raising KeyboardInterrupt.
+INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
 
 @dataclass
 class TrialOutcome:
@@ -48,7 +52,7 @@ def recorded(outcome: TrialOutcome, tracker: Tracker, before_end: Callable[[], o
     try:
         yield outcome
         outcome.status = "FINISHED"
-    except (KeyboardInterrupt, SystemExit):  # SystemExit: Ray Train's own Ctrl-C handler inside fit() exits
+    except INTERRUPTS:
         outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
         raise
     except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs

@@ -130,7 +130,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
 
     from raylab.backends.xla import pjrt_device, worker_env
     from raylab.launcher import schedule
-    from raylab.outcome import TrialOutcome, recorded
+    from raylab.outcome import INTERRUPTS, TrialOutcome, recorded
 
     batch = bench.quick_batch if cfg.quick else bench.batch
     iterations = bench.quick_iterations if cfg.quick else (cfg.steps_per_epoch or bench.iterations)
@@ -168,7 +168,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
                 print(f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
                       f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s", flush=True)
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
-    except (KeyboardInterrupt, SystemExit):  # see raylab.outcome.recorded
+    except INTERRUPTS:
         status = "KILLED"
         raise
     finally:
