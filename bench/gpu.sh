@@ -11,7 +11,7 @@ set -u
 out=${1:?usage: bash bench/gpu.sh OUTDIR}
 mkdir -p "$out"
 export MLFLOW_TRACKING_URI="sqlite:///$(cd "$out" && pwd)/mlflow.db" PYTHONUNBUFFERED=1
-steps=${STEPS:-"facts fashion fashion_cpu cnn conv resunet"}
+steps=${STEPS:-"facts fashion fashion_cpu cnn conv resunet bench_cpu"}
 
 step() {  # step NAME COMMAND...: run, log to OUTDIR/NAME.log, report the exit status
     local name=$1; shift
@@ -49,6 +49,11 @@ for s in $steps; do
         --experiment gpu-resunet --json "$out/resunet.json"
       step resunet_bf16 python recipes/resunet.py --trials torch:none --device gpu --repeats 3 --iterations 50 \
         --precision bf16 --experiment gpu-resunet-bf16 --json "$out/resunet_bf16.json" ;;
-    *) echo "unknown step $s; known: facts fashion fashion_cpu cnn conv resunet" >&2; exit 2 ;;
+    bench_cpu)  # both step benchmarks on this machine's CPUs (8 threads), for the GPU/CPU ratios
+      step conv_cpu python recipes/conv_bench.py --trials torch:none --device cpu --threads 8 --repeats 3 \
+        --iterations 5 --experiment cpu-conv --json "$out/conv_cpu.json"
+      step resunet_cpu python recipes/resunet.py --trials torch:none --device cpu --threads 8 --repeats 3 \
+        --iterations 10 --experiment cpu-resunet --json "$out/resunet_cpu.json" ;;
+    *) echo "unknown step $s; known: facts fashion fashion_cpu cnn conv resunet bench_cpu" >&2; exit 2 ;;
   esac
 done
