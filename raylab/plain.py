@@ -82,7 +82,8 @@ def run_torch(spec, build, x, y, xt, yt, xla=False):
             data, batch_size=spec["batch"], shuffle=True, drop_last=True,
             generator=torch.Generator().manual_seed(spec["seed"])), device)
     model = model.to(device).train()
-    opt = torch.optim.Adam(model.parameters(), lr=spec["lr"], eps=spec["adam_epsilon"])
+    # on XLA as in the xla trials: step count and bias corrections on the device (no late recompiles)
+    opt = torch.optim.Adam(model.parameters(), lr=spec["lr"], eps=spec["adam_epsilon"], capturable=xla)
     loss_fn = torch.nn.CrossEntropyLoss()
     gen, batches = torch.Generator().manual_seed(spec["seed"]), iter(())
 

@@ -166,7 +166,11 @@ def xla_worker_loop(config: dict) -> None:
             dist.broadcast(p.data, src=0)
     model = module.to(device).train()
     params = list(model.parameters())
-    optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_epsilon)
+    # capturable: Adam keeps its step count and bias corrections on the device. Computed on the host
+    # (the default) they reach XLA as new scalars every step, and at the steps where one rounds, in
+    # float32, to another scalar of the graph (6212 and 16628 for this MLP) the step compiles again
+    # (bench/xla_recompiles.py). raylab/plain.py's xla loop does the same.
+    optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_epsilon, capturable=True)
     loss_fn = torch.nn.CrossEntropyLoss()
     phases.mark("model")
     batches = iter(())
