@@ -20,6 +20,19 @@ def _backend_config(device: str):
     return TorchConfig(backend="nccl" if device == "gpu" else "gloo")
 
 
+def shuffled_batches(n: int, batch: int, generator, device=None):
+    """Index batches over a shard of n samples, endlessly: each pass a new permutation cut into n // batch
+    whole batches (the rest of the pass left out, so shapes never change). torch:none, torch:ddp and the
+    torch:ps-* workers all draw from here, so they see the same order."""
+    import torch
+
+    while True:
+        order = torch.randperm(n, generator=generator)
+        if device is not None:
+            order = order.to(device)
+        yield from order[: n // batch * batch].split(batch)
+
+
 def torch_worker_loop(config: dict) -> None:
     from raylab.timing import Phases
 
@@ -57,20 +70,10 @@ def torch_worker_loop(config: dict) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_epsilon)
     loss_fn = torch.nn.CrossEntropyLoss()
     phases.mark("model")
-    generator = torch.Generator().manual_seed(cfg.seed + rank)
-    batches = iter(())
-
-    def next_batch():
-        nonlocal batches
-        try:
-            return next(batches)
-        except StopIteration:  # a new pass over the shard, reshuffled
-            order = torch.randperm(len(x), generator=generator).to(device)
-            batches = iter(order[: steps_per_epoch * cfg.batch_per_replica].split(cfg.batch_per_replica))
-            return next(batches)
+    batches = shuffled_batches(len(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank), device)
 
     def step():
-        idx = next_batch()
+        idx = next(batches)
         xb, yb = x[idx], y[idx]
         optimizer.zero_grad(set_to_none=True)
         logits = model(xb)

@@ -118,6 +118,7 @@ def torch_ps_loop(config: dict) -> None:
     import ray.train
     import torch
 
+    from raylab.backends.torch import shuffled_batches
     from raylab.data import worker_shard
     from raylab.worker import run_epochs
 
@@ -160,19 +161,10 @@ def torch_ps_loop(config: dict) -> None:
     for k, (handle, _) in enumerate(servers):  # start from the servers' weights
         load(k, *ray.get(handle.weights.remote(), timeout=WAIT_S))
 
-    batches = iter(())
-
-    def next_batch():
-        nonlocal batches
-        try:
-            return next(batches)
-        except StopIteration:  # a new pass over the shard, reshuffled (the same order torch:ddp uses)
-            order = torch.randperm(len(x), generator=generator)
-            batches = iter(order[: steps_per_epoch * cfg.batch_per_replica].split(cfg.batch_per_replica))
-            return next(batches)
+    batches = shuffled_batches(len(x), cfg.batch_per_replica, generator)  # torch:ddp's order
 
     def step():
-        idx = next_batch()
+        idx = next(batches)
         xb, yb = x[idx], y[idx]
         for p in params:
             p.grad = None
