@@ -43,6 +43,7 @@ HOSTS = ("process", "thread", "actor", "actor-thread", "ray-train")
 def torch_step():
     import torch
 
+    from raylab.backends.torch import shuffled_batches
     from raylab.models.mlp import torch_model
 
     torch.set_num_threads(1)
@@ -51,13 +52,10 @@ def torch_step():
     model = torch_model().train()
     opt = torch.optim.Adam(model.parameters(), lr=5e-4, eps=1e-7)
     loss_fn = torch.nn.CrossEntropyLoss()
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[: len(x) // 32 * 32].split(32)
-    i = 0
+    batches = shuffled_batches(len(x), 32, torch.Generator().manual_seed(0))  # the torch trials' batch order
 
     def step():
-        nonlocal i
-        idx = order[i % len(order)]
-        i += 1
+        idx = next(batches)
         xb, yb = x[idx], y[idx]
         opt.zero_grad(set_to_none=True)
         logits = model(xb)
@@ -124,10 +122,10 @@ def steps(n: int, warmup: int, framework: str) -> dict:
         step()
         wall.append(time.perf_counter() - t0)
         cpu.append(time.thread_time() - c0)
-    getattr(step, "close", lambda: None)()
     # process CPU per step over the steady steps, against their wall time: XLA's own threads and the loader's count
     proc = (time.process_time() - p0) / (n - warmup)
     busy = (time.process_time() - p0) / (time.perf_counter() - w0)
+    getattr(step, "close", lambda: None)()
     return {"wall_ms": 1e3 * statistics.median(wall[warmup:]), "cpu_ms": 1e3 * statistics.median(cpu[warmup:]),
             "proc_ms": 1e3 * proc, "cores": busy, "threads": threading.active_count(), "nice": os.nice(0)}
 

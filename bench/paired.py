@@ -57,10 +57,11 @@ def one_round(framework: str, epochs: int, tmp: Path) -> tuple[dict, dict]:
            "--epochs", str(epochs), "--threads", "1", "--experiment", "bench-paired", "--json", str(summary)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT) as proc:
         for line in proc.stdout:
-            if not beside.is_alive() and not plain and steady.search(line):
+            if beside.ident is None and steady.search(line):  # not started yet
                 print(f"  trial in steady state, plain script started beside it: {line.strip()}", flush=True)
                 beside.start()
-    beside.join(timeout=6 * 3600)
+    if beside.ident is not None:
+        beside.join(timeout=6 * 3600)
     if proc.returncode != 0 or not summary.exists():
         raise SystemExit(f"the trial exited with {proc.returncode}; run the command alone to see why: {' '.join(cmd)}")
     if "error" in plain or not plain:
