@@ -2,6 +2,7 @@
 
 from raylab.recipe import Recipe
 from raylab.stepbench import StepBench
+from raylab.task import Metric, Native, Scale, Schedule, optimizer
 
 
 def main(recipe) -> None:
@@ -13,4 +14,4 @@ def main(recipe) -> None:
     sys.exit(bench_main(recipe) if isinstance(recipe, StepBench) else recipe_main(recipe))
 
 
-__all__ = ["Recipe", "StepBench", "main"]
+__all__ = ["Metric", "Native", "Recipe", "Scale", "Schedule", "StepBench", "main", "optimizer"]

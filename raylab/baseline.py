@@ -65,7 +65,7 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
 
 def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tracker: Tracker, parent_id: str,
                  tags: dict, repeat: int = 1):
-    from raylab.launcher import common_params
+    from raylab.params import common_params
     from raylab.protocol import time_to_target
 
     spec = TrialSpec(framework, "plain", 1)

@@ -111,7 +111,12 @@ def make_config(recipe, args) -> C.RunConfig:
 
 
 def load_data(recipe, cfg: C.RunConfig):
-    ds = recipe.data()
+    """The recipe's data, checked, and its task checked against it: UserErrors before Ray starts."""
+    from raylab.data import as_dataset
+    from raylab.task import check
+
+    ds = as_dataset(recipe.data, recipe.name)
+    check(recipe.task(ds.target_names), ds.target_names)
     return ds.subset(recipe.quick_train, recipe.quick_test) if cfg.quick else ds
 
 

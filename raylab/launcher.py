@@ -18,6 +18,7 @@ from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
 from raylab.outcome import INTERRUPTS, TrialOutcome, recorded
+from raylab.params import common_params
 from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
 from raylab.tracking import Tracker
@@ -127,17 +128,6 @@ def check_resources(cfg: RunConfig) -> None:
                             f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
 
 
-def common_params(recipe: Recipe, cfg: RunConfig, ds: Dataset) -> dict:
-    """The params every child run shares, trials and plain baselines alike: the parity report reads them."""
-    return {
-        "recipe": recipe.name, "lr": recipe.lr, "optimizer": "adam", "adam_epsilon": recipe.adam_epsilon,
-        "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "threads": cfg.threads,
-        "seed": cfg.seed, "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
-        "data_synthetic": ds.synthetic, "train_samples": len(ds.x_train), "test_samples": len(ds.x_test),
-        "warmup_steps": recipe.warmup_steps, "target_accuracy": recipe.target(ds),
-    }
-
-
 def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -> dict:
     """The MLflow params of a trial: the same names for every framework."""
     strategy = get_strategy(spec.kind)
@@ -175,7 +165,8 @@ class Progress(threading.Thread):
         for e in epochs[self.logged :]:
             metrics = {k: v for k, v in e.items() if k != "epoch"}
             self.tracker.log_metrics(self.run_id, metrics, step=e["epoch"])
-            val = f" val_acc {e['val_accuracy']:.4f}" if "val_accuracy" in e and not self.synthetic else ""
+            # Synthetic data has random labels: its metrics are chance and are not printed.
+            val = "" if self.synthetic else "".join(f" {k} {v:.4g}" for k, v in e.items() if k.startswith("val_"))
             print(f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s "
                   f"loss {e['train_loss']:.4f}{val}", flush=True)
         self.logged = len(epochs)
@@ -191,16 +182,16 @@ class Progress(threading.Thread):
         return self.poll()
 
 
-def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, refs: dict, sink, start: float):
+def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink, start: float):
     from ray.train import FailureConfig, RunConfig as RayRunConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     wcfg = WorkerConfig(
-        trial=spec.name, strategy=strategy.name, build_model=recipe.models[strategy.models], data_refs=refs,
-        replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas), lr=recipe.lr,
-        adam_epsilon=recipe.adam_epsilon, epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
+        trial=spec.name, strategy=strategy.name, task=task, data_refs=refs,
+        replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas),
+        epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
     )
@@ -223,10 +214,12 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, refs: dict, s
 
 
 def replica_agreement(sink) -> dict:
-    """Whether every worker ended with the same parameters (it must, under all-reduce)."""
-    sums = ray.get(sink.replica_checksums.remote(), timeout=60)
+    """Whether every replica ended with the same parameters (it must, in sync). With one copy of the
+    weights (one replica, asynchronous updates) there is nothing to compare: `n/a`."""
+    per_rank = ray.get(sink.replica_checksums.remote(), timeout=60)
     nodes = ray.get(sink.worker_nodes.remote(), timeout=60)
-    same = len(sums) > 0 and max(sums) - min(sums) <= 1e-9 * max(abs(v) for v in sums)
+    sums = [float(v) for c in per_rank if c is not None for v in (c if isinstance(c, list) else [c])]
+    same = "n/a" if len(sums) < 2 else max(sums) - min(sums) <= 1e-9 * max(abs(v) for v in sums)
     return {"replicas_consistent": same, "param_checksums": ",".join(f"{v:.10g}" for v in sums),
             "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
 
@@ -249,7 +242,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
 
     # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
     with recorded(outcome, tracker, before_end=last_progress, after_end=lambda: ray.kill(sink)):
-        trainer = build_trainer(recipe, cfg, spec, refs, sink, start)
+        trainer = build_trainer(recipe, cfg, spec, recipe.task(ds.target_names), refs, sink, start)
         progress.start()
         trainer.fit()
         wall = time.time() - start
@@ -258,7 +251,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
             raise RuntimeError("training ended without rank 0's final report")
         outcome.result = {**{k: v for k, v in final.items() if k != "actual"}, "wall_s": wall}
         last = outcome.epochs[-1]
-        outcome.result.update({k: last[k] for k in ("val_accuracy", "val_loss", "train_loss", "train_accuracy")})
+        outcome.result.update({k: v for k, v in last.items() if k.startswith(("val_", "train_"))})
         reached = time_to_target(outcome.epochs, recipe.target(ds))
         outcome.result["time_to_target_s"] = reached
         # Per-epoch names already carry their history (step = epoch); log only the new ones.

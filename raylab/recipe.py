@@ -1,7 +1,8 @@
 """The Recipe API: a training task described once, run as many trials.
 
-A recipe is data plus one model builder per framework plus hyperparameters. Builders are
-plain functions that import their framework inside, so a recipe file never drags
+A recipe is data, one model builder per framework, and the task: loss, optimizer (+ schedule),
+metrics and preprocessing, as portable names (raylab.task) or callables per framework. Builders
+are plain functions that import their framework inside, so a recipe file never drags
 TensorFlow into a torch worker (and they pickle by value from a recipe's __main__).
 """
 
@@ -10,21 +11,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from raylab.data import Dataset
+from raylab.task import Schedule, Task
 
 
 @dataclass(frozen=True)
 class Recipe:
     name: str
-    data: Callable[[], Dataset]  # runs once, on the driver
+    # (x_train, y_train, x_test, y_test) numpy arrays (or dicts of named arrays), a raylab.data.Dataset,
+    # or a function returning one of them: runs once, on the driver.
+    data: Any
     # framework -> builder returning an un-compiled model; a "tf" builder takes an optional `keras`
     # module (tf:ps builds with tf_keras: ParameterServerStrategy needs it, keras#18624).
     models: dict[str, Callable[..., Any]]
+    loss: Any  # e.g. "sparse_categorical_crossentropy", {"mask": "binary_crossentropy", "depth": "mae"}
+    optimizer: Any  # raylab.task.optimizer("adam", 1e-3, epsilon=1e-7), or Native(tf=..., torch=...)
     batch_per_replica: int  # global batch = batch_per_replica x replicas (weak scaling)...
-    lr: float
     epochs: int
-    # Keras' Adam uses epsilon 1e-7 and torch's 1e-8: a recipe names one value for both.
-    adam_epsilon: float = 1e-7
+    schedule: Schedule = Schedule()  # the learning rate over the run (constant by default)
+    metrics: Any = ()  # e.g. ("accuracy",), {"mask": ["iou"], "depth": ["mae"]}
+    loss_weights: dict | None = None  # {output: weight}: the loss is the weighted sum over outputs
+    preprocess: Any = None  # inputs: None (cast to float32, never scaled), Scale(1/255), a function or Native
     default_trials: tuple[str, ...] = ("tf:none", "torch:ddp")
     default_workers: tuple[int, ...] = (1,)
     # The test accuracy the time-to-accuracy figure waits for: one value, or one per dataset name
@@ -49,6 +55,11 @@ class Recipe:
         if ds.synthetic or self.target_accuracy is None:
             return None
         return self.target_accuracy.get(ds.name) if isinstance(self.target_accuracy, dict) else self.target_accuracy
+
+    def task(self, outputs: tuple[str, ...] = ()) -> Task:
+        """What the workers build, as declared (outputs: the data's named targets, in order)."""
+        return Task(models=self.models, loss=self.loss, optimizer=self.optimizer, schedule=self.schedule,
+                    metrics=self.metrics, loss_weights=self.loss_weights, preprocess=self.preprocess, outputs=outputs)
 
     def variant(self, **changes) -> "Recipe":
         """An edited copy (e.g. a longer schedule) with everything else unchanged."""

@@ -15,6 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
+from raylab.task import Task
 from raylab.timing import Chrono, Phases
 
 PROGRESS_EVERY_S = 2.0  # how often rank 0 sends a progress line to the driver
@@ -26,12 +29,10 @@ class WorkerConfig:
 
     trial: str  # e.g. "tf:mwms x2"
     strategy: str  # e.g. "mwms"
-    build_model: Callable[[], Any]
+    task: Task  # the recipe's task as declared: models, loss, optimizer, schedule, metrics, preprocessing
     data_refs: dict  # object refs of x_train, y_train, x_test, y_test
     replicas: int  # replicas in sync across the whole trial
     batch_per_replica: int
-    lr: float
-    adam_epsilon: float
     epochs: int
     threads: int  # intra-op threads per replica
     seed: int
@@ -47,6 +48,10 @@ class WorkerConfig:
     @property
     def global_batch(self) -> int:
         return self.batch_per_replica * self.replicas
+
+    def steps(self, one_pass: int) -> int:
+        """Steps per epoch: the recipe's fixed number, else one pass over the shard."""
+        return self.steps_per_epoch or one_pass
 
 
 def cpu_model() -> str:
@@ -123,42 +128,38 @@ def run_epochs(
     cfg: WorkerConfig,
     rank: int,
     steps_per_epoch: int,
-    step: Callable[[], tuple[float, float]],
-    evaluate: Callable[[], tuple[float, float]],
+    step: Callable[[], Any],
+    evaluate: Callable[[], dict],
     actual: dict,
-    checksum: Callable[[], float],
+    checksum: Callable[[], float | list[float] | None],
+    results: Callable[[Any, float, str], dict],
     extra: Callable[[], dict] | None = None,
     phases: Phases | None = None,
 ) -> None:
     """The training loop every backend shares.
 
-    steps_per_epoch is one pass over the worker's shard unless cfg.steps_per_epoch fixes it.
-    step() runs one synchronous training step and returns (mean loss, correct count) of this
-    replica's batch; evaluate() returns (loss, accuracy) on the test split (rank 0 only);
+    step() runs one synchronous training step and returns [mean loss, metric numerator, denominator, ...]
+    of this worker's batch (the task builder's stats); results(sums, steps, "train_") turns an epoch's sums
+    into named figures; evaluate() returns val_loss and val_<metric> on the test split (rank 0 only);
     phases holds the startup breakdown the backend marked (None: only `workers` and `other`).
-    checksum() sums the absolute values of this worker's parameters, so the driver can check
-    that every replica ended with the same model; extra() adds backend figures to the result.
+    checksum() sums the absolute values of this worker's parameters (a list: one per in-process replica;
+    None: nothing to compare), so the driver can check that every replica ended with the same model;
+    extra() adds backend figures to the result.
     """
-    steps_per_epoch = cfg.steps_per_epoch or steps_per_epoch
     phases = phases or Phases(cfg.trial_start)
     chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
     reporter = Reporter(cfg, rank)
-    local_batch = cfg.batch_per_replica * actual.get("local_replicas", 1)
     for epoch in range(1, cfg.epochs + 1):
-        t_epoch, loss_sum, correct = time.perf_counter(), 0.0, 0.0
+        t_epoch, sums = time.perf_counter(), 0.0
         for i in range(steps_per_epoch):
             chrono.start()
-            loss, n_correct = step()
+            stats = step()
             chrono.stop()
-            loss_sum, correct = loss_sum + loss, correct + n_correct
-            reporter.progress(epoch, i + 1, steps_per_epoch, loss)
-        epoch_time = time.perf_counter() - t_epoch
-        fields = {"epoch": epoch, "epoch_time_s": epoch_time,
-                  "train_loss": loss_sum / steps_per_epoch,
-                  "train_accuracy": correct / (steps_per_epoch * local_batch)}
+            sums = sums + np.asarray(stats, dtype=np.float64)
+            reporter.progress(epoch, i + 1, steps_per_epoch, float(stats[0]))
+        fields = {"epoch": epoch, "epoch_time_s": time.perf_counter() - t_epoch, **results(sums, steps_per_epoch, "train_")}
         if rank == 0:
-            val_loss, val_acc = evaluate()
-            fields.update(val_loss=val_loss, val_accuracy=val_acc, elapsed_s=chrono.elapsed())
+            fields.update(evaluate(), elapsed_s=chrono.elapsed())
         reporter.epoch(fields)
     import ray
 

@@ -12,7 +12,7 @@ and no accuracy is claimed.
     python recipes/cifar10.py --quick
 """
 
-from raylab import Recipe, main
+from raylab import Recipe, Scale, main, optimizer
 from raylab.data import cifar10
 
 
@@ -59,9 +59,11 @@ RECIPE = Recipe(
     data=cifar10,
     models={"tf": tf_model, "torch": torch_model},
     batch_per_replica=128,
-    lr=1e-3,
     epochs=10,
-    adam_epsilon=1e-7,
+    loss="sparse_categorical_crossentropy",  # from logits
+    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
+    metrics=("accuracy",),
+    preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "torch:none", "tf:mwms", "torch:ddp"),
     default_workers=(1,),
     target_accuracy=0.70,

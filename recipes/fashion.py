@@ -9,7 +9,7 @@ Adam lr 5e-4 (epsilon 1e-7 on both sides), batch 32 per replica, 10 epochs, accu
     ray job submit --working-dir . -- python recipes/fashion.py --tracking-uri http://127.0.0.1:5000
 """
 
-from raylab import Recipe, main
+from raylab import Recipe, Scale, main, optimizer
 from raylab.data import fashion_mnist
 from raylab.models.mlp import tf_model, torch_model
 
@@ -18,9 +18,11 @@ RECIPE = Recipe(
     data=fashion_mnist,
     models={"tf": tf_model, "torch": torch_model},
     batch_per_replica=32,
-    lr=5e-4,
     epochs=10,
-    adam_epsilon=1e-7,
+    loss="sparse_categorical_crossentropy",  # from logits
+    optimizer=optimizer("adam", 5e-4, epsilon=1e-7),  # Keras' epsilon, on both sides
+    metrics=("accuracy",),
+    preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "tf:mirrored", "tf:mwms", "torch:none", "torch:ddp", "xla:single"),
     default_workers=(1, 2),
     target_accuracy=0.85,

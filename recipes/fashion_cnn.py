@@ -15,7 +15,7 @@ against 0.838 / 0.819 with Glorot-uniform and 0.807 (TF) with He-uniform.
     python recipes/fashion_cnn.py --trials tf:mwms,torch:ddp --workers 2 --quick
 """
 
-from raylab import Recipe, main
+from raylab import Recipe, Scale, main, optimizer
 from raylab.data import fashion_mnist
 
 BN_MOMENTUM_KERAS, BN_EPSILON = 0.9, 1e-3  # torch's momentum is 1 - Keras'
@@ -63,9 +63,11 @@ RECIPE = Recipe(
     batch_per_replica=1024,
     global_batch=1024,
     steps_per_epoch=100,
-    lr=1e-3,
     epochs=5,
-    adam_epsilon=1e-7,
+    loss="sparse_categorical_crossentropy",  # from logits
+    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
+    metrics=("accuracy",),
+    preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "torch:none"),
     default_workers=(1,),
     target_accuracy=0.88,

@@ -12,7 +12,7 @@ installed the recipe runs on Fashion-MNIST and records that (param `data`, tag `
     python recipes/mnist.py --quick
 """
 
-from raylab import Recipe, main
+from raylab import Recipe, Scale, main, optimizer
 from raylab.data import mnist
 from raylab.models.mlp import tf_model, torch_model
 
@@ -21,9 +21,11 @@ RECIPE = Recipe(
     data=mnist,
     models={"tf": tf_model, "torch": torch_model},
     batch_per_replica=25,
-    lr=1e-3,
     epochs=10,
-    adam_epsilon=1e-7,
+    loss="sparse_categorical_crossentropy",  # from logits
+    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
+    metrics=("accuracy",),
+    preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "tf:mirrored", "torch:none", "torch:ddp"),
     default_workers=(1,),
     target_accuracy={"mnist": 0.97, "fashion-mnist": 0.85},

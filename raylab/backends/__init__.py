@@ -17,7 +17,7 @@ STRATEGIES = {
     "tf:mirrored": "raylab.backends.tensorflow:MIRRORED",
     "tf:mwms": "raylab.backends.tensorflow:MWMS",
     "tf:tpu": "raylab.backends.tensorflow:TPU",
-    "tf:ps": "raylab.backends.tensorflow:PS",
+    "tf:ps": "raylab.backends.tf_ps:PS",
     "torch:none": "raylab.backends.torch:NONE",
     "torch:ddp": "raylab.backends.torch:DDP",
     "torch:ps-sync": "raylab.backends.torch_ps:SYNC",

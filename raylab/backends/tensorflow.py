@@ -23,6 +23,7 @@ import numpy as np
 from ray.train.backend import Backend, BackendConfig
 
 from raylab.backends.base import Strategy
+from raylab.data import num_items
 
 
 def _address() -> str:
@@ -127,148 +128,23 @@ def _tpu_strategy(tf, fallback: str):
         return tf.distribute.MirroredStrategy(), reason
 
 
-SERVE_WAIT_S = 3600.0  # the longest a ps/worker server waits for its chief
+def shuffled_dataset(tf, x, y, batch: int, seed: int, shard: tuple[int, int] | None = None):
+    """Endless shuffled batches of equal shape (drop_remainder), optionally one shard of the data."""
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    if shard:
+        ds = ds.shard(*shard)
+    ds = ds.shuffle(num_items(x) // (shard[0] if shard else 1), seed=seed, reshuffle_each_iteration=True).repeat()
+    return ds.batch(batch, drop_remainder=True).prefetch(2)
 
 
-def _serve(tf, cfg, threads: int) -> None:
-    """A ps or worker task: serve the chief's ops until the chief says it is done (or the trial is torn down)."""
-    import time
-
-    import ray
-
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    # Two inter-op threads: a server runs remote closures whose ops wait on each other (input pipeline,
-    # variable reads from the ps); with one thread they can wait forever.
-    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=2)
-    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
-                                  protocol="grpc", config=config, start=True)
-    deadline = time.monotonic() + SERVE_WAIT_S * cfg.epochs
-    while ray.get(cfg.sink.finished.remote(), timeout=60) < 1:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{resolver.task_type} {resolver.task_id}: the chief did not finish in time")
-        time.sleep(0.5)
-    del server  # the process itself ends when Ray Train tears the worker group down
-
-
-def tf_ps_loop(config: dict) -> None:
-    """tf:ps: rank 0 is the chief (ClusterCoordinator), then the ps tasks, then the workers."""
-    cfg = config["cfg"]
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    import ray.train
-    import tensorflow as tf
-
-    import ray
-
-    role = json.loads(os.environ["TF_CONFIG"])["task"]["type"]
-    ray.get(cfg.sink.register.remote(f"{role}-pid-{os.getpid()}", os.getpid(), None), timeout=60)
-    if role != "chief":
-        return _serve(tf, cfg, cfg.threads)
-    try:
-        _chief(tf, cfg, ray.train.get_context())
-    finally:
-        ray.get(cfg.sink.finish.remote(), timeout=60)
-
-
-def _chief(tf, cfg, ctx) -> None:
-    import numpy as np
-    import tf_keras
-
-    from raylab.data import worker_shard
-    from raylab.worker import run_epochs
-
-    import logging
-
-    tf.get_logger().setLevel(logging.WARNING)  # the coordinator logs every join at INFO
-    threads = _threads(tf, cfg.threads, 1)
-    tf.config.threading.set_inter_op_parallelism_threads(2)  # as on the servers (see _serve)
-    threads["inter_op_threads"] = 2
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.ParameterServerStrategy(resolver)
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
-    workers = cfg.replicas
-    tf_keras.utils.set_random_seed(cfg.seed)
-    x, y, x_test, y_test = worker_shard(cfg.data_refs, 1, 0, cfg.seed)  # all of it: tf.data shards per worker
-    steps_per_epoch = len(x) // workers // cfg.batch_per_replica
-    x_all, y_all = x.astype("float32") / 255.0, y.astype("int32")
-
-    def dataset_fn(context):
-        ds = tf.data.Dataset.from_tensor_slices((x_all, y_all))
-        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
-        ds = ds.shuffle(len(x_all) // workers, seed=cfg.seed + context.input_pipeline_id).repeat()
-        return ds.batch(cfg.batch_per_replica, drop_remainder=True).prefetch(2)
-
-    with strategy.scope():
-        model = cfg.build_model(keras=tf_keras)
-        optimizer = tf_keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=cfg.adam_epsilon)
-        optimizer.build(model.trainable_variables)
-    loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
-    # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
-    iterator = iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
-
-    @tf.function
-    def worker_step(it):
-        def replica_step(xb, yb):
-            # Staleness: the updates other workers applied between this step's read and its own apply
-            # (tf_keras counts `iterations` atomically on the ps; Keras 3 loses increments, DESIGN.md).
-            seen = optimizer.iterations.read_value()
-            with tf.GradientTape() as tape:
-                logits = model(xb, training=True)
-                loss = tf.reduce_mean(loss_fn(yb, logits))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            lag = tf.cast(optimizer.iterations.read_value() - seen - 1, tf.float32)
-            correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), yb), tf.float32))
-            return tf.stack([loss, correct, lag])
-
-        return strategy.run(replica_step, args=next(it))
-
-    lags: list[float] = []
-
-    def step():
-        # One round: a step for each worker, scheduled to whichever is free, then joined. The ps
-        # apply each worker's update as it comes (asynchronous PS); the join only ends the round.
-        results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(workers)]
-        coordinator.join()
-        out = np.array([r.fetch() for r in results])
-        lags.extend(out[:, 2].tolist())
-        return float(out[:, 0].sum()) / workers, float(out[:, 1].sum())
-
-    test_x, test_y = x_test.astype("float32") / 255.0, y_test.astype("int32")
-
-    def evaluate():  # inline on the chief, reading the variables from the ps
-        loss = correct = 0.0
-        for i in range(0, len(test_x), 1000):
-            logits = model(test_x[i : i + 1000], training=False)
-            yb = test_y[i : i + 1000]
-            loss += float(tf.reduce_sum(loss_fn(yb, logits)))
-            correct += float(np.sum(np.argmax(logits.numpy(), 1) == yb))
-        return loss / len(test_x), correct / len(test_x)
-
-    param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
-    actual = {
-        "strategy_class": type(strategy).__name__,
-        "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
-        "local_replicas": workers,  # one chief step is a round of one batch per worker
-        "device_kind": "cpu",
-        "parameter_servers": cfg.ps,
-        "ps_workers": workers,
-        "framework_version": tf.__version__,
-        "keras_version": f"tf_keras {tf_keras.__version__}",
-        "precision_applied": "fp32",
-        "parameters": trainable_parameters(model),
-        **threads,
-    }
-
-    def figures() -> dict:
-        # Each worker step reads every variable from the ps and writes its update back.
-        return {"ps_bytes_per_step": 2 * param_bytes * workers,
-                "staleness_mean": float(np.mean(lags)) if lags else 0.0, "staleness_max": max(lags, default=0.0)}
-
-    def checksum():
-        return float(sum(np.abs(v.numpy().astype("float64")).sum() for v in model.trainable_variables))
-
-    run_epochs(cfg, 0, steps_per_epoch, step, evaluate, actual, checksum, extra=figures)
+def replica_checksums(strategy, model) -> list[float]:
+    """Sum of |weights| per in-process replica (MirroredStrategy keeps one copy per device)."""
+    per: list[float] = []
+    for v in model.weights:
+        for i, part in enumerate(strategy.experimental_local_results(v)):
+            total = float(np.abs(np.asarray(part, dtype="float64")).sum())
+            per[i:i + 1] = [per[i] + total] if i < len(per) else [total]
+    return per
 
 
 def tf_worker_loop(config: dict) -> None:
@@ -283,22 +159,17 @@ def tf_worker_loop(config: dict) -> None:
     import tensorflow as tf
 
     from raylab.data import worker_shard
+    from raylab.task.tf import TFTask
     from raylab.worker import run_epochs
 
     phases.mark("imports")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    local_replicas = cfg.replicas // world
-    threads = _threads(tf, cfg.threads, local_replicas)
-    ran, fallback = cfg.strategy, {}
+    threads = _threads(tf, cfg.threads, cfg.replicas // world)
+    strategy, ran, fallback = _strategy_for(tf, cfg, cfg.replicas // world)
     if cfg.strategy == "tpu":  # replicas = the TPU cores found (or the fallback's devices), known only here
-        strategy, reason = _tpu_strategy(tf, cfg.tpu_fallback)
-        if reason:
-            ran, fallback = "mirrored", {"fallback_reason": reason}
         cfg = dataclasses.replace(cfg, replicas=strategy.num_replicas_in_sync)
-        local_replicas = cfg.replicas
-    else:
-        strategy = _build_strategy(tf, cfg.strategy, local_replicas, cfg.device)
+    local_replicas = cfg.replicas // world
     assert strategy.num_replicas_in_sync == cfg.replicas, (strategy.num_replicas_in_sync, cfg.replicas)
     phases.mark("setup")
 
@@ -307,64 +178,34 @@ def tf_worker_loop(config: dict) -> None:
     keras.utils.set_random_seed(cfg.seed)
     phases.mark("imports")
     x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
-    steps_per_epoch = len(x) // (cfg.batch_per_replica * local_replicas)
-
-    def dataset_fn(_input_context):
-        # Already sharded by raylab: each pipeline reads its worker's shard, batched per replica.
-        ds = tf.data.Dataset.from_tensor_slices((x.astype("float32") / 255.0, y.astype("int32")))
-        ds = ds.shuffle(len(x), seed=cfg.seed + rank, reshuffle_each_iteration=True).repeat()
-        return ds.batch(cfg.batch_per_replica, drop_remainder=True).prefetch(2)
-
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    steps_per_epoch = cfg.steps(num_items(x) // (cfg.batch_per_replica * local_replicas))
+    task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
+    x, y, x_test, y_test = task.inputs(x), task.targets(y), task.inputs(x_test), task.targets(y_test)
+    # Already sharded by raylab: each pipeline reads its worker's shard, batched per replica.
+    iterator = iter(strategy.distribute_datasets_from_function(
+        lambda _: shuffled_dataset(tf, x, y, cfg.batch_per_replica, cfg.seed + rank)))
     phases.mark("data")
     with strategy.scope():
-        model = cfg.build_model()
-        optimizer = keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=cfg.adam_epsilon)
+        model = task.build_model()
+        optimizer = task.build_optimizer()
         # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
         # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
         optimizer.build(model.trainable_variables)
     phases.mark("model")
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
     def replica_step(xb, yb):
-        with tf.GradientTape() as tape:
-            logits = model(xb, training=True)
-            per_example = loss_fn(yb, logits)
-            # Scaled by the global batch: the all-reduce SUMs gradients across replicas.
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=cfg.global_batch)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), yb), tf.float32))
-        return tf.stack([tf.reduce_mean(per_example), correct])
+        return task.train_step(model, optimizer, xb, yb, cfg.global_batch)
 
     def distributed_step():
-        out = strategy.run(replica_step, args=next(iterator))
-        return tf.add_n(strategy.experimental_local_results(out))
+        return tf.add_n(strategy.experimental_local_results(strategy.run(replica_step, args=next(iterator))))
 
     # Under the default strategy there is one replica and strategy.run only adds ops around the
     # same step: 6-9% fewer samples/s in a same-process A/B here (14.0k vs 14.8k, 3 rounds).
     # Call it directly; the strategy in effect is unchanged, so what is recorded is what ran.
     train_step = tf.function(distributed_step if cfg.strategy != "none" else lambda: replica_step(*next(iterator)))
+    scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
 
-    def step():
-        loss_sum, correct = train_step().numpy()
-        return float(loss_sum) / local_replicas, float(correct)
-
-    test_x, test_y = x_test.astype("float32") / 255.0, y_test.astype("int32")
-
-    @tf.function
-    def eval_batch(xb, yb):
-        logits = model(xb, training=False)
-        loss = tf.reduce_sum(loss_fn(yb, logits))
-        return loss, tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1, output_type=tf.int32), yb), tf.float32))
-
-    def evaluate():
-        loss = correct = 0.0
-        for i in range(0, len(test_x), 1000):
-            l, c = eval_batch(test_x[i : i + 1000], test_y[i : i + 1000])
-            loss, correct = loss + float(l), correct + float(c)
-        return loss / len(test_x), correct / len(test_x)
-
+    evaluate = task.evaluator(model)
     actual = {
         "actual_strategy": ran,
         **fallback,
@@ -379,11 +220,18 @@ def tf_worker_loop(config: dict) -> None:
         "keras_version": keras.__version__,
         "parameters": trainable_parameters(model),
         **threads,
+        **task.built(optimizer, x_test),
     }
-    def checksum():
-        return float(sum(np.abs(w.astype("float64")).sum() for w in model.get_weights()))
+    run_epochs(cfg, rank, steps_per_epoch, lambda: train_step().numpy() * scale, lambda: evaluate(x_test, y_test),
+               actual, lambda: replica_checksums(strategy, model), task.results, phases=phases)
 
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, phases=phases)
+
+def _strategy_for(tf, cfg, local_replicas: int):
+    """(strategy, the strategy that ran, fallback facts)."""
+    if cfg.strategy != "tpu":
+        return _build_strategy(tf, cfg.strategy, local_replicas, cfg.device), cfg.strategy, {}
+    strategy, reason = _tpu_strategy(tf, cfg.tpu_fallback)
+    return (strategy, "mirrored", {"fallback_reason": reason}) if reason else (strategy, "tpu", {})
 
 
 NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1)
@@ -409,8 +257,6 @@ def _tpu_resources(cfg, cluster: dict) -> dict:
 
     return host_resources(cfg.tpu_type, cluster)
 
-
-PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief")
 
 # One worker on one TPU host; its replicas are that host's TPU cores (a pod slice: --tpu-type).
 TPU = Strategy("tf:tpu", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, preflight=_tpu_preflight,

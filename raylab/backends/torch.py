@@ -42,13 +42,14 @@ def torch_worker_loop(config: dict) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from raylab.data import worker_shard
+    from raylab.data import num_items, worker_shard
+    from raylab.task.torch import TorchTask, take, to_tensors
     from raylab.worker import run_epochs
 
     cfg = config["cfg"]
     phases.mark("imports")
     # Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than
-    # 1 at batch 32 on a 2-core machine (DESIGN.md).
+    # 1 at batch 32 on a 2-core machine.
     torch.set_num_threads(cfg.threads)
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -59,43 +60,34 @@ def torch_worker_loop(config: dict) -> None:
     torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's)
     phases.mark("setup")
     x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
-    x = torch.from_numpy(x.astype("float32") / 255.0).to(device)
-    y = torch.from_numpy(y.astype("int64")).to(device)
-    steps_per_epoch = len(x) // cfg.batch_per_replica
+    steps_per_epoch = cfg.steps(num_items(x) // cfg.batch_per_replica)
+    task = TorchTask(cfg.task, steps_per_epoch * cfg.epochs)
+    x, y = to_tensors(task.inputs(x), device), to_tensors(task.targets(y), device)
+    x_test, y_test = task.inputs(x_test), task.targets(y_test)
     phases.mark("data")
 
-    module = cfg.build_model().to(device)
+    module = task.build_model().to(device)
     model = DistributedDataParallel(module) if cfg.strategy == "ddp" else module
     model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr, eps=cfg.adam_epsilon)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
-    batches = shuffled_batches(len(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank), device)
+    batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank),
+                               device)
 
     def step():
         idx = next(batches)
-        xb, yb = x[idx], y[idx]
+        xb, yb = take(x, idx), take(y, idx)
         optimizer.zero_grad(set_to_none=True)
-        logits = model(xb)
-        loss = loss_fn(logits, yb)  # mean over the replica's batch; DDP averages across ranks
-        loss.backward()
+        pred = model(xb)
+        per_example = task.per_example_loss(pred, yb)
+        per_example.mean().backward()  # mean over the replica's batch; DDP averages across ranks
         optimizer.step()
-        return loss.item(), float((logits.argmax(1) == yb).sum())
+        if scheduler is not None:
+            scheduler.step()
+        return task.step_stats(per_example, pred, yb).tolist()
 
-    test_x = torch.from_numpy(x_test.astype("float32") / 255.0).to(device)
-    test_y = torch.from_numpy(y_test.astype("int64")).to(device)
-
-    @torch.no_grad()
-    def evaluate():
-        module.eval()
-        loss = correct = 0.0
-        for xb, yb in zip(test_x.split(1000), test_y.split(1000)):
-            logits = module(xb)
-            loss += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
-            correct += float((logits.argmax(1) == yb).sum())
-        module.train()
-        return loss / len(test_x), correct / len(test_x)
-
+    evaluate = task.evaluator(module, device)
+    test = (to_tensors(x_test), to_tensors(y_test))
     actual = {
         "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
         "replicas_in_sync": world,
@@ -108,11 +100,16 @@ def torch_worker_loop(config: dict) -> None:
         "parameters": sum(p.numel() for p in module.parameters()),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
+        **task.built(optimizer, scheduler, x_test),
     }
-    def checksum():
-        return float(sum(p.detach().double().abs().sum() for p in module.parameters()))
+    run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, lambda: param_checksum(module),
+               task.results, phases=phases)
 
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, phases=phases)
+
+def param_checksum(module) -> float:
+    """Sum of |parameters and buffers|: equal on every replica that holds the same model."""
+    return float(sum(t.detach().cpu().double().abs().sum() for t in [*module.parameters(), *module.buffers()]
+                     if t.is_floating_point()))
 
 
 NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1)

@@ -32,14 +32,17 @@ WAIT_S = 600.0  # the longest a server host waits for its servers' handles or it
 
 @ray.remote(num_cpus=0)
 class ParameterServer:
-    """One shard of the parameters and its Adam state. An asyncio actor: sync pushes wait for each other."""
+    """One shard of the parameters and its optimizer state. An asyncio actor: sync pushes wait for each other."""
 
-    def __init__(self, shard: list, lr: float, eps: float, workers: int, sync: bool, threads: int):
+    def __init__(self, shard: list, task, total_updates: int, workers: int, sync: bool, threads: int):
         import torch
+
+        from raylab.task.torch import TorchTask
 
         torch.set_num_threads(threads)
         self.params = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in shard]
-        self.optimizer = torch.optim.Adam(self.params, lr=lr, eps=eps)
+        # The recipe's optimizer and schedule, built here: the server applies the updates.
+        self.optimizer, self.scheduler = TorchTask(task, total_updates).build_optimizer(self.params)
         self.workers, self.sync = workers, sync
         self.version, self.pending, self.applied = 0, [], asyncio.Event()
         self.staleness: list[int] = []
@@ -52,6 +55,8 @@ class ParameterServer:
         for p, g in zip(self.params, grads):
             p.grad = torch.from_numpy(g)
         self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
         self.version += 1
         self.apply_s += time.perf_counter() - t0
 
@@ -76,6 +81,10 @@ class ParameterServer:
             await applied.wait()
         return self.weights()
 
+    def built(self) -> tuple:
+        """(optimizer, scheduler) as built here, for the worker's report of what ran."""
+        return self.optimizer, self.scheduler
+
     def stats(self) -> dict:
         s = self.staleness
         return {"updates": self.version, "apply_s": self.apply_s,
@@ -92,18 +101,18 @@ def shard_parameters(sizes: list[int], servers: int) -> list[list[int]]:
     return [sorted(s) for s in shards]
 
 
-def _host_server(cfg, index: int, workers: int) -> None:
+def _host_server(cfg, index: int, workers: int, total_updates: int) -> None:
     """A server host rank: start this shard's server beside itself, publish it, wait for the workers."""
     import torch
 
     torch.manual_seed(cfg.seed)  # the same initial weights every worker (and DDP) starts from
-    params = [p.detach().numpy() for p in cfg.build_model().parameters()]
+    params = [p.detach().numpy() for p in cfg.task.models["torch"]().parameters()]
     mine = shard_parameters([p.size for p in params], cfg.ps)[index]
     node = ray.get_runtime_context().get_node_id()
     server = ParameterServer.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         max_concurrency=max(2 * workers, 4),
-    ).remote([params[i] for i in mine], cfg.lr, cfg.adam_epsilon, workers, cfg.strategy == "ps-sync", cfg.threads)
+    ).remote([params[i] for i in mine], cfg.task, total_updates, workers, cfg.strategy == "ps-sync", cfg.threads)
     ray.get(server.weights.remote(), timeout=WAIT_S)  # up before anyone is told about it
     ray.get(cfg.sink.register.remote(f"ps{index}", server, mine), timeout=60)
     deadline = time.monotonic() + cfg.epochs * WAIT_S
@@ -118,8 +127,9 @@ def torch_ps_loop(config: dict) -> None:
     import ray.train
     import torch
 
-    from raylab.backends.torch import shuffled_batches
-    from raylab.data import worker_shard
+    from raylab.backends.torch import param_checksum, shuffled_batches
+    from raylab.data import num_items, worker_shard
+    from raylab.task.torch import TorchTask, take, to_tensors
     from raylab.worker import run_epochs
 
     cfg = config["cfg"]
@@ -127,28 +137,21 @@ def torch_ps_loop(config: dict) -> None:
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     workers = world - cfg.ps
+    sync = cfg.strategy == "ps-sync"
+    n = num_items(ray.get(cfg.data_refs["y_train"])) // workers  # every worker's shard (shard_indices)
+    steps_per_epoch = cfg.steps(n // cfg.batch_per_replica)
+    total_updates = steps_per_epoch * cfg.epochs * (1 if sync else workers)
     if rank >= workers:
-        return _host_server(cfg, rank - workers, workers)
+        return _host_server(cfg, rank - workers, workers, total_updates)
 
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
+    task = TorchTask(cfg.task, total_updates)
     x, y, x_test, y_test = worker_shard(cfg.data_refs, workers, rank, cfg.seed)
-    x = torch.from_numpy(x.astype("float32") / 255.0)
-    y = torch.from_numpy(y.astype("int64"))
-    steps_per_epoch = len(x) // cfg.batch_per_replica
-    model = cfg.build_model().train()
+    x, y = to_tensors(task.inputs(x)), to_tensors(task.targets(y))
+    test = (to_tensors(task.inputs(x_test)), to_tensors(task.targets(y_test)))
+    model = task.build_model().train()
     params = list(model.parameters())
-    loss_fn = torch.nn.CrossEntropyLoss()
-    generator = torch.Generator().manual_seed(cfg.seed + rank)
-
-    deadline = time.monotonic() + WAIT_S
-    while True:  # the servers' handles, once their hosts have started them
-        found = ray.get(cfg.sink.lookup.remote([f"ps{i}" for i in range(cfg.ps)]), timeout=60)
-        if found is not None:
-            break
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"parameter servers not up after {WAIT_S:.0f} s")
-        time.sleep(0.2)
-    servers = [(handle, shard) for handle, shard in found]
+    servers = _find_servers(cfg)
     versions = [0] * len(servers)
     comm = {"s": 0.0, "steps": 0}
 
@@ -161,45 +164,24 @@ def torch_ps_loop(config: dict) -> None:
     for k, (handle, _) in enumerate(servers):  # start from the servers' weights
         load(k, *ray.get(handle.weights.remote(), timeout=WAIT_S))
 
-    batches = shuffled_batches(len(x), cfg.batch_per_replica, generator)  # torch:ddp's order
+    batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank))
 
     def step():
         idx = next(batches)
-        xb, yb = x[idx], y[idx]
+        xb, yb = take(x, idx), take(y, idx)
         for p in params:
             p.grad = None
-        logits = model(xb)
-        loss = loss_fn(logits, yb)
-        loss.backward()
+        pred = model(xb)
+        per_example = task.per_example_loss(pred, yb)
+        per_example.mean().backward()
         t0 = time.perf_counter()
-        # Push this shard's gradients to each server; each answers with its new weights (the pull).
-        try:
-            replies = ray.get([h.push.remote(versions[k], [params[i].grad.numpy() for i in shard])
-                               for k, (h, shard) in enumerate(servers)], timeout=WAIT_S)
-        except ray.exceptions.RayActorError as e:
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            raise RuntimeError(f"a parameter server died mid-trial ({first}); its shard of the weights is gone, "
-                               "so the trial stops") from None
+        for k, (version, arrays) in enumerate(_push(servers, versions, params)):  # push gradients, pull weights
+            load(k, version, arrays)
         comm["s"] += time.perf_counter() - t0
         comm["steps"] += 1
-        for k, (version, arrays) in enumerate(replies):
-            load(k, version, arrays)
-        return loss.item(), float((logits.argmax(1) == yb).sum())
+        return task.step_stats(per_example, pred, yb).tolist()
 
-    test_x = torch.from_numpy(x_test.astype("float32") / 255.0)
-    test_y = torch.from_numpy(y_test.astype("int64"))
-
-    @torch.no_grad()
-    def evaluate():
-        model.eval()
-        loss = correct = 0.0
-        for xb, yb in zip(test_x.split(1000), test_y.split(1000)):
-            logits = model(xb)
-            loss += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
-            correct += float((logits.argmax(1) == yb).sum())
-        model.train()
-        return loss / len(test_x), correct / len(test_x)
-
+    evaluate = task.evaluator(model, torch.device("cpu"))
     param_bytes = sum(p.numel() * p.element_size() for p in params)
 
     def ps_figures() -> dict:
@@ -210,18 +192,12 @@ def torch_ps_loop(config: dict) -> None:
             "ps_updates": sum(s["updates"] for s in stats) / len(stats),
             "ps_apply_ms": 1000 * sum(s["apply_s"] for s in stats) / max(sum(s["updates"] for s in stats), 1),
             **({"staleness_mean": sum(s["staleness_mean"] for s in stats) / len(stats),
-                "staleness_max": max(s["staleness_max"] for s in stats)} if cfg.strategy == "ps-async" else {}),
+                "staleness_max": max(s["staleness_max"] for s in stats)} if not sync else {}),
         }
 
-    def checksum():
-        # The servers' weights: what every worker would pull now (async workers' copies differ by design).
-        for k, (handle, _) in enumerate(servers):
-            load(k, *ray.get(handle.weights.remote(), timeout=60))
-        return float(sum(p.detach().double().abs().sum() for p in params))
-
     actual = {
-        "strategy_class": f"ParameterServer({'sync' if cfg.strategy == 'ps-sync' else 'async'})",
-        "replicas_in_sync": workers if cfg.strategy == "ps-sync" else 1,
+        "strategy_class": f"ParameterServer({'sync' if sync else 'async'})",
+        "replicas_in_sync": workers if sync else 1,
         "local_replicas": 1,
         "device_kind": "cpu",
         "comm_backend": "ray-actors",
@@ -231,11 +207,39 @@ def torch_ps_loop(config: dict) -> None:
         "parameters": sum(p.numel() for p in params),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
+        **task.built(*ray.get(servers[0][0].built.remote(), timeout=60), test[0]),
     }
+    # Sync: the weights each worker holds after its last pull, as they are (they must agree). Async workers
+    # pull at different versions by design: nothing to compare.
+    checksum = (lambda: param_checksum(model)) if sync else (lambda: None)
     try:
-        run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, extra=ps_figures)
+        run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, checksum, task.results,
+                   extra=ps_figures)
     finally:
         ray.get(cfg.sink.finish.remote(), timeout=60)
+
+
+def _find_servers(cfg) -> list:
+    """The servers' (handle, parameter indices), once their hosts have started them."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        found = ray.get(cfg.sink.lookup.remote([f"ps{i}" for i in range(cfg.ps)]), timeout=60)
+        if found is not None:
+            return [(handle, shard) for handle, shard in found]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"parameter servers not up after {WAIT_S:.0f} s")
+        time.sleep(0.2)
+
+
+def _push(servers: list, versions: list, params: list) -> list:
+    """Each server's shard of the gradients; each answers with its new (version, weights)."""
+    try:
+        return ray.get([h.push.remote(versions[k], [params[i].grad.numpy() for i in shard])
+                        for k, (h, shard) in enumerate(servers)], timeout=WAIT_S)
+    except ray.exceptions.RayActorError as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise RuntimeError(f"a parameter server died mid-trial ({first}); its shard of the weights is gone, "
+                           "so the trial stops") from None
 
 
 SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: BackendConfig(), ps_roles="hosts")

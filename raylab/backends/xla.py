@@ -13,6 +13,7 @@ How gradients are synchronised depends on the device (recorded as the `sync_path
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -129,9 +130,9 @@ def xla_worker_loop(config: dict) -> None:
     import torch_xla
     import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
-    import torch_xla.distributed.parallel_loader as pl
 
-    from raylab.data import worker_shard
+    from raylab.data import num_items, worker_shard
+    from raylab.task.torch import TorchTask, to_tensors
     from raylab.worker import run_epochs
 
     cfg = config["cfg"]
@@ -151,37 +152,20 @@ def xla_worker_loop(config: dict) -> None:
     torch.manual_seed(cfg.seed)
     phases.mark("setup")
     x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
-    data = torch.utils.data.TensorDataset(torch.from_numpy(x.astype("float32") / 255.0),
-                                          torch.from_numpy(y.astype("int64")))
-    # drop_last: every step has the same shapes, so the step graph compiles once.
-    loader = torch.utils.data.DataLoader(data, batch_size=cfg.batch_per_replica, shuffle=True, drop_last=True,
-                                         generator=torch.Generator().manual_seed(cfg.seed + rank))
-    device_loader = pl.MpDeviceLoader(loader, device)
-    steps_per_epoch = len(loader)
+    steps_per_epoch = cfg.steps(num_items(x) // cfg.batch_per_replica)
+    task = TorchTask(cfg.task, steps_per_epoch * cfg.epochs, xla=True)
+    next_batch = device_batches(task, x, y, cfg, rank, device)
+    test = (to_tensors(task.inputs(x_test)), to_tensors(task.targets(y_test)))
     phases.mark("data")
 
-    module = cfg.build_model()
+    module = task.build_model()
     if world > 1:  # every replica starts from rank 0's weights, as DDP would
         for p in module.parameters():
             dist.broadcast(p.data, src=0)
     model = module.to(device).train()
     params = list(model.parameters())
-    # capturable: Adam keeps its step count and bias corrections on the device. Computed on the host
-    # (the default) they reach XLA as new scalars every step, and at the steps where one rounds, in
-    # float32, to another scalar of the graph (6212 and 16628 for this MLP) the step compiles again
-    # (bench/xla_recompiles.py). raylab/plain.py's xla loop does the same.
-    optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_epsilon, capturable=True)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    optimizer, scheduler = task.build_optimizer(params)
     phases.mark("model")
-    batches = iter(())
-
-    def next_batch():
-        nonlocal batches
-        try:
-            return next(batches)
-        except StopIteration:
-            batches = iter(device_loader)
-            return next(batches)
 
     def average_grads_on_cpu():
         flat = torch.cat([p.grad.flatten() for p in params]).cpu()
@@ -190,16 +174,16 @@ def xla_worker_loop(config: dict) -> None:
         for p, chunk in zip(params, flat.split([p.numel() for p in params])):
             p.grad.copy_(chunk.view_as(p).to(device))
 
-    compiles = {"steps": 0, "eval": (0, 0.0), "seen": 0, "late_steps": []}
+    compiles = CompileWatch(met, cfg.warmup_steps)
 
     def step():
         xb, yb = next_batch()
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("xla", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(xb)
-            loss = loss_fn(logits, yb)
-        loss.backward()
-        stats = torch.stack([loss.detach().float(), (logits.argmax(1) == yb).sum().float()])
+            pred = model(xb)
+            per_example = task.per_example_loss(pred, yb)
+        per_example.mean().backward()
+        stats = task.step_stats(per_example, pred, yb)
         if path == "gloo-cpu":
             torch_xla.sync()  # materialise gradients (and stats) in one graph before leaving XLA
             average_grads_on_cpu()
@@ -208,43 +192,17 @@ def xla_worker_loop(config: dict) -> None:
             xm.optimizer_step(optimizer)  # all-reduces gradients across replicas with XLA collectives
         else:
             optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         torch_xla.sync()
-        compiles["steps"] += 1
-        if compiles["steps"] == cfg.warmup_steps:
-            compiles["warmup"] = compile_snapshot(met)
-        seen = met.counter_value("UncachedCompile") or 0  # a cheap counter, read every step
-        if seen != compiles["seen"]:
-            if compiles["steps"] > cfg.warmup_steps:
-                compiles["late_steps"].append(compiles["steps"])
-            compiles["seen"] = seen
-        loss_value, correct = stats.cpu().tolist()
-        return loss_value, correct
+        compiles.after_step()
+        return stats.cpu().tolist()
 
-    test_x = torch.from_numpy(x_test.astype("float32") / 255.0)
-    test_y = torch.from_numpy(y_test.astype("int64"))
+    evaluate = task.evaluator(model, device, sync=torch_xla.sync)
 
-    @torch.no_grad()
-    def evaluate():
-        before = compile_snapshot(met)
-        model.eval()
-        loss = correct = 0.0
-        for xb, yb in zip(test_x.split(1000), test_y.split(1000)):
-            logits = model(xb.to(device)).cpu()
-            loss += float(torch.nn.functional.cross_entropy(logits, yb, reduction="sum"))
-            correct += float((logits.argmax(1) == yb).sum())
-        model.train()
-        after = compile_snapshot(met)  # evaluation graphs compile too, but they are not training steps
-        compiles["seen"] = met.counter_value("UncachedCompile") or 0
-        compiles["eval"] = (compiles["eval"][0] + after[0] - before[0], compiles["eval"][1] + after[1] - before[1])
-        return loss / len(test_x), correct / len(test_x)
-
-    def compile_figures() -> dict:
-        # Compiling during warm-up is expected; a training step compiling after it is a bug to show.
-        warm, end, ev = compiles.get("warmup", (0, 0.0)), compile_snapshot(met), compiles["eval"]
-        return {"compile_count_warmup": warm[0], "compile_time_warmup_s": warm[1],
-                "compiles_after_warmup": end[0] - warm[0] - ev[0],
-                "compile_time_after_warmup_s": end[1] - warm[1] - ev[1],
-                "compile_count_eval": ev[0], "compile_time_eval_s": ev[1]}
+    def evaluate_apart():  # evaluation graphs compile too, but they are not training steps
+        with compiles.eval_apart():
+            return evaluate(*test)
 
     actual = {
         "strategy_class": "xla+gloo-allreduce" if path == "gloo-cpu" else ("xla-ddp" if world > 1 else "xla"),
@@ -259,13 +217,84 @@ def xla_worker_loop(config: dict) -> None:
         "parameters": sum(p.numel() for p in params),
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
-        "recompile_steps": compiles["late_steps"],  # filled in as training runs; sent at the end
+        "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
+        **task.built(optimizer, scheduler, test[0]),
     }
 
     def checksum():
         return float(sum(p.detach().cpu().double().abs().sum() for p in params))
 
-    run_epochs(cfg, rank, steps_per_epoch, step, evaluate, actual, checksum, extra=compile_figures, phases=phases)
+    run_epochs(cfg, rank, steps_per_epoch, step, evaluate_apart, actual, checksum, task.results,
+               extra=compiles.figures, phases=phases)
+
+
+def device_batches(task, x, y, cfg, rank: int, device):
+    """next_batch() -> (x, y) on the XLA device, endlessly: a drop_last DataLoader behind MpDeviceLoader
+    (every step has the same shapes, so the step graph compiles once)."""
+    import torch
+    import torch_xla.distributed.parallel_loader as pl
+
+    from raylab.data import num_items
+    from raylab.task.torch import to_tensors
+
+    xs, ys = to_tensors(task.inputs(x)), to_tensors(task.targets(y))
+
+    class Rows(torch.utils.data.Dataset):  # rows of a tensor or of a dict of tensors
+        def __len__(self):
+            return num_items(xs)
+
+        def __getitem__(self, i):
+            return ({k: v[i] for k, v in xs.items()} if isinstance(xs, dict) else xs[i],
+                    {k: v[i] for k, v in ys.items()} if isinstance(ys, dict) else ys[i])
+
+    loader = torch.utils.data.DataLoader(Rows(), batch_size=cfg.batch_per_replica, shuffle=True, drop_last=True,
+                                         generator=torch.Generator().manual_seed(cfg.seed + rank))
+    device_loader, batches = pl.MpDeviceLoader(loader, device), iter(())
+
+    def next_batch():
+        nonlocal batches
+        try:
+            return next(batches)
+        except StopIteration:
+            batches = iter(device_loader)
+            return next(batches)
+
+    return next_batch
+
+
+class CompileWatch:
+    """XLA compilations during warm-up, after it (a training step whose graph changed), and in evaluation."""
+
+    def __init__(self, met, warmup_steps: int):
+        self.met, self.warmup_steps = met, warmup_steps
+        self.steps, self.seen, self.warm, self.eval = 0, 0, (0, 0.0), (0, 0.0)
+        self.late_steps: list[int] = []
+
+    def after_step(self) -> None:
+        self.steps += 1
+        if self.steps == self.warmup_steps:
+            self.warm = compile_snapshot(self.met)
+        seen = self.met.counter_value("UncachedCompile") or 0  # a cheap counter, read every step
+        if seen != self.seen:
+            if self.steps > self.warmup_steps:
+                self.late_steps.append(self.steps)
+            self.seen = seen
+
+    @contextlib.contextmanager
+    def eval_apart(self):
+        before = compile_snapshot(self.met)
+        yield
+        after = compile_snapshot(self.met)
+        self.seen = self.met.counter_value("UncachedCompile") or 0
+        self.eval = (self.eval[0] + after[0] - before[0], self.eval[1] + after[1] - before[1])
+
+    def figures(self) -> dict:
+        # Compiling during warm-up is expected; a training step compiling after it is a bug to show.
+        warm, end, ev = self.warm, compile_snapshot(self.met), self.eval
+        return {"compile_count_warmup": warm[0], "compile_time_warmup_s": warm[1],
+                "compiles_after_warmup": end[0] - warm[0] - ev[0],
+                "compile_time_after_warmup_s": end[1] - warm[1] - ev[1],
+                "compile_count_eval": ev[0], "compile_time_eval_s": ev[1]}
 
 
 def compile_snapshot(met) -> tuple[int, float]:

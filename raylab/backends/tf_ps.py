@@ -1,0 +1,148 @@
+"""tf:ps: ParameterServerStrategy with a chief (ClusterCoordinator), --ps ps tasks and N worker tasks.
+
+Rank 0 is the chief, then the ps tasks, then the workers, one Ray worker each; TF_CONFIG gets those
+roles from the TF backend (MultiWorkerConfig with ps > 0). The model is built with tf_keras: Keras 3
+has no ParameterServerStrategy support (keras#18624), and its optimizer loses step-counter increments
+under asynchronous updates (a non-atomic assign_add); tf_keras' does not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from raylab.backends.base import Strategy
+from raylab.backends.tensorflow import MultiWorkerConfig, _threads, shuffled_dataset, trainable_parameters
+from raylab.data import num_items
+
+
+SERVE_WAIT_S = 3600.0  # the longest a ps/worker server waits for its chief
+
+
+def _serve(tf, cfg, threads: int) -> None:
+    """A ps or worker task: serve the chief's ops until the chief says it is done (or the trial is torn down)."""
+    import time
+
+    import ray
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    # Two inter-op threads: a server runs remote closures whose ops wait on each other (input pipeline,
+    # variable reads from the ps); with one thread they can wait forever.
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=2)
+    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
+                                  protocol="grpc", config=config, start=True)
+    deadline = time.monotonic() + SERVE_WAIT_S * cfg.epochs
+    while ray.get(cfg.sink.finished.remote(), timeout=60) < 1:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{resolver.task_type} {resolver.task_id}: the chief did not finish in time")
+        time.sleep(0.5)
+    del server  # the process itself ends when Ray Train tears the worker group down
+
+
+def tf_ps_loop(config: dict) -> None:
+    """tf:ps: rank 0 is the chief (ClusterCoordinator), then the ps tasks, then the workers."""
+    cfg = config["cfg"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    import ray.train
+    import tensorflow as tf
+
+    import ray
+
+    role = json.loads(os.environ["TF_CONFIG"])["task"]["type"]
+    ray.get(cfg.sink.register.remote(f"{role}-pid-{os.getpid()}", os.getpid(), None), timeout=60)
+    if role != "chief":
+        return _serve(tf, cfg, cfg.threads)
+    try:
+        _chief(tf, cfg)
+    finally:
+        ray.get(cfg.sink.finish.remote(), timeout=60)
+
+
+def _chief(tf, cfg) -> None:
+    import logging
+
+    import tf_keras
+
+    from raylab.data import worker_shard
+    from raylab.task.tf import TFTask
+    from raylab.worker import run_epochs
+
+    tf.get_logger().setLevel(logging.WARNING)  # the coordinator logs every join at INFO
+    threads = _threads(tf, cfg.threads, 1)
+    tf.config.threading.set_inter_op_parallelism_threads(2)  # as on the servers (see _serve)
+    threads["inter_op_threads"] = 2
+    strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    workers = cfg.replicas
+    tf_keras.utils.set_random_seed(cfg.seed)
+    x, y, x_test, y_test = worker_shard(cfg.data_refs, 1, 0, cfg.seed)  # all of it: tf.data shards per worker
+    steps_per_epoch = cfg.steps(num_items(x) // workers // cfg.batch_per_replica)
+    # Each worker's update is its own: the optimizer step count is the rounds x workers.
+    task = TFTask(cfg.task, tf, tf_keras, steps_per_epoch * cfg.epochs * workers)
+    x, y, x_test, y_test = task.inputs(x), task.targets(y), task.inputs(x_test), task.targets(y_test)
+
+    def dataset_fn(context):
+        shard = (context.num_input_pipelines, context.input_pipeline_id)
+        return shuffled_dataset(tf, x, y, cfg.batch_per_replica, cfg.seed + context.input_pipeline_id, shard)
+
+    with strategy.scope():
+        model = task.build_model(keras=tf_keras)
+        optimizer = task.build_optimizer()
+        optimizer.build(model.trainable_variables)
+    # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
+    iterator = iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
+
+    @tf.function
+    def worker_step(it):
+        def replica_step(xb, yb):
+            # Staleness: the updates other workers applied between this step's read and its own apply
+            # (tf_keras counts `iterations` atomically on the ps; Keras 3 loses increments).
+            seen = optimizer.iterations.read_value()
+            stats = task.train_step(model, optimizer, xb, yb, cfg.batch_per_replica)
+            lag = tf.cast(optimizer.iterations.read_value() - seen - 1, tf.float32)
+            return tf.concat([stats, [lag]], 0)
+
+        return strategy.run(replica_step, args=next(it))
+
+    lags: list[float] = []
+
+    def step():
+        # One round: a step for each worker, scheduled to whichever is free, then joined. The ps
+        # apply each worker's update as it comes (asynchronous PS); the join only ends the round.
+        results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(workers)]
+        coordinator.join()
+        out = np.array([r.fetch() for r in results])
+        lags.extend(out[:, -1].tolist())
+        return np.concatenate([[out[:, 0].mean()], out[:, 1:-1].sum(0)])
+
+    evaluate = task.evaluator(model)  # inline on the chief, reading the variables from the ps
+    param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
+    actual = {
+        "strategy_class": type(strategy).__name__,
+        "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
+        "local_replicas": workers,  # one chief step is a round of one batch per worker
+        "device_kind": "cpu",
+        "parameter_servers": cfg.ps,
+        "ps_workers": workers,
+        "framework_version": tf.__version__,
+        "keras_version": f"tf_keras {tf_keras.__version__}",
+        "precision_applied": "fp32",
+        "parameters": trainable_parameters(model),
+        **threads,
+        **task.built(optimizer, x_test),
+    }
+
+    def figures() -> dict:
+        # Each worker step reads every variable from the ps and writes its update back.
+        return {"ps_bytes_per_step": 2 * param_bytes * workers,
+                "staleness_mean": float(np.mean(lags)) if lags else 0.0, "staleness_max": max(lags, default=0.0)}
+
+    # One copy of the weights (on the ps): nothing to compare across replicas.
+    run_epochs(cfg, 0, steps_per_epoch, step, lambda: evaluate(x_test, y_test), actual, lambda: None, task.results,
+               extra=figures)
+
+
+PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief")

@@ -1,0 +1,21 @@
+"""The MLflow params every child run of an invocation shares, trials and plain baselines alike."""
+
+from __future__ import annotations
+
+from raylab.config import RunConfig
+from raylab.data import Dataset, num_items
+from raylab.recipe import Recipe
+
+
+def common_params(recipe: Recipe, cfg: RunConfig, ds: Dataset) -> dict:
+    """What was asked for: the recipe's task as declared, the run's settings and the data.
+
+    What each worker actually built is recorded beside it as built_* tags; the parity report compares those.
+    """
+    return {
+        "recipe": recipe.name, **recipe.task(ds.target_names).describe(),
+        "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "threads": cfg.threads,
+        "seed": cfg.seed, "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
+        "data_synthetic": ds.synthetic, "train_samples": num_items(ds.x_train), "test_samples": num_items(ds.x_test),
+        "warmup_steps": recipe.warmup_steps, "target_accuracy": recipe.target(ds),
+    }

@@ -1,0 +1,65 @@
+"""What the TF and torch task builders share: numpy-side data preparation and the built-task report."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from raylab.data import tree_map
+from raylab.task import OPTIMIZERS, Native, Scale, Task, describe_preprocess
+
+EVAL_BATCH_BYTES = 8_000_000  # an evaluation batch holds at most this much input (1000 28x28 images, 72 96x96x3)
+PORTABLE_NAMES = {"Adam": "adam", "AdamW": "adamw", "SGD": "sgd"}  # optimizer class -> portable name
+
+
+def prepare_inputs(preprocess, x, family: str):
+    """The recipe's preprocessing on a numpy shard; without one, inputs are only cast to float32."""
+    if preprocess is None:
+        return tree_map(lambda a: a.astype(np.float32, copy=False), x)
+    if isinstance(preprocess, Scale):
+        return tree_map(preprocess, x)
+    fn = preprocess.get(family) if isinstance(preprocess, Native) else preprocess
+    return fn(x)
+
+
+def prepare_targets(y, int_dtype):
+    """Class labels as the framework's index type, everything else float32."""
+    return tree_map(lambda a: a.astype(int_dtype if a.dtype.kind in "biu" else np.float32, copy=False), y)
+
+
+def eval_batch_size(x) -> int:
+    arrays = x.values() if isinstance(x, dict) else [x]
+    per_item = sum(4 * int(np.prod(a.shape[1:])) for a in arrays)
+    return max(1, min(1000, EVAL_BATCH_BYTES // max(per_item, 1)))
+
+
+def schedule_probe(lr_at, total_steps: int) -> str:
+    """The learning rate the built optimizer uses at 0, 25, 50, 75 and 100% of the run's updates."""
+    return ", ".join(f"{p}%={lr_at(round(p / 100 * (total_steps - 1))):.4g}" for p in (0, 25, 50, 75, 100))
+
+
+def input_summary(x) -> str:
+    arrays = x.values() if isinstance(x, dict) else [x]
+    lo, hi = min(float(np.min(a)) for a in arrays), max(float(np.max(a)) for a in arrays)
+    return f"test inputs in [{lo:.4g}, {hi:.4g}]"
+
+
+def built_report(task: Task, opt_class: str, args: dict, lr_probe: str, x_test_prepared) -> dict:
+    """What a worker built, in portable terms, so trials of different frameworks can be compared
+    (the parity report of `raylab compare` reads these tags)."""
+    name = PORTABLE_NAMES.get(opt_class, opt_class)
+    keys = OPTIMIZERS.get(name, {})
+    shown = ", ".join(f"{k}={_fmt(args.get(k))}" for k in keys)
+    return {
+        "built_optimizer": f"{name}({shown})" if shown else name,
+        "built_optimizer_class": opt_class,
+        "built_lr_schedule": lr_probe,
+        "built_loss": task.describe()["loss"] + (f" weights {task.describe()['loss_weights']}" if task.loss_weights else ""),
+        "built_metrics": ",".join(task.metric_names()) or "none",
+        "built_preprocess": f"{describe_preprocess(task.preprocess)}; {input_summary(x_test_prepared)}",
+    }
+
+
+def _fmt(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    return f"{float(value):.6g}" if isinstance(value, (int, float, np.floating)) else str(value)

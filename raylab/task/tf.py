@@ -1,0 +1,187 @@
+"""The declared task, built in TensorFlow: the one place TF trials get their inputs, loss, optimizer,
+schedule, metrics, training step and evaluation from (every TF strategy, tf:ps and the plain script).
+
+Imported only in TF processes. `keras` is Keras 3, or tf_keras for tf:ps (keras#18624).
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from raylab.data import num_items, tree_map
+from raylab.task import Metric, Native, Task, canonical_loss, describe_schedule, lr_factor
+from raylab.task.common import built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
+
+
+class TFTask:
+    def __init__(self, task: Task, tf, keras, total_steps: int):
+        self.task, self.tf, self.keras, self.total_steps = task, tf, keras, max(total_steps, 1)
+        self.m = types.SimpleNamespace(cos=tf.cos, minimum=tf.minimum, maximum=tf.maximum, floor=tf.floor)
+        self.specs = task.metric_specs()
+
+    # --- data ---------------------------------------------------------------------------------------
+    def inputs(self, x):
+        return prepare_inputs(self.task.preprocess, x, "tf")
+
+    def targets(self, y):
+        return prepare_targets(y, np.int32)
+
+    # --- model and optimizer ------------------------------------------------------------------------
+    def build_model(self, **kwargs):
+        return self.task.models["tf"](**kwargs)
+
+    def build_optimizer(self):
+        opt, K = self.task.optimizer, self.keras.optimizers
+        if isinstance(opt, Native):
+            return opt.get("tf")(self.learning_rate(None))
+        a = opt.resolved()
+        lr = self.learning_rate(opt.lr)
+        if opt.name == "sgd":
+            return K.SGD(learning_rate=lr, momentum=a["momentum"], nesterov=a["nesterov"])
+        adam = dict(learning_rate=lr, beta_1=a["beta_1"], beta_2=a["beta_2"], epsilon=a["epsilon"])
+        return K.AdamW(weight_decay=a["weight_decay"], **adam) if opt.name == "adamw" else K.Adam(**adam)
+
+    def learning_rate(self, lr):
+        """A float when constant (what a plain Keras script passes), else a schedule on the update count."""
+        s, tf = self.task.schedule, self.tf
+        if lr is None or (s.name == "constant" and not s.warmup):
+            return lr
+        total, m = self.total_steps, self.m
+
+        class Schedule(self.keras.optimizers.schedules.LearningRateSchedule):
+            def __call__(self, step):
+                return lr * lr_factor(s, tf.cast(step, tf.float32), total, m)
+
+            def get_config(self):
+                return {"schedule": describe_schedule(s), "lr": lr, "total_steps": total}
+
+        return Schedule()
+
+    # --- loss and metrics ---------------------------------------------------------------------------
+    def named(self, pred) -> dict:
+        """The model's output(s) by output name ("" for a single output)."""
+        if isinstance(pred, dict):
+            return pred
+        if isinstance(pred, (list, tuple)):
+            return dict(zip(self.task.outputs, pred)) if self.task.outputs else {"": pred[0]}
+        return {"": pred}
+
+    def per_example_loss(self, y, pred):
+        """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
+        tf, preds, ys = self.tf, self.named(pred), (y if isinstance(y, dict) else {"": y})
+        weights, total = self.task.loss_weights or {}, 0.0
+        for output, spec in self.task.losses().items():
+            if isinstance(spec, Native):
+                value = spec.get("tf")(ys[output], preds[output])
+            else:
+                value = _loss(tf, canonical_loss(spec), ys[output], preds[output])
+            value = tf.reshape(tf.cast(value, tf.float32), [tf.shape(value)[0], -1])
+            total += weights.get(output, 1.0) * tf.reduce_mean(value, axis=1)
+        return total
+
+    def batch_stats(self, y, pred):
+        """[numerator, denominator] per metric, summed over the batch (ratios of sums, exact over windows)."""
+        tf, preds, ys = self.tf, self.named(pred), (y if isinstance(y, dict) else {"": y})
+        out = []
+        for output, _, spec in self.specs:
+            if isinstance(spec, Native):
+                value = spec.get("tf")(ys[output], preds[output])
+                n = tf.cast(tf.shape(preds[output])[0], tf.float32)
+                out += list(value) if isinstance(value, (tuple, list)) else [tf.cast(value, tf.float32) * n, n]
+            else:
+                out += _metric(tf, spec, ys[output], preds[output])
+        return tf.cast(tf.stack(out), tf.float32) if out else tf.zeros([0])
+
+    def train_step(self, model, optimizer, xb, yb, global_batch: int):
+        """One replica's step: [mean loss, metric sums...]. The loss is scaled by the global batch
+        because the all-reduce SUMs gradients across replicas."""
+        tf = self.tf
+        with tf.GradientTape() as tape:
+            pred = model(xb, training=True)
+            per_example = self.per_example_loss(yb, pred)
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return tf.concat([[tf.reduce_mean(per_example)], self.batch_stats(yb, pred)], 0)
+
+    def evaluator(self, model):
+        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared test split, in batches."""
+        tf = self.tf
+
+        @tf.function(reduce_retracing=True)
+        def batch(xb, yb):
+            pred = model(xb, training=False)
+            return tf.concat([[tf.reduce_sum(self.per_example_loss(yb, pred))], self.batch_stats(yb, pred)], 0)
+
+        def evaluate(x, y):
+            n, size = num_items(x), eval_batch_size(x)
+            sums = sum(batch(tree_map(lambda a: a[i : i + size], x), tree_map(lambda a: a[i : i + size], y)).numpy()
+                       .astype(np.float64) for i in range(0, n, size))
+            return self.results(sums, n, "val_")
+
+        return evaluate
+
+    def results(self, sums, n_or_steps: float, prefix: str) -> dict:
+        out = {f"{prefix}loss": float(sums[0]) / n_or_steps}
+        for i, (_, name, _) in enumerate(self.specs):
+            num, den = sums[1 + 2 * i], sums[2 + 2 * i]
+            out[f"{prefix}{name}"] = float(num / den) if den else float("nan")
+        return out
+
+    # --- what was built -----------------------------------------------------------------------------
+    def built(self, optimizer, x_test) -> dict:
+        cfg = optimizer.get_config()
+        schedule = getattr(optimizer, "_learning_rate", None)
+
+        def lr_at(step):
+            if isinstance(schedule, self.keras.optimizers.schedules.LearningRateSchedule):
+                return float(schedule(step))
+            return float(cfg["learning_rate"])
+
+        args = {"beta_1": cfg.get("beta_1"), "beta_2": cfg.get("beta_2"), "epsilon": cfg.get("epsilon"),
+                "weight_decay": cfg.get("weight_decay"), "momentum": cfg.get("momentum"), "nesterov": cfg.get("nesterov")}
+        return built_report(self.task, type(optimizer).__name__, args, schedule_probe(lr_at, self.total_steps), x_test)
+
+
+def _loss(tf, name: str, y, pred):
+    if name == "sparse_categorical_crossentropy":
+        labels = tf.reshape(tf.cast(y, tf.int32), tf.shape(pred)[:-1])
+        return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=pred)
+    pred = _like(tf, pred, y)
+    y = tf.cast(y, pred.dtype)
+    if name == "binary_crossentropy":  # from logits
+        return tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=pred)
+    return tf.square(pred - y) if name == "mean_squared_error" else tf.abs(pred - y)
+
+
+def _like(tf, pred, y):
+    """A (batch, 1) prediction for a (batch,) target and the like: reshaped to the target's shape."""
+    return tf.reshape(pred, tf.shape(y)) if pred.shape.rank != len(y.shape) else pred
+
+
+def _metric(tf, spec: Metric, y, pred) -> list:
+    f32 = tf.float32
+    if spec.name in ("accuracy", "top_k_accuracy"):
+        n = tf.cast(tf.shape(pred)[0], f32)
+        if pred.shape[-1] == 1 or spec.name == "accuracy" and pred.shape.rank == len(y.shape) and y.dtype.is_floating:
+            hit = tf.equal(tf.reshape(pred, tf.shape(y)) > 0, tf.cast(y, f32) > 0.5)
+            return [tf.reduce_sum(tf.cast(hit, f32)), tf.cast(tf.size(hit), f32)]
+        labels = tf.reshape(tf.cast(y, tf.int32), [-1])
+        logits = tf.reshape(pred, [-1, pred.shape[-1]])
+        if spec.name == "accuracy":
+            hit = tf.equal(tf.argmax(logits, 1, output_type=tf.int32), labels)
+        else:
+            hit = tf.math.in_top_k(labels, tf.cast(logits, f32), spec.k)
+        return [tf.reduce_sum(tf.cast(hit, f32)), tf.cast(tf.size(labels), f32)]
+    pred = tf.cast(_like(tf, pred, y), f32)
+    y = tf.cast(y, f32)
+    if spec.name in ("mean_absolute_error", "mean_squared_error"):
+        err = tf.abs(pred - y) if spec.name == "mean_absolute_error" else tf.square(pred - y)
+        return [tf.reduce_sum(err), tf.cast(tf.size(err), f32)]
+    p, t = tf.cast(pred > 0, f32), tf.cast(y > 0.5, f32)  # masks from logits and {0, 1} targets
+    inter = tf.reduce_sum(p * t)
+    if spec.name == "iou":
+        return [inter, tf.reduce_sum(tf.maximum(p, t))]
+    return [2.0 * inter, tf.reduce_sum(p) + tf.reduce_sum(t)]  # dice

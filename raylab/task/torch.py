@@ -1,0 +1,195 @@
+"""The declared task, built in PyTorch: the one place torch, torch:ps-* and xla trials (and the plain
+script) get their inputs, loss, optimizer, schedule, metrics and evaluation from.
+
+Imported only in torch processes. Tensors keep the data's layout: a model that wants channels
+first says so itself.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from raylab.data import num_items, tree_map
+from raylab.task import PY_MATH, Metric, Native, Task, canonical_loss, lr_factor
+from raylab.task.common import built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
+
+
+def to_tensors(x, device=None):
+    import torch
+
+    return tree_map(lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device) if device else
+                    torch.from_numpy(np.ascontiguousarray(a)), x)
+
+
+def take(x, idx):
+    """Rows `idx` of a tensor or of each tensor in a dict."""
+    return tree_map(lambda a: a[idx], x)
+
+
+class TorchTask:
+    def __init__(self, task: Task, total_steps: int, xla: bool = False):
+        self.task, self.total_steps, self.xla = task, max(total_steps, 1), xla
+        self.specs = task.metric_specs()
+
+    # --- data ---------------------------------------------------------------------------------------
+    def inputs(self, x):
+        return prepare_inputs(self.task.preprocess, x, "torch")
+
+    def targets(self, y):
+        return prepare_targets(y, np.int64)
+
+    # --- model and optimizer ------------------------------------------------------------------------
+    def build_model(self):
+        return self.task.models["torch"]()
+
+    def build_optimizer(self, params):
+        """(optimizer, LambdaLR or None): the scheduler steps once per optimizer update."""
+        import torch
+
+        opt = self.task.optimizer
+        if isinstance(opt, Native):
+            return opt.get("torch")(params, None), None
+        a, O = opt.resolved(), torch.optim
+        if opt.name == "sgd":
+            built = O.SGD(params, lr=opt.lr, momentum=a["momentum"], nesterov=a["nesterov"])
+        else:
+            # capturable on XLA: step count and bias corrections stay on the device. On the host they reach
+            # XLA as new scalars each step, and where one rounds to another scalar of the graph (steps 6212
+            # and 16628 for the MLP) the step compiles again (bench/xla_recompiles.py).
+            kw = dict(lr=opt.lr, betas=(a["beta_1"], a["beta_2"]), eps=a["epsilon"], capturable=self.xla)
+            built = O.AdamW(params, weight_decay=a["weight_decay"], **kw) if opt.name == "adamw" else O.Adam(params, **kw)
+        s = self.task.schedule
+        if s.name == "constant" and not s.warmup:
+            return built, None
+        factor = functools.partial(lr_factor, s, total_steps=self.total_steps, m=PY_MATH)
+        return built, torch.optim.lr_scheduler.LambdaLR(built, factor)
+
+    # --- loss and metrics ---------------------------------------------------------------------------
+    def named(self, pred) -> dict:
+        if isinstance(pred, dict):
+            return pred
+        if isinstance(pred, (list, tuple)):
+            return dict(zip(self.task.outputs, pred)) if self.task.outputs else {"": pred[0]}
+        return {"": pred}
+
+    def per_example_loss(self, pred, y):
+        """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
+        preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
+        weights, total = self.task.loss_weights or {}, 0.0
+        for output, spec in self.task.losses().items():
+            if isinstance(spec, Native):
+                value = spec.get("torch")(ys[output], preds[output])
+            else:
+                value = _loss(canonical_loss(spec), ys[output], preds[output])
+            total = total + weights.get(output, 1.0) * value.float().reshape(value.shape[0], -1).mean(1)
+        return total
+
+    def batch_stats(self, pred, y):
+        import torch
+
+        preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
+        out = []
+        for output, _, spec in self.specs:
+            if isinstance(spec, Native):
+                value = spec.get("torch")(ys[output], preds[output])
+                n = _count(preds[output].reshape(preds[output].shape[0], -1)[:, 0])
+                out += [v.float() for v in value] if isinstance(value, (tuple, list)) else [value.float() * n, n]
+            else:
+                out += _metric(spec, ys[output], preds[output])
+        return torch.stack(out) if out else torch.zeros(0, device=next(iter(preds.values())).device)
+
+    def step_stats(self, per_example, pred, y):
+        """[mean loss, metric sums...] of one batch, detached."""
+        import torch
+
+        with torch.no_grad():
+            return torch.cat([per_example.mean().detach().reshape(1), self.batch_stats(pred, y)])
+
+    def evaluator(self, module, device, sync=lambda: None):
+        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared (cpu) test split, in batches."""
+        import torch
+
+        @torch.no_grad()
+        def evaluate(x, y):
+            module.eval()
+            n, size, sums = num_items(x), eval_batch_size(x), 0.0
+            for i in range(0, n, size):
+                xb = tree_map(lambda a: a[i : i + size].to(device), x)
+                yb = tree_map(lambda a: a[i : i + size].to(device), y)
+                pred = module(xb)
+                part = torch.cat([self.per_example_loss(pred, yb).sum().reshape(1), self.batch_stats(pred, yb)])
+                sync()
+                sums = sums + part.cpu().double().numpy()
+            module.train()
+            return self.results(sums, n, "val_")
+
+        return evaluate
+
+    def results(self, sums, n_or_steps: float, prefix: str) -> dict:
+        out = {f"{prefix}loss": float(sums[0]) / n_or_steps}
+        for i, (_, name, _) in enumerate(self.specs):
+            num, den = sums[1 + 2 * i], sums[2 + 2 * i]
+            out[f"{prefix}{name}"] = float(num / den) if den else float("nan")
+        return out
+
+    # --- what was built -----------------------------------------------------------------------------
+    def built(self, optimizer, scheduler, x_test) -> dict:
+        d = optimizer.defaults
+        betas = d.get("betas") or (None, None)
+        args = {"beta_1": betas[0], "beta_2": betas[1], "epsilon": d.get("eps"), "weight_decay": d.get("weight_decay"),
+                "momentum": d.get("momentum"), "nesterov": d.get("nesterov")}
+        base = float(d["lr"])
+
+        def lr_at(step):
+            return base * scheduler.lr_lambdas[0](step) if scheduler is not None else base
+
+        report = built_report(self.task, type(optimizer).__name__, args, schedule_probe(lr_at, self.total_steps), x_test)
+        return {**report, **({"optimizer_capturable": True} if d.get("capturable") else {})}
+
+
+def _count(t):
+    """The number of elements as a device tensor (a Python number would be copied to an XLA device every step)."""
+    import torch
+
+    return torch.ones_like(t, dtype=torch.float32).sum()
+
+
+def _like(pred, y):
+    return pred.reshape(y.shape) if pred.dim() != y.dim() else pred
+
+
+def _loss(name: str, y, pred):
+    import torch.nn.functional as F
+
+    if name == "sparse_categorical_crossentropy":
+        return F.cross_entropy(pred.reshape(-1, pred.shape[-1]), y.reshape(-1).long(), reduction="none").reshape(
+            pred.shape[:-1])
+    pred = _like(pred, y)
+    y = y.to(pred.dtype)
+    if name == "binary_crossentropy":  # from logits
+        return F.binary_cross_entropy_with_logits(pred, y, reduction="none")
+    return (pred - y).square() if name == "mean_squared_error" else (pred - y).abs()
+
+
+def _metric(spec: Metric, y, pred) -> list:
+    if spec.name in ("accuracy", "top_k_accuracy"):
+        if pred.shape[-1] == 1 or spec.name == "accuracy" and pred.dim() == y.dim() and y.is_floating_point():
+            hit = (pred.reshape(y.shape) > 0) == (y > 0.5)
+            return [hit.sum().float(), _count(hit)]
+        labels, logits = y.reshape(-1).long(), pred.reshape(-1, pred.shape[-1])
+        if spec.name == "accuracy":
+            hit = logits.argmax(1) == labels
+        else:
+            hit = (logits.topk(spec.k, 1).indices == labels[:, None]).any(1)
+        return [hit.sum().float(), _count(labels)]
+    pred, y = _like(pred, y).float(), y.float()
+    if spec.name in ("mean_absolute_error", "mean_squared_error"):
+        err = (pred - y).abs() if spec.name == "mean_absolute_error" else (pred - y).square()
+        return [err.sum(), _count(err)]
+    p, t = (pred > 0).float(), (y > 0.5).float()
+    inter = (p * t).sum()
+    if spec.name == "iou":
+        return [inter, p.maximum(t).sum()]
+    return [2.0 * inter, p.sum() + t.sum()]
