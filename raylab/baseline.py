@@ -16,8 +16,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset
 from raylab.outcome import TrialOutcome, recorded
@@ -27,9 +25,9 @@ from raylab.tracking import Tracker
 PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
 
 
-def baseline_frameworks(cfg: RunConfig) -> list[str]:
-    """One plain baseline per framework among the trials (xla beside torch: its own loop)."""
-    return list(dict.fromkeys(s.framework for s in cfg.trials))
+def baseline_specs(cfg: RunConfig) -> list[TrialSpec]:
+    """One plain baseline per framework among the trials (xla beside torch: its own loop) and batch size."""
+    return list(dict.fromkeys(TrialSpec(s.framework, "plain", 1, s.batch) for s in cfg.trials))
 
 
 def plain_env(framework: str, threads: int) -> dict:
@@ -46,12 +44,10 @@ def plain_env(framework: str, threads: int) -> dict:
 def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workdir: Path) -> dict:
     import cloudpickle
 
-    family = "torch" if framework == "xla" else framework
-    np.savez(workdir / "data.npz", x_train=ds.x_train, y_train=ds.y_train, x_test=ds.x_test, y_test=ds.y_test)
-    (workdir / "builder.pkl").write_bytes(cloudpickle.dumps(recipe.models[family]))
-    spec = {"framework": framework, "builder": str(workdir / "builder.pkl"), "data": str(workdir / "data.npz"),
-            "threads": cfg.threads, "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch,
-            "batch": recipe.per_replica(1), "lr": recipe.lr, "adam_epsilon": recipe.adam_epsilon, "seed": cfg.seed,
+    data = (ds.x_train, ds.y_train, ds.x_test, ds.y_test)
+    (workdir / "task.pkl").write_bytes(cloudpickle.dumps((recipe.task(ds.target_names), data)))
+    spec = {"framework": framework, "task": str(workdir / "task.pkl"), "threads": cfg.threads, "epochs": cfg.epochs,
+            "steps_per_epoch": cfg.steps_per_epoch, "batch": recipe.per_replica(1), "seed": cfg.seed,
             "warmup": recipe.warmup_steps}
     (workdir / "spec.json").write_text(json.dumps(spec))
     start = time.time()
@@ -63,12 +59,12 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
 
 
-def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tracker: Tracker, parent_id: str,
+def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
                  tags: dict, repeat: int = 1):
     from raylab.params import common_params
     from raylab.protocol import time_to_target
 
-    spec = TrialSpec(framework, "plain", 1)
+    recipe, framework = recipe.with_batch(spec.batch), spec.framework
     batch = recipe.per_replica(1)
     params = {**common_params(recipe, cfg, ds), "trial": spec.kind, "framework": framework, "strategy": "plain",
               "requested_strategy": "plain", "workers": 1, "ray_workers": 0, "batch_per_replica": batch,
@@ -82,12 +78,14 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, tr
             result = run_plain(recipe, cfg, ds, framework, Path(tmp))
         epochs = result.pop("epochs")
         for e in epochs:
-            tracker.log_metrics(run_id, {"val_accuracy": e["val_accuracy"], "elapsed_s": e["elapsed_s"]}, step=e["epoch"])
+            tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])
         result["time_to_target_s"] = time_to_target(epochs, recipe.target(ds))
+        built = {k: result.pop(k) for k in list(result) if k.startswith("built_") or k == "optimizer_capturable"}
         tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
-                                  "precision_applied": "fp32", "device_kind": "cpu"})
-        tracker.log_metrics(run_id, {k: v for k, v in result.items() if k != "val_accuracy"}, step=cfg.epochs)
+                                  "precision_applied": "fp32", "device_kind": "cpu", **built})
+        tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=cfg.epochs)
         outcome.result, outcome.ran = result, "plain"
-        print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s, "
-              f"val_acc {result['val_accuracy']:.4f}", flush=True)
+        val = "".join(f" {k} {v:.4g}" for k, v in result.items() if k.startswith("val_"))
+        print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s,{val}",
+              flush=True)
     return outcome

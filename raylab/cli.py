@@ -15,6 +15,8 @@ from pathlib import Path
 from raylab import config as C
 from raylab.backends.tpu import parse_topology, parse_tpu_type
 from raylab.errors import UserError
+from raylab.overrides import parse_batches
+from raylab.task import OPTIMIZERS
 
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
                 "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s"]
@@ -38,6 +40,19 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
                         f"known: {', '.join(sorted(C.STRATEGIES))}")
     p.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
                    help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
+    batch_what = "global batch (split over the replicas)" if recipe.global_batch else "batch per replica"
+    p.add_argument("--batch", default=None, metavar="B[,B...]",
+                   help=f"{batch_what}; several sizes make a sweep axis like --workers: every trial runs at each, "
+                        f"named '... bB' (default: {recipe.global_batch or recipe.batch_per_replica})")
+    opt = recipe.optimizer
+    p.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
+                   help="the optimizer, keeping the recipe's learning rate and the arguments it takes (default: "
+                        f"{getattr(opt, 'name', 'custom')})")
+    p.add_argument("--lr", type=float, default=None,
+                   help=f"learning rate (default: {getattr(opt, 'lr', 'set by the custom optimizer')})")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="change any recipe field for this run, e.g. --set epochs=3, --set optimizer.momentum=0.9, "
+                        "--set schedule.name=cosine, --set schedule.warmup=100 (repeatable; recorded as params)")
     p.add_argument("--epochs", type=_int, default=None, help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)")
     p.add_argument("--steps-per-epoch", type=_int, default=None, metavar="N",
                    help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
@@ -82,6 +97,7 @@ def make_config(recipe, args) -> C.RunConfig:
     notes: list[str] = []
     kinds = C.parse_trials(args.trials)
     workers = C.parse_workers(args.workers)
+    batches = parse_batches(args.batch)
     epochs = C.check_positive("epochs", args.epochs if args.epochs is not None else (1 if args.quick else recipe.epochs))
     missing = sorted({C.get_strategy(k).models for k in kinds} - set(recipe.models))
     if missing:
@@ -90,8 +106,8 @@ def make_config(recipe, args) -> C.RunConfig:
     steps = args.steps_per_epoch if args.steps_per_epoch is not None else (None if args.quick else recipe.steps_per_epoch)
     if steps is not None and steps < 0:
         raise UserError(f"--steps-per-epoch is {steps}; give a positive number of steps, or 0 for one pass over the data.")
-    trials = C.expand_trials(kinds, workers, notes)
-    uneven = [s.name for s in trials if recipe.global_batch and recipe.global_batch % s.workers]
+    trials = C.expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None])
+    uneven = [s.name for s in trials if recipe.global_batch and recipe.with_batch(s.batch).global_batch % s.workers]
     if uneven:
         raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
                         "cannot split evenly over its replicas; choose --workers that divide it.")
@@ -108,6 +124,15 @@ def make_config(recipe, args) -> C.RunConfig:
         tpu_topology=parse_topology(args.tpu_topology), repeats=C.check_positive("repeats", args.repeats),
         baseline=args.baseline,
     )
+
+
+def edited(recipe, args):
+    """The recipe with this command line's --set, --optimizer, --lr and a single --batch applied."""
+    from raylab.overrides import apply_overrides
+
+    recipe = apply_overrides(recipe, args.set, args.optimizer, args.lr)
+    batches = parse_batches(args.batch)
+    return recipe.with_batch(batches[0]) if len(batches) == 1 else recipe
 
 
 def load_data(recipe, cfg: C.RunConfig):
@@ -185,15 +210,18 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
     """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
     args = recipe_parser(recipe).parse_args(argv)
     try:
+        recipe = edited(recipe, args)
         cfg = make_config(recipe, args)
         ds = load_data(recipe, cfg)
         tracker = connect(cfg, args.address)
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code
+    from raylab.data import num_items
+
     for note in cfg.notes + ([ds.note] if ds.note else []):
         print(f"raylab: note: {note}")
-    print(f"raylab: {recipe.name} on {ds.name} ({len(ds.x_train)} train / {len(ds.x_test)} test items from "
+    print(f"raylab: {recipe.name} on {ds.name} ({num_items(ds.x_train)} train / {num_items(ds.x_test)} test items from "
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
     from raylab import launcher
 

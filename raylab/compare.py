@@ -22,6 +22,7 @@ COLUMNS = [
     ("first_step_s", "first step s", "{:.2f}"),
     ("wall_s", "wall s", "{:.1f}"),
     ("val_accuracy", "val acc", "{:.4f}"),
+    ("val_loss", "val loss", "{:.4g}"),
     ("time_to_target_s", "to target s", "{:.1f}"),
     ("compile_time_warmup_s", "compile s", "{:.2f}"),
     ("compiles_after_warmup", "recompiles", "{:.0f}"),
@@ -40,8 +41,9 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_workers_s", "startup_imports_s",
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
-PARITY_PARAMS = ["optimizer", "lr", "adam_epsilon", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
-                 "target_accuracy", "repeat"]
+PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
+                 "target_accuracy", "repeat", "batch_per_replica"]
+BUILT_TAGS = ["built_optimizer", "built_lr_schedule", "built_loss", "built_metrics", "built_preprocess"]
 
 
 def find_parent(client, experiment: str, run_id: str | None = None):
@@ -66,6 +68,8 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
     children = client.search_runs([experiment_id], filter_string=f"tags.`{PARENT}` = '{parent_id}'",
                                   order_by=["attributes.start_time ASC"], max_results=1000)
     rows = []
+    # --batch sweeps: one group per batch size, in the order run (a stable sort keeps the trial order inside)
+    children = sorted(children, key=lambda run: int(run.data.params.get("batch_per_replica", 0) or 0))
     for run in children:
         p, m, t = run.data.params, run.data.metrics, run.data.tags
         rows.append({
@@ -81,7 +85,9 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "oversubscribed": p.get("oversubscribed") == "True", "cpus_per_process": p.get("cpus_per_process"),
             "data_synthetic": p.get("data_synthetic") == "True", "parameters": t.get("parameters"),
             "precision_applied": t.get("precision_applied"),
-            **{k: p.get(k) for k in PARITY_PARAMS},
+            **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},
+            # the recipe's other metrics on the test split (val_mask_iou, val_mean_absolute_error, ...)
+            **{k: v for k, v in m.items() if k.startswith("val_") and k not in METRICS},
         })
         if rows[-1]["data_synthetic"]:  # no accuracy claims on synthetic data
             rows[-1]["val_accuracy"] = rows[-1]["time_to_target_s"] = None
@@ -98,6 +104,11 @@ def _cell(row: dict, key: str, fmt: str) -> str:
 def format_table(rows: list[dict]) -> str:
     """One line per trial; with repeats, medians and the samples/s range over them."""
     columns = COLUMNS + (PS_COLUMNS if any(r.get("parameter_servers") for r in rows) else [])
+    shown = {k for k, _, _ in columns}
+    columns += [(k, k[4:].replace("_", " "), "{:.4g}") for k in dict.fromkeys(k for r in rows for k in r)
+                if k.startswith("val_") and k not in shown]
+    if len({r.get("batch_per_replica") for r in rows}) > 1:  # a --batch sweep: say each row's size
+        columns = columns[:1] + [("batch_per_replica", "batch/replica", "{}")] + columns[1:]
     repeated = any(r.get("runs", 1) > 1 for r in rows)
     if repeated:
         columns = columns[:3] + [("sps_range", "min..max", "{}"), ("runs", "runs", "{}")] + columns[3:]
@@ -160,10 +171,14 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Path:
     spread = [[0] * len(done), [r["step_time_p90_ms"] - r["step_time_p50_ms"] for r in done]]
     axes[1].barh(names, p50, xerr=spread, color=colors, capsize=3)
     axes[1].set_xlabel("step time ms (bar p50, whisker p90)")
-    axes[2].barh(names, [r["val_accuracy"] or 0.0 for r in done], color=colors)
-    low = min([r["val_accuracy"] for r in done if r["val_accuracy"] is not None] + [1.0])
-    axes[2].set_xlim(max(0.0, low - 0.05), 1.0)
-    axes[2].set_xlabel("test accuracy")
+    if any(r.get("val_accuracy") is not None for r in done):
+        axes[2].barh(names, [r["val_accuracy"] or 0.0 for r in done], color=colors)
+        low = min([r["val_accuracy"] for r in done if r["val_accuracy"] is not None] + [1.0])
+        axes[2].set_xlim(max(0.0, low - 0.05), 1.0)
+        axes[2].set_xlabel("test accuracy")
+    else:  # a task without accuracy (regression, segmentation): its test loss
+        axes[2].barh(names, [r.get("val_loss") or 0.0 for r in done], color=colors)
+        axes[2].set_xlabel("test loss")
     axes[0].invert_yaxis()
     from matplotlib.patches import Patch
 

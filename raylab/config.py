@@ -21,6 +21,7 @@ class TrialSpec:
     framework: str  # "tf" | "torch"
     strategy: str  # e.g. "mwms", "ddp"
     workers: int  # data-parallel replicas asked for
+    batch: int | None = None  # a --batch sweep's size (per replica, or global where the recipe fixes it); None: the recipe's
 
     @property
     def kind(self) -> str:
@@ -29,7 +30,7 @@ class TrialSpec:
     @property
     def name(self) -> str:
         """The MLflow run name, the same shape for every framework so the compare view lines up."""
-        return f"{self.kind} x{self.workers}"
+        return f"{self.kind} x{self.workers}" + (f" b{self.batch}" if self.batch else "")
 
 
 @dataclass
@@ -77,8 +78,8 @@ def parse_workers(text: str) -> list[int]:
     return list(dict.fromkeys(counts))
 
 
-def expand_trials(kinds: list[str], workers: list[int], notes: list[str]) -> list[TrialSpec]:
-    """The trial matrix: every kind on every worker count it supports, in the order given."""
+def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,)) -> list[TrialSpec]:
+    """The trial matrix: per batch size of a sweep, every kind on every worker count it supports, in the order given."""
     specs = []
     for kind in kinds:
         strategy = get_strategy(kind)
@@ -93,7 +94,7 @@ def expand_trials(kinds: list[str], workers: list[int], notes: list[str]) -> lis
                          f"{','.join(str(w) for w in workers if w not in fits)}")
         fw, st = kind.split(":")
         specs += [TrialSpec(fw, st, w) for w in fits]
-    return specs
+    return [TrialSpec(s.framework, s.strategy, s.workers, b) for b in batches for s in specs]
 
 
 def default_tracking_uri() -> str:

@@ -226,6 +226,7 @@ def replica_agreement(sink) -> dict:
 
 def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs: dict,
               tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1) -> TrialOutcome:
+    recipe = recipe.with_batch(spec.batch)
     run_id = tracker.start_run(spec.name, {**trial_params(recipe, cfg, spec, ds), "repeat": repeat}, tags,
                                parent=parent_id)
     again = f", repeat {repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
@@ -271,22 +272,22 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
     return outcome
 
 
-def schedule(cfg: RunConfig, frameworks: list[str]) -> list[tuple[int, object]]:
-    """(repeat, trial spec or plain-baseline framework) in run order.
+def schedule(cfg: RunConfig, plain: list[TrialSpec]) -> list[tuple[int, TrialSpec]]:
+    """(repeat, trial spec or plain baseline's spec) in run order.
 
     Repeats are interleaved (A B A B ...), every other repeat in reverse (A B B A), so drift on a
     shared machine falls on every trial alike; the plain baselines sit beside the trials.
     """
     order = []
     for r in range(1, cfg.repeats + 1):
-        one = [*cfg.trials, *frameworks]
+        one = [*cfg.trials, *plain]
         order += [(r, item) for item in (one if r % 2 else one[::-1])]
     return order
 
 
 def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
     """Runs the trial matrix under one parent run; returns (parent run id, outcomes)."""
-    from raylab.baseline import baseline_frameworks, run_baseline
+    from raylab.baseline import baseline_specs, run_baseline
 
     refs = put_dataset(ds)
     params = {"recipe": recipe.name, "trials": ",".join(s.name for s in cfg.trials), "epochs": cfg.epochs,
@@ -295,10 +296,10 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
     data_tags = {"data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
     parent = tracker.start_run(f"{recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}", params, {**tags, **data_tags})
     outcomes, status = [], "FAILED"
-    plain = baseline_frameworks(cfg) if cfg.baseline else []
+    plain = baseline_specs(cfg) if cfg.baseline else []
     try:
         for repeat, item in schedule(cfg, plain):
-            if isinstance(item, str):
+            if item.strategy == "plain":
                 outcomes.append(run_baseline(recipe, cfg, ds, item, tracker, parent, {**tags, **data_tags}, repeat))
             else:
                 outcomes.append(run_trial(recipe, cfg, item, ds, refs, tracker, parent, {**tags, **data_tags}, repeat))

@@ -1,10 +1,11 @@
-"""The plain baseline: a trial's job as a plain single-process script, no Ray and none of raylab.
+"""The plain baseline: a trial's job as a plain single-process script, no Ray and none of raylab's loop.
 
 `--baseline` runs `python -m raylab.plain SPEC.json` beside the trials, so the comparison shows
-what raylab costs. Same model builder (cloudpickled by the driver), data (the 1-worker shard, i.e.
-all of it), batch, optimizer, threads and seed as the framework's 1-worker trial, in the simplest
-idiomatic loop of each framework, with the same step timing. Imports numpy, cloudpickle and the
-framework only. Prints one JSON line.
+what raylab costs. Same task (cloudpickled by the driver: model builder, loss, optimizer, schedule,
+metrics, preprocessing, built by raylab.task's framework builders, which only construct the
+framework's own objects), data (the 1-worker shard, i.e. all of it), batch, threads and seed as the
+framework's 1-worker trial, in the simplest idiomatic loop of each framework, with the same step
+timing. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def steps_of(spec: dict, n: int) -> int:
     return spec["steps_per_epoch"] or n // spec["batch"]
 
 
-def run_tf(spec, build, x, y, xt, yt):
+def run_tf(spec, task, x, y, xt, yt):
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import tensorflow as tf
 
@@ -36,86 +37,80 @@ def run_tf(spec, build, x, y, xt, yt):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     import keras
 
+    from raylab.task.tf import TFTask
+
     keras.utils.set_random_seed(spec["seed"])
-    ds = tf.data.Dataset.from_tensor_slices((x.astype("float32") / 255.0, y.astype("int32")))
-    it = iter(ds.shuffle(len(x), seed=spec["seed"]).repeat().batch(spec["batch"], drop_remainder=True).prefetch(2))
-    model = build()
-    opt = keras.optimizers.Adam(learning_rate=spec["lr"], epsilon=spec["adam_epsilon"])
-    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    tt = TFTask(task, tf, keras, steps_of(spec, len(next(iter(_arrays(x))))) * spec["epochs"])
+    x, y, xt, yt = tt.inputs(x), tt.targets(y), tt.inputs(xt), tt.targets(yt)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(next(iter(_arrays(x)))), seed=spec["seed"])
+    it = iter(ds.repeat().batch(spec["batch"], drop_remainder=True).prefetch(2))
+    model, opt = tt.build_model(), tt.build_optimizer()
 
     @tf.function
     def train_step():
         xb, yb = next(it)
         with tf.GradientTape() as tape:
-            loss = loss_fn(yb, model(xb, training=True))
+            loss = tf.reduce_mean(tt.per_example_loss(yb, model(xb, training=True)))
         opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 
-    @tf.function
-    def logits_of(xb):
-        return model(xb, training=False)
-
-    def evaluate():
-        logits = np.concatenate([logits_of(xt[i : i + 1000].astype("float32") / 255.0).numpy()
-                                 for i in range(0, len(xt), 1000)])
-        return float(np.mean(np.argmax(logits, 1) == yt))
-
+    evaluate = tt.evaluator(model)
     params = int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
-    return (lambda: float(train_step())), evaluate, params, {}
+    return (lambda: float(train_step())), (lambda: evaluate(xt, yt)), params, tt.built(opt, xt)
 
 
-def run_torch(spec, build, x, y, xt, yt, xla=False):
+def run_torch(spec, task, x, y, xt, yt, xla=False):
     import torch
+
+    from raylab.task.torch import TorchTask, take, to_tensors
 
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(spec["seed"])
-    xs, ys = torch.from_numpy(x.astype("float32") / 255.0), torch.from_numpy(y.astype("int64"))
-    model = build()
-    device, sync, loader = torch.device("cpu"), (lambda: None), None
+    n = len(next(iter(_arrays(x))))
+    tt = TorchTask(task, steps_of(spec, n) * spec["epochs"], xla=xla)
+    test = (to_tensors(tt.inputs(xt)), to_tensors(tt.targets(yt)))
+    model, device, sync = tt.build_model(), torch.device("cpu"), (lambda: None)
     if xla:
         import torch_xla
-        import torch_xla.distributed.parallel_loader as pl
+
+        from raylab.backends.xla import device_batches
 
         device, sync = torch_xla.device(), torch_xla.sync
-        data = torch.utils.data.TensorDataset(xs, ys)
-        loader = pl.MpDeviceLoader(torch.utils.data.DataLoader(
-            data, batch_size=spec["batch"], shuffle=True, drop_last=True,
-            generator=torch.Generator().manual_seed(spec["seed"])), device)
-    model = model.to(device).train()
-    # on XLA as in the xla trials: step count and bias corrections on the device (no late recompiles)
-    opt = torch.optim.Adam(model.parameters(), lr=spec["lr"], eps=spec["adam_epsilon"], capturable=xla)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    gen, batches = torch.Generator().manual_seed(spec["seed"]), iter(())
+        cfg = type("Batching", (), {"batch_per_replica": spec["batch"], "seed": spec["seed"]})
+        next_batch = device_batches(tt, x, y, cfg, 0, device)
+    else:
+        xs, ys = to_tensors(tt.inputs(x)), to_tensors(tt.targets(y))
+        gen, batches = torch.Generator().manual_seed(spec["seed"]), iter(())
 
-    def next_batch():
-        nonlocal batches
-        try:
-            return next(batches)
-        except StopIteration:
-            if loader is not None:
-                batches = iter(loader)
-            else:
-                order = torch.randperm(len(xs), generator=gen)[: len(xs) // spec["batch"] * spec["batch"]]
-                batches = ((xs[i], ys[i]) for i in order.split(spec["batch"]))
-            return next(batches)
+        def next_batch():
+            nonlocal batches
+            try:
+                return next(batches)
+            except StopIteration:
+                order = torch.randperm(n, generator=gen)[: n // spec["batch"] * spec["batch"]]
+                batches = ((take(xs, i), take(ys, i)) for i in order.split(spec["batch"]))
+                return next(batches)
+
+    model = model.to(device).train()
+    opt, scheduler = tt.build_optimizer(model.parameters())
 
     def step():
         xb, yb = next_batch()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xb), yb)
+        loss = tt.per_example_loss(model(xb), yb).mean()
         loss.backward()
         opt.step()
+        if scheduler is not None:
+            scheduler.step()
         sync()
         return loss.item()
 
-    @torch.no_grad()
-    def evaluate():
-        model.eval()
-        logits = torch.cat([model(b.to(device)).cpu() for b in torch.from_numpy(xt.astype("float32") / 255.0).split(1000)])
-        model.train()
-        return float((logits.argmax(1).numpy() == yt).mean())
+    evaluate = tt.evaluator(model, device, sync)
+    return step, (lambda: evaluate(*test)), sum(p.numel() for p in model.parameters()), tt.built(opt, scheduler, test[0])
 
-    return step, evaluate, sum(p.numel() for p in model.parameters()), {}
+
+def _arrays(x):
+    return x.values() if isinstance(x, dict) else [x]
 
 
 def main(spec_path: str) -> None:
@@ -124,14 +119,12 @@ def main(spec_path: str) -> None:
     start = time.time()
     with open(spec_path) as f:
         spec = json.load(f)
-    with open(spec["builder"], "rb") as f:
-        build = cloudpickle.load(f)
-    data = np.load(spec["data"])
-    x, y, xt, yt = (data[k] for k in ("x_train", "y_train", "x_test", "y_test"))
+    with open(spec["task"], "rb") as f:
+        task, (x, y, xt, yt) = cloudpickle.load(f)
     fw = spec["framework"]
     run = run_tf if fw == "tf" else (lambda *a: run_torch(*a, xla=fw == "xla"))
-    step, evaluate, params, extra = run(spec, build, x, y, xt, yt)
-    steps, times, epochs = steps_of(spec, len(x)), [], []
+    step, evaluate, params, extra = run(spec, task, x, y, xt, yt)
+    steps, times, epochs = steps_of(spec, len(next(iter(_arrays(x))))), [], []
     met = compiled = None
     if fw == "xla":
         import torch_xla.debug.metrics as met
@@ -143,10 +136,11 @@ def main(spec_path: str) -> None:
             if met is not None and len(times) == spec["warmup"]:
                 compiled = met.metric_data("CompileTime")
         if met is not None and compiled is not None:  # warm-up compilations, as the xla trials count them
-            extra = {"compile_count_warmup": int(compiled[0]), "compile_time_warmup_s": compiled[1] / 1e9}
-        epochs.append({"epoch": epoch, "val_accuracy": evaluate(), "elapsed_s": time.time() - start})
-    print(json.dumps({**steady(times, spec["warmup"], spec["batch"]), "val_accuracy": epochs[-1]["val_accuracy"],
-                      "epochs": epochs, "parameters": params, "steps_per_epoch": steps, **extra}))
+            extra.update(compile_count_warmup=int(compiled[0]), compile_time_warmup_s=compiled[1] / 1e9)
+        epochs.append({"epoch": epoch, **evaluate(), "elapsed_s": time.time() - start})
+    print(json.dumps({**steady(times, spec["warmup"], spec["batch"]), **{k: v for k, v in epochs[-1].items()
+                      if k.startswith("val_")}, "epochs": epochs, "parameters": params, "steps_per_epoch": steps,
+                      **extra}))
 
 
 if __name__ == "__main__":

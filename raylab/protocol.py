@@ -14,7 +14,10 @@ FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s"
           "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup",
           *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
 # What must match across the trials of a fair comparison: (row key, label).
-PARITY = [("parameters", "parameters"), ("optimizer", "optimizer"), ("lr", "lr"), ("adam_epsilon", "adam eps"),
+# The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
+PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"),
+          ("built_lr_schedule", "learning rate as built"), ("built_loss", "loss as built"),
+          ("built_metrics", "metrics as built"), ("built_preprocess", "preprocessing as built"),
           ("precision_applied", "precision"), ("threads", "threads/replica"), ("data", "data"),
           ("train_samples", "train samples"), ("seed", "seed"), ("epochs", "epochs"),
           ("steps_per_epoch", "steps/epoch")]
@@ -80,13 +83,17 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
             lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in values.items()))
         elif distinct:
             lines.append(f"    {label}: {distinct[0]}")
-    for workers in sorted({r["workers"] for r in trials}):  # weak scaling: the global batch grows with replicas
-        batches = {r["trial"]: r.get("global_batch") for r in trials if r["workers"] == workers and r.get("global_batch")}
+    swept = len({r.get("batch_per_replica") for r in trials}) > 1  # --batch: compare within each size
+    for workers, size in sorted({(r["workers"], str(r.get("batch_per_replica"))) for r in trials}):
+        # weak scaling: the global batch grows with replicas
+        label = f"global batch at x{workers}" + (f" b{size}" if swept else "")
+        batches = {r["trial"]: r.get("global_batch") for r in trials if r["workers"] == workers
+                   and str(r.get("batch_per_replica")) == size and r.get("global_batch")}
         if len(set(batches.values())) > 1:
-            mismatches.append(f"global batch at x{workers}")
-            lines.append(f"  ! global batch at x{workers}: " + ", ".join(f"{t} {v}" for t, v in batches.items()))
+            mismatches.append(label)
+            lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in batches.items()))
         elif batches:
-            lines.append(f"    global batch at x{workers}: {next(iter(batches.values()))}")
+            lines.append(f"    {label}: {next(iter(batches.values()))}")
     synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
     if synthetic:
         lines.append("    data is synthetic: throughput only, no accuracy claims")

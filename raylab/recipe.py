@@ -61,6 +61,12 @@ class Recipe:
         return Task(models=self.models, loss=self.loss, optimizer=self.optimizer, schedule=self.schedule,
                     metrics=self.metrics, loss_weights=self.loss_weights, preprocess=self.preprocess, outputs=outputs)
 
+    def with_batch(self, batch: int | None) -> "Recipe":
+        """The recipe at another batch size (--batch): the global batch where it fixes one, else per replica."""
+        if batch is None:
+            return self
+        return self.variant(global_batch=batch) if self.global_batch else self.variant(batch_per_replica=batch)
+
     def variant(self, **changes) -> "Recipe":
         """An edited copy (e.g. a longer schedule) with everything else unchanged."""
         return replace(self, **changes)
