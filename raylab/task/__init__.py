@@ -85,12 +85,13 @@ class Schedule:
     gamma: float = 0.1  # step: the decay factor
 
 
-def lr_factor(s: Schedule, step, total_steps: int, m=math):
+def lr_factor(s: Schedule, step, total_steps: int, m=None):
     """The factor at optimizer update `step`, written once for both frameworks.
 
     `m` supplies cos / minimum / maximum / floor: Python's math here and in torch's LambdaLR, tf's ops
     inside a Keras LearningRateSchedule (where `step` is a float tensor).
     """
+    m = m or PY_MATH
     warm = m.minimum(1.0, (step + 1.0) / s.warmup) if s.warmup else 1.0
     if s.name == "constant":
         return warm * 1.0

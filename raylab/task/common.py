@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from raylab.data import tree_map
@@ -33,12 +35,22 @@ def eval_batch_size(x) -> int:
 
 
 def schedule_probe(lr_at, total_steps: int) -> str:
-    """The learning rate the built optimizer uses at 0, 25, 50, 75 and 100% of the run's updates."""
-    return ", ".join(f"{p}%={lr_at(round(p / 100 * (total_steps - 1))):.4g}" for p in (0, 25, 50, 75, 100))
+    """The learning rate the built optimizer uses at 0, 25, 50, 75 and 100% of the run's updates.
+
+    To 4 significant digits of the largest of them: TF computes its schedule in float32 and torch in
+    float64, and far below the peak (a cosine's end, where 1 + cos cancels; a step decay's tail) they part
+    beyond float32's precision, which finer figures would show as a parity mismatch. Each value is first
+    read to 6 digits, so that the two frameworks' versions of a round number (4.05e-4) round alike.
+    """
+    points = (0, 25, 50, 75, 100)
+    values = [float(f"{lr_at(round(p / 100 * (total_steps - 1))):.6g}") for p in points]
+    top = float(f"{max(abs(v) for v in values):.4g}")
+    unit = 10.0 ** (math.floor(math.log10(top)) - 3) if top > 0 else 1.0
+    return ", ".join(f"{p}%={round(v / unit) * unit:.4g}" for p, v in zip(points, values))
 
 
 def input_summary(x) -> str:
-    arrays = x.values() if isinstance(x, dict) else [x]
+    arrays = [np.asarray(a) for a in (x.values() if isinstance(x, dict) else [x])]  # numpy or cpu tensors
     lo, hi = min(float(np.min(a)) for a in arrays), max(float(np.max(a)) for a in arrays)
     return f"test inputs in [{lo:.4g}, {hi:.4g}]"
 

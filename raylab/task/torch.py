@@ -81,6 +81,8 @@ class TorchTask:
         for output, spec in self.task.losses().items():
             if isinstance(spec, Native):
                 value = spec.get("torch")(ys[output], preds[output])
+                if value.dim() == 0:  # a scalar batch mean (Native's contract): the same value for every example
+                    value = value.expand(preds[output].shape[0])
             else:
                 value = _loss(canonical_loss(spec), ys[output], preds[output])
             total = total + weights.get(output, 1.0) * value.float().reshape(value.shape[0], -1).mean(1)

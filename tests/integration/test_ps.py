@@ -51,6 +51,7 @@ def test_torch_ps_async_with_two_servers_records_staleness(run_recipe, capsys):
     assert trial["val_accuracy"] > 0.6 and run.data.tags["parameter_servers"] == "2"
     m = run.data.metrics
     assert m["staleness_max"] >= 1 and 0 < m["staleness_mean"] <= m["staleness_max"]
+    assert run.data.tags["replicas_consistent"] == "n/a"  # asynchronous workers hold different versions by design
     table = capsys.readouterr().out.split("experiment 'fashion', run")[-1]
     assert "stale mean" in table and "torch:ps-async x2 *" in table and "oversubscribed" in table
 
@@ -65,6 +66,7 @@ def test_tf_ps_trains_with_chief_ps_and_workers(run_recipe):
     assert run.data.params["ray_workers"] == "4" and run.data.params["oversubscribed"] == "True"
     m = run.data.metrics
     assert m["ps_bytes_per_step"] > 0 and 0 <= m["staleness_mean"] <= m["staleness_max"]
+    assert run.data.tags["replicas_consistent"] == "n/a"  # one copy of the weights, on the ps
 
 
 def leftovers() -> list[str]:

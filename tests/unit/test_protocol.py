@@ -9,6 +9,7 @@ from raylab.launcher import schedule
 
 def row(trial, sps, status="FINISHED", **extra):
     kind, workers = trial.split(" x")
+    workers = workers.split()[0]
     fw, st = kind.split(":")
     base = {"trial": trial, "framework": fw, "strategy": st, "workers": int(workers), "status": status,
             "samples_per_sec": sps if status == "FINISHED" else None, "wall_s": 10.0, "parameters": "101770",
@@ -48,6 +49,26 @@ def test_parity_flags_what_differs_and_passes_weak_scaling_batches():
     assert mismatches == ["oversubscribed"]
 
 
+def test_parity_compares_what_each_worker_built():
+    """Two trials that declared the same task but built different optimizers (Keras' and torch's default
+    Adam epsilon) are unfair; the same built optimizer is fair."""
+    tf_adam, torch_adam = "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)", "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)"
+    lines, mismatches = protocol.parity([row("tf:none x1", 1, built_optimizer=tf_adam),
+                                         row("torch:none x1", 1, built_optimizer=torch_adam)])
+    assert mismatches == ["optimizer as built"]
+    assert any("torch:none x1 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in line for line in lines)
+    _, mismatches = protocol.parity([row("tf:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.001"),
+                                     row("torch:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.0005")])
+    assert mismatches == ["learning rate as built"]
+
+
+def test_parity_compares_global_batches_within_each_swept_size():
+    rows = [row("tf:none x1 b32", 1, batch_per_replica="32", global_batch="32"),
+            row("torch:none x1 b256", 1, batch_per_replica="256", global_batch="256")]
+    lines, mismatches = protocol.parity([{**r, "trial": r["trial"]} for r in rows])
+    assert mismatches == [] and "    global batch at x1 b256: 256" in lines
+
+
 def test_scaling_efficiency_per_kind():
     rows = [row("tf:mwms x1", 100.0), row("tf:mwms x2", 150.0), row("torch:ddp x2", 99.0)]
     assert protocol.scaling(protocol.fold(rows)) == ["tf:mwms: x1 100 samples/s; x2 1.50x (efficiency 0.75)"]
@@ -74,4 +95,5 @@ def test_time_to_target_is_the_first_epoch_at_or_above_it():
 def test_repeats_interleave_and_alternate_order():
     a, b = TrialSpec("tf", "none", 1), TrialSpec("torch", "none", 1)
     cfg = RunConfig(trials=[a, b], epochs=1, threads=1, seed=0, quick=True, tracking_uri="x", experiment="e", repeats=3)
-    assert schedule(cfg, ["tf"]) == [(1, a), (1, b), (1, "tf"), (2, "tf"), (2, b), (2, a), (3, a), (3, b), (3, "tf")]
+    p = TrialSpec("tf", "plain", 1)
+    assert schedule(cfg, [p]) == [(1, a), (1, b), (1, p), (2, p), (2, b), (2, a), (3, a), (3, b), (3, p)]
