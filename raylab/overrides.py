@@ -72,18 +72,20 @@ def apply_set(recipe, item: str):
 
 
 def apply_overrides(recipe, sets: list[str], optimizer: str | None, lr: float | None):
-    """--set items in order, then --optimizer (keeping the arguments it takes), then --lr."""
-    for item in sets:
-        recipe = apply_set(recipe, item)
+    """--optimizer (keeping the recipe's lr and the arguments the new one takes), then --set items in order,
+    then --lr: so `--optimizer sgd --set optimizer.momentum=0.9` works."""
     opt = recipe.optimizer
     if (optimizer or lr is not None) and not isinstance(opt, Optimizer):
         raise UserError("--optimizer / --lr apply to portable optimizers, and this recipe's is custom (Native).")
     if optimizer:
         if optimizer not in OPTIMIZERS:
             raise UserError(f"--optimizer {optimizer}: use one of {', '.join(OPTIMIZERS)}.")
-        opt = Optimizer(optimizer, opt.lr, {k: v for k, v in opt.args.items() if k in OPTIMIZERS[optimizer]})
+        args = {k: v for k, v in opt.args.items() if k in OPTIMIZERS[optimizer]}
+        recipe = recipe.variant(optimizer=Optimizer(optimizer, opt.lr, args))
+    for item in sets:
+        recipe = apply_set(recipe, item)
     if lr is not None:
         if lr <= 0:
             raise UserError(f"--lr {lr}: the learning rate must be positive.")
-        opt = dataclasses.replace(opt, lr=lr)
-    return recipe.variant(optimizer=opt) if opt is not recipe.optimizer else recipe
+        recipe = recipe.variant(optimizer=dataclasses.replace(recipe.optimizer, lr=lr))
+    return recipe

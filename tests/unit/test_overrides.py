@@ -1,0 +1,68 @@
+"""--batch, --lr, --optimizer and --set: what people sweep, validated before Ray starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from raylab import cli
+from raylab.errors import UserError
+from raylab.task import Schedule
+from tests.unit.test_config import RECIPE, no_ray  # noqa: F401 - a fixture
+
+
+def edited(*argv):
+    args = cli.recipe_parser(RECIPE).parse_args(list(argv))
+    recipe = cli.edited(RECIPE, args)
+    return recipe, cli.make_config(recipe, args)
+
+
+def test_batch_sweep_runs_every_trial_at_each_size_and_names_it():
+    _, cfg = edited("--trials", "tf:none,torch:ddp", "--workers", "1,2", "--batch", "32,256")
+    assert [s.name for s in cfg.trials] == ["tf:none x1 b32", "torch:ddp x1 b32", "torch:ddp x2 b32",
+                                            "tf:none x1 b256", "torch:ddp x1 b256", "torch:ddp x2 b256"]
+    assert RECIPE.with_batch(256).per_replica(2) == 256  # weak scaling: per replica
+    recipe, cfg = edited("--trials", "tf:none", "--batch", "64")  # one size: the recipe's batch, no suffix
+    assert recipe.batch_per_replica == 64 and [s.name for s in cfg.trials] == ["tf:none x1"]
+
+
+def test_lr_optimizer_and_set_edit_the_task():
+    recipe, _ = edited("--optimizer", "sgd", "--lr", "0.1", "--set", "optimizer.momentum=0.9",
+                       "--set", "schedule.name=cosine", "--set", "schedule.warmup=50", "--set", "epochs=3")
+    assert recipe.epochs == 3 and recipe.schedule == Schedule("cosine", warmup=50)
+    assert (recipe.optimizer.name, recipe.optimizer.lr) == ("sgd", 0.1)
+
+
+def test_set_optimizer_arguments_after_choosing_it():
+    recipe, _ = edited("--set", "optimizer.epsilon=1e-8", "--lr", "0.003")
+    assert recipe.optimizer.resolved()["epsilon"] == 1e-8 and recipe.optimizer.lr == 0.003
+    described = recipe.task().describe()
+    assert described["opt_epsilon"] == 1e-8 and described["lr"] == 0.003
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--batch", "32,x"], "--batch '32,x' is not a list of integers"),
+    (["--batch", "0"], "at least 1"),
+    (["--lr", "-1"], "must be positive"),
+    (["--set", "epochs"], "is not FIELD=VALUE"),
+    (["--set", "models=none"], "not a field --set can change"),
+    (["--set", "epochs=three"], "epochs takes an integer"),
+    (["--set", "optimizer.momentum=0.9"], "adam takes lr, beta_1, beta_2, epsilon"),
+    (["--set", "schedule.period=3"], "a schedule has name, warmup"),
+    (["--set", "schedule.name=exponential"], "unknown schedule 'exponential'"),
+    (["--set", "loss=hinge"], "unknown loss 'hinge'"),
+])
+def test_bad_values_exit_2_with_one_line_before_ray(no_ray, argv, message, capsys):  # noqa: F811
+    assert cli.recipe_main(RECIPE, ["--trials", "tf:none", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_unknown_optimizer_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.recipe_parser(RECIPE).parse_args(["--optimizer", "lamb"])
+    assert exit_info.value.code == 2 and "invalid choice: 'lamb'" in capsys.readouterr().err
+
+
+def test_user_error_type():
+    with pytest.raises(UserError):
+        edited("--set", "seed=1.5")
