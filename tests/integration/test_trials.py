@@ -84,3 +84,38 @@ def test_more_workers_than_the_cluster_holds_fails_before_training(run_recipe, c
     err = capsys.readouterr().err
     assert "needs 3 CPUs" in err and "Ray cluster has 2" in err
     assert client.search_runs([e.experiment_id for e in client.search_experiments()]) == []
+
+
+def _keras_adam(lr):
+    import keras
+
+    return keras.optimizers.Adam(learning_rate=5e-4)  # Keras' default epsilon, 1e-7
+
+
+def _torch_adam(params, lr):
+    import torch
+
+    return torch.optim.Adam(params, lr=5e-4)  # torch's default epsilon, 1e-8: not the same optimizer
+
+
+def test_batch_sweep_groups_and_parity_catches_what_was_built(run_recipe, capsys):
+    """--batch 32,64 runs each trial at both sizes, grouped by batch in the comparison; per-framework optimizers
+    that differ only in a default (Adam's epsilon) make the comparison UNFAIR, from what the workers built."""
+    from raylab import Native
+
+    recipe = FASHION.variant(optimizer=Native(tf=_keras_adam, torch=_torch_adam, name="adam-defaults"))
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "tf:none,torch:none", "--batch", "32,64")
+    assert code == 0
+    assert [t["trial"] for t in summary["trials"]] == ["tf:none x1 b32", "torch:none x1 b32", "tf:none x1 b64",
+                                                      "torch:none x1 b64"]
+    for trial in summary["trials"]:
+        params = client.get_run(trial["run_id"]).data.params
+        assert params["batch_per_replica"] == trial["trial"][-2:] == params["global_batch"]
+    out = capsys.readouterr().out.split("experiment 'fashion', run")[-1]
+    table = [line.split() for line in out.splitlines() if line.startswith(("tf:none x1 b", "torch:none x1 b"))][:4]
+    assert [(row[0], row[1], row[2]) for row in table] == [("tf:none", "x1", "b32"), ("torch:none", "x1", "b32"),
+                                                          ("tf:none", "x1", "b64"), ("torch:none", "x1", "b64")]
+    assert [row[3] for row in table] == ["32", "32", "64", "64"]  # the batch/replica column
+    assert "parity: UNFAIR (optimizer as built differ)" in out
+    assert "tf:none x1 b32 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)" in out
+    assert "torch:none x1 b32 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in out
