@@ -73,11 +73,11 @@ def run_torch(spec, task, x, y, xt, yt, xla=False):
     if xla:
         import torch_xla
 
-        from raylab.backends.xla import device_batches
+        from raylab.backends.xla_worker import device_batches
 
         device, sync = torch_xla.device(), torch_xla.sync
         cfg = type("Batching", (), {"batch_per_replica": spec["batch"], "seed": spec["seed"]})
-        next_batch = device_batches(tt, x, y, cfg, 0, device)
+        next_batch = device_batches(tt.inputs(x), tt.targets(y), cfg, 0, device)
     else:
         xs, ys = to_tensors(tt.inputs(x)), to_tensors(tt.targets(y))
         gen, batches = torch.Generator().manual_seed(spec["seed"]), iter(())

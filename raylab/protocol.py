@@ -16,11 +16,12 @@ FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s"
 # What must match across the trials of a fair comparison: (row key, label).
 # The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
 PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"),
-          ("built_lr_schedule", "learning rate as built"), ("built_loss", "loss as built"),
+          ("built_loss", "loss as built"),
           ("built_metrics", "metrics as built"), ("built_preprocess", "preprocessing as built"),
           ("precision_applied", "precision"), ("threads", "threads/replica"), ("data", "data"),
           ("train_samples", "train samples"), ("seed", "seed"), ("epochs", "epochs"),
           ("steps_per_epoch", "steps/epoch")]
+PER_RUN_LENGTH = [("built_lr_schedule", "learning rate as built"), ("global_batch", "global batch")]
 WALL_TARGET, SPS_TARGET = 1.05, 0.97  # raylab vs a plain script: whole-job time at most, samples/s at least
 SAME_AS_PLAIN = {"tf": "tf:none", "torch": "torch:none", "xla": "xla:single"}  # the trial a plain script mirrors
 
@@ -76,24 +77,15 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     trials = [r for r in rows if r["status"] == "FINISHED"]
     lines, mismatches = [], []
     for key, label in PARITY:
-        values = {r["trial"]: r.get(key) for r in trials if r.get(key) is not None}
-        distinct = sorted({str(v) for v in values.values()})
-        if len(distinct) > 1:
-            mismatches.append(label)
-            lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in values.items()))
-        elif distinct:
-            lines.append(f"    {label}: {distinct[0]}")
-    swept = len({r.get("batch_per_replica") for r in trials}) > 1  # --batch: compare within each size
+        _same(trials, key, label, lines, mismatches)
+    # What depends on the run's length and the replicas is compared within each worker count (and --batch size):
+    # weak scaling grows the global batch with the replicas, so an x2 trial makes half the optimizer updates.
+    swept = len({str(r.get("batch_per_replica")) for r in trials}) > 1
     for workers, size in sorted({(r["workers"], str(r.get("batch_per_replica"))) for r in trials}):
-        # weak scaling: the global batch grows with replicas
-        label = f"global batch at x{workers}" + (f" b{size}" if swept else "")
-        batches = {r["trial"]: r.get("global_batch") for r in trials if r["workers"] == workers
-                   and str(r.get("batch_per_replica")) == size and r.get("global_batch")}
-        if len(set(batches.values())) > 1:
-            mismatches.append(label)
-            lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in batches.items()))
-        elif batches:
-            lines.append(f"    {label}: {next(iter(batches.values()))}")
+        group = [r for r in trials if r["workers"] == workers and str(r.get("batch_per_replica")) == size]
+        where = f" at x{workers}" + (f" b{size}" if swept else "")
+        for key, label in PER_RUN_LENGTH:
+            _same(group, key, label + where, lines, mismatches)
     synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
     if synthetic:
         lines.append("    data is synthetic: throughput only, no accuracy claims")
@@ -151,6 +143,16 @@ def startup(folded: list[dict]) -> list[str]:
         parts = " + ".join(f"{p} {v:.1f}" for p, v in phases if v is not None)
         lines.append(f"{r['trial']}: {r['startup_s']:.1f} s = {parts}")
     return lines
+
+
+def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: list) -> None:
+    values = {r["trial"]: r.get(key) for r in trials if r.get(key) is not None}
+    distinct = sorted({str(v) for v in values.values()})
+    if len(distinct) > 1:
+        mismatches.append(label)
+        lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in values.items()))
+    elif distinct:
+        lines.append(f"    {label}: {distinct[0]}")
 
 
 def time_to_target(epochs: list[dict], target: float | None) -> float | None:

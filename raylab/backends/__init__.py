@@ -16,7 +16,7 @@ STRATEGIES = {
     "tf:none": "raylab.backends.tensorflow:NONE",
     "tf:mirrored": "raylab.backends.tensorflow:MIRRORED",
     "tf:mwms": "raylab.backends.tensorflow:MWMS",
-    "tf:tpu": "raylab.backends.tensorflow:TPU",
+    "tf:tpu": "raylab.backends.tf_tpu:TPU",
     "tf:ps": "raylab.backends.tf_ps:PS",
     "torch:none": "raylab.backends.torch:NONE",
     "torch:ddp": "raylab.backends.torch:DDP",

@@ -104,30 +104,6 @@ def _build_strategy(tf, name: str, local_replicas: int, device: str):
     return tf.distribute.MirroredStrategy(devices=[f"/cpu:{i}" for i in range(local_replicas)])
 
 
-def _tpu_strategy(tf, fallback: str):
-    """TPUStrategy over this host's TPU cores; if none is found, MirroredStrategy when the user allowed it.
-
-    Returns (strategy, why the fallback happened or None). Ray must have given this worker TPU
-    chips; then the resolver finds the host's TPU ("local": a TPU VM) and the system is initialised.
-    """
-    import ray
-
-    try:
-        if not ray.get_runtime_context().get_accelerator_ids().get("TPU"):
-            raise RuntimeError("Ray assigned this worker no TPU chips")
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver), None
-    except Exception as e:  # noqa: BLE001 - every way of not finding a TPU ends the same way
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        reason = f"no TPU on {socket.gethostname()} ({first})"
-        if fallback != "mirrored":
-            raise RuntimeError(f"{reason}; run tf:tpu on a TPU node or choose another strategy "
-                               "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such).") from None
-        return tf.distribute.MirroredStrategy(), reason
-
-
 def shuffled_dataset(tf, x, y, batch: int, seed: int, shard: tuple[int, int] | None = None):
     """Endless shuffled batches of equal shape (drop_remainder), optionally one shard of the data."""
     ds = tf.data.Dataset.from_tensor_slices((x, y))
@@ -193,6 +169,22 @@ def tf_worker_loop(config: dict) -> None:
         optimizer.build(model.trainable_variables)
     phases.mark("model")
 
+    train_step = _train_step(tf, strategy, task, model, optimizer, iterator, cfg)
+    scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
+
+    evaluate = task.evaluator(model)
+    actual = {
+        "actual_strategy": ran, **fallback, "replicas_in_sync": strategy.num_replicas_in_sync,
+        "local_replicas": local_replicas, "global_batch": cfg.global_batch,
+        **tf_facts(tf, keras.__version__, strategy, model, threads), **task.built(optimizer, x_test),
+    }
+    run_epochs(cfg, rank, steps_per_epoch, lambda: train_step().numpy() * scale, lambda: evaluate(x_test, y_test),
+               actual, lambda: replica_checksums(strategy, model), task.results, phases=phases)
+
+
+def _train_step(tf, strategy, task, model, optimizer, iterator, cfg):
+    """One synchronous step of every local replica, summed: [loss, metric sums...] (a tf.function)."""
+
     def replica_step(xb, yb):
         return task.train_step(model, optimizer, xb, yb, cfg.global_batch)
 
@@ -202,62 +194,30 @@ def tf_worker_loop(config: dict) -> None:
     # Under the default strategy there is one replica and strategy.run only adds ops around the
     # same step: 6-9% fewer samples/s in a same-process A/B here (14.0k vs 14.8k, 3 rounds).
     # Call it directly; the strategy in effect is unchanged, so what is recorded is what ran.
-    train_step = tf.function(distributed_step if cfg.strategy != "none" else lambda: replica_step(*next(iterator)))
-    scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
+    return tf.function(distributed_step if cfg.strategy != "none" else lambda: replica_step(*next(iterator)))
 
-    evaluate = task.evaluator(model)
-    actual = {
-        "actual_strategy": ran,
-        **fallback,
+
+def tf_facts(tf, keras_version: str, strategy, model, threads: dict) -> dict:
+    """What every TF trial records about what ran: strategy class, device, versions, parameters, threads."""
+    return {
         "strategy_class": type(strategy).__name__,
-        "replicas_in_sync": strategy.num_replicas_in_sync,
-        "local_replicas": local_replicas,
         "device_kind": ("tpu" if tf.config.list_logical_devices("TPU") else
                         "gpu" if tf.config.list_logical_devices("GPU") else "cpu"),
-        "global_batch": cfg.global_batch,
-        "framework_version": tf.__version__,
-        "precision_applied": "fp32",
-        "keras_version": keras.__version__,
-        "parameters": trainable_parameters(model),
-        **threads,
-        **task.built(optimizer, x_test),
+        "framework_version": tf.__version__, "keras_version": keras_version, "precision_applied": "fp32",
+        "parameters": trainable_parameters(model), **threads,
     }
-    run_epochs(cfg, rank, steps_per_epoch, lambda: train_step().numpy() * scale, lambda: evaluate(x_test, y_test),
-               actual, lambda: replica_checksums(strategy, model), task.results, phases=phases)
 
 
 def _strategy_for(tf, cfg, local_replicas: int):
     """(strategy, the strategy that ran, fallback facts)."""
     if cfg.strategy != "tpu":
         return _build_strategy(tf, cfg.strategy, local_replicas, cfg.device), cfg.strategy, {}
-    strategy, reason = _tpu_strategy(tf, cfg.tpu_fallback)
+    from raylab.backends.tf_tpu import tpu_strategy
+
+    strategy, reason = tpu_strategy(tf, cfg.tpu_fallback)
     return (strategy, "mirrored", {"fallback_reason": reason}) if reason else (strategy, "tpu", {})
 
 
 NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1)
 MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True)
 MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig())
-
-
-def _tpu_preflight(cfg, cluster: dict) -> None:
-    from raylab.backends.tpu import missing_tpu
-    from raylab.errors import UserError
-
-    why = missing_tpu(cfg.tpu_type, cluster)
-    if why and cfg.tpu_fallback != "mirrored":
-        raise UserError(f"tf:tpu: {why}; run on a TPU node or choose another strategy "
-                        "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such).")
-    if why:
-        print(f"tf:tpu: {why}; --tpu-fallback mirrored: it will run MirroredStrategy, recorded as "
-              "actual_strategy=mirrored.", flush=True)
-
-
-def _tpu_resources(cfg, cluster: dict) -> dict:
-    from raylab.backends.tpu import host_resources
-
-    return host_resources(cfg.tpu_type, cluster)
-
-
-# One worker on one TPU host; its replicas are that host's TPU cores (a pod slice: --tpu-type).
-TPU = Strategy("tf:tpu", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, preflight=_tpu_preflight,
-               resources=_tpu_resources, replicas_found=True)

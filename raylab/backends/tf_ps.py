@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from raylab.backends.base import Strategy
-from raylab.backends.tensorflow import MultiWorkerConfig, _threads, shuffled_dataset, trainable_parameters
+from raylab.backends.tensorflow import MultiWorkerConfig, _threads, shuffled_dataset, tf_facts
 from raylab.data import num_items
 
 
@@ -94,6 +94,30 @@ def _chief(tf, cfg) -> None:
         optimizer.build(model.trainable_variables)
     # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
     iterator = iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
+    lags: list[float] = []
+    step = _round(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags)
+
+    evaluate = task.evaluator(model)  # inline on the chief, reading the variables from the ps
+    param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
+    actual = {
+        "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
+        "local_replicas": workers,  # one chief step is a round of one batch per worker
+        "parameter_servers": cfg.ps, "ps_workers": workers,
+        **tf_facts(tf, f"tf_keras {tf_keras.__version__}", strategy, model, threads), **task.built(optimizer, x_test),
+    }
+
+    def figures() -> dict:
+        # Each worker step reads every variable from the ps and writes its update back.
+        return {"ps_bytes_per_step": 2 * param_bytes * workers,
+                "staleness_mean": float(np.mean(lags)) if lags else 0.0, "staleness_max": max(lags, default=0.0)}
+
+    # One copy of the weights (on the ps): nothing to compare across replicas.
+    run_epochs(cfg, 0, steps_per_epoch, step, lambda: evaluate(x_test, y_test), actual, lambda: None, task.results,
+               extra=figures)
+
+
+def _round(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags: list):
+    """step() for the chief: one round of a step on every worker; lags collects each step's staleness."""
 
     @tf.function
     def worker_step(it):
@@ -107,42 +131,16 @@ def _chief(tf, cfg) -> None:
 
         return strategy.run(replica_step, args=next(it))
 
-    lags: list[float] = []
-
     def step():
         # One round: a step for each worker, scheduled to whichever is free, then joined. The ps
         # apply each worker's update as it comes (asynchronous PS); the join only ends the round.
-        results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(workers)]
+        results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(cfg.replicas)]
         coordinator.join()
         out = np.array([r.fetch() for r in results])
         lags.extend(out[:, -1].tolist())
         return np.concatenate([[out[:, 0].mean()], out[:, 1:-1].sum(0)])
 
-    evaluate = task.evaluator(model)  # inline on the chief, reading the variables from the ps
-    param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
-    actual = {
-        "strategy_class": type(strategy).__name__,
-        "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
-        "local_replicas": workers,  # one chief step is a round of one batch per worker
-        "device_kind": "cpu",
-        "parameter_servers": cfg.ps,
-        "ps_workers": workers,
-        "framework_version": tf.__version__,
-        "keras_version": f"tf_keras {tf_keras.__version__}",
-        "precision_applied": "fp32",
-        "parameters": trainable_parameters(model),
-        **threads,
-        **task.built(optimizer, x_test),
-    }
-
-    def figures() -> dict:
-        # Each worker step reads every variable from the ps and writes its update back.
-        return {"ps_bytes_per_step": 2 * param_bytes * workers,
-                "staleness_mean": float(np.mean(lags)) if lags else 0.0, "staleness_max": max(lags, default=0.0)}
-
-    # One copy of the weights (on the ps): nothing to compare across replicas.
-    run_epochs(cfg, 0, steps_per_epoch, step, lambda: evaluate(x_test, y_test), actual, lambda: None, task.results,
-               extra=figures)
+    return step
 
 
 PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief")

@@ -34,36 +34,22 @@ def shuffled_batches(n: int, batch: int, generator, device=None):
 
 
 def torch_worker_loop(config: dict) -> None:
-    from raylab.timing import Phases
-
-    phases = Phases(config["cfg"].trial_start)
-    import ray.train
+    cfg, phases, ctx = start_worker(config)
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from raylab.data import num_items, worker_shard
-    from raylab.task.torch import TorchTask, take, to_tensors
+    from raylab.data import num_items
+    from raylab.task.torch import to_tensors
     from raylab.worker import run_epochs
 
-    cfg = config["cfg"]
-    phases.mark("imports")
-    # Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than
-    # 1 at batch 32 on a 2-core machine.
-    torch.set_num_threads(cfg.threads)
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    rank = ctx.get_world_rank()
     device = torch.device(f"cuda:{ctx.get_local_rank()}" if cfg.device == "gpu" else "cpu")
     if cfg.device == "gpu":
         torch.cuda.set_device(device)
-
-    torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's)
     phases.mark("setup")
-    x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
-    steps_per_epoch = cfg.steps(num_items(x) // cfg.batch_per_replica)
-    task = TorchTask(cfg.task, steps_per_epoch * cfg.epochs)
-    x, y = to_tensors(task.inputs(x), device), to_tensors(task.targets(y), device)
-    x_test, y_test = task.inputs(x_test), task.targets(y_test)
+    task, steps_per_epoch, (x, y, x_test, y_test) = shard_and_task(cfg, ctx)
+    x, y = to_tensors(x, device), to_tensors(y, device)
     phases.mark("data")
 
     module = task.build_model().to(device)
@@ -74,9 +60,60 @@ def torch_worker_loop(config: dict) -> None:
     batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank),
                                device)
 
+    step = train_step(task, model, optimizer, scheduler, lambda: take_batch(x, y, next(batches)))
+
+    evaluate = task.evaluator(module, device)
+    test = (to_tensors(x_test), to_tensors(y_test))
+    actual = {
+        "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
+        "device_kind": device.type,
+        **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
+        "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
+        **torch_facts(module), **task.built(optimizer, scheduler, x_test),
+    }
+    run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, lambda: param_checksum(module),
+               task.results, phases=phases)
+
+
+def start_worker(config: dict):
+    """(cfg, phases, Ray Train context) for a torch-family worker: threads set, seeded, imports timed."""
+    from raylab.timing import Phases
+
+    phases = Phases(config["cfg"].trial_start)
+    import ray.train
+    import torch
+
+    cfg = config["cfg"]
+    phases.mark("imports")
+    # Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than
+    # 1 at batch 32 on a 2-core machine.
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's)
+    return cfg, phases, ray.train.get_context()
+
+
+def shard_and_task(cfg, ctx, xla: bool = False):
+    """(TorchTask, steps per epoch, (x, y, x_test, y_test) prepared as numpy) for this rank's shard."""
+    from raylab.data import num_items, worker_shard
+    from raylab.task.torch import TorchTask
+
+    x, y, x_test, y_test = worker_shard(cfg.data_refs, ctx.get_world_size(), ctx.get_world_rank(), cfg.seed)
+    steps_per_epoch = cfg.steps(num_items(x) // cfg.batch_per_replica)
+    task = TorchTask(cfg.task, steps_per_epoch * cfg.epochs, xla=xla)
+    return task, steps_per_epoch, (task.inputs(x), task.targets(y), task.inputs(x_test), task.targets(y_test))
+
+
+def take_batch(x, y, idx):
+    from raylab.task.torch import take
+
+    return take(x, idx), take(y, idx)
+
+
+def train_step(task, model, optimizer, scheduler, next_batch):
+    """step() -> [loss, metric sums...]: one optimizer update on the next batch (DDP averages gradients)."""
+
     def step():
-        idx = next(batches)
-        xb, yb = take(x, idx), take(y, idx)
+        xb, yb = next_batch()
         optimizer.zero_grad(set_to_none=True)
         pred = model(xb)
         per_example = task.per_example_loss(pred, yb)
@@ -86,24 +123,16 @@ def torch_worker_loop(config: dict) -> None:
             scheduler.step()
         return task.step_stats(per_example, pred, yb).tolist()
 
-    evaluate = task.evaluator(module, device)
-    test = (to_tensors(x_test), to_tensors(y_test))
-    actual = {
-        "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
-        "replicas_in_sync": world,
-        "local_replicas": 1,
-        "device_kind": device.type,
-        **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
-        "comm_backend": dist.get_backend() if dist.is_initialized() else "none",
-        "framework_version": torch.__version__,
-        "precision_applied": "fp32",
-        "parameters": sum(p.numel() for p in module.parameters()),
-        "intra_op_threads": torch.get_num_threads(),
-        "inter_op_threads": torch.get_num_interop_threads(),
-        **task.built(optimizer, scheduler, x_test),
-    }
-    run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, lambda: param_checksum(module),
-               task.results, phases=phases)
+    return step
+
+
+def torch_facts(module) -> dict:
+    """What every torch and xla trial records about what ran: versions, parameters, threads."""
+    import torch
+
+    return {"framework_version": torch.__version__, "precision_applied": "fp32", "local_replicas": 1,
+            "parameters": sum(p.numel() for p in module.parameters()),
+            "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
 
 
 def param_checksum(module) -> float:

@@ -127,9 +127,9 @@ def torch_ps_loop(config: dict) -> None:
     import ray.train
     import torch
 
-    from raylab.backends.torch import param_checksum, shuffled_batches
+    from raylab.backends.torch import param_checksum, shuffled_batches, take_batch, torch_facts, train_step
     from raylab.data import num_items, worker_shard
-    from raylab.task.torch import TorchTask, take, to_tensors
+    from raylab.task.torch import TorchTask, to_tensors
     from raylab.worker import run_epochs
 
     cfg = config["cfg"]
@@ -150,63 +150,14 @@ def torch_ps_loop(config: dict) -> None:
     x, y = to_tensors(task.inputs(x)), to_tensors(task.targets(y))
     test = (to_tensors(task.inputs(x_test)), to_tensors(task.targets(y_test)))
     model = task.build_model().train()
-    params = list(model.parameters())
     servers = _find_servers(cfg)
-    versions = [0] * len(servers)
-    comm = {"s": 0.0, "steps": 0}
-
-    def load(index: int, version: int, arrays: list) -> None:
-        versions[index] = version
-        with torch.no_grad():
-            for i, a in zip(servers[index][1], arrays):
-                params[i].copy_(torch.from_numpy(a.copy()))  # replies arrive as read-only arrays
-
-    for k, (handle, _) in enumerate(servers):  # start from the servers' weights
-        load(k, *ray.get(handle.weights.remote(), timeout=WAIT_S))
-
+    remote = ServerOptimizer(servers, list(model.parameters()))  # starts from the servers' weights
     batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank))
-
-    def step():
-        idx = next(batches)
-        xb, yb = take(x, idx), take(y, idx)
-        for p in params:
-            p.grad = None
-        pred = model(xb)
-        per_example = task.per_example_loss(pred, yb)
-        per_example.mean().backward()
-        t0 = time.perf_counter()
-        for k, (version, arrays) in enumerate(_push(servers, versions, params)):  # push gradients, pull weights
-            load(k, version, arrays)
-        comm["s"] += time.perf_counter() - t0
-        comm["steps"] += 1
-        return task.step_stats(per_example, pred, yb).tolist()
-
+    step = train_step(task, model, remote, None, lambda: take_batch(x, y, next(batches)))
     evaluate = task.evaluator(model, torch.device("cpu"))
-    param_bytes = sum(p.numel() * p.element_size() for p in params)
-
-    def ps_figures() -> dict:
-        stats = ray.get([h.stats.remote() for h, _ in servers], timeout=60)
-        return {
-            "ps_push_pull_ms": 1000 * comm["s"] / max(comm["steps"], 1),  # one worker's round trip per step
-            "ps_bytes_per_step": 2 * param_bytes * workers,  # every worker pushes gradients and pulls weights
-            "ps_updates": sum(s["updates"] for s in stats) / len(stats),
-            "ps_apply_ms": 1000 * sum(s["apply_s"] for s in stats) / max(sum(s["updates"] for s in stats), 1),
-            **({"staleness_mean": sum(s["staleness_mean"] for s in stats) / len(stats),
-                "staleness_max": max(s["staleness_max"] for s in stats)} if not sync else {}),
-        }
-
     actual = {
-        "strategy_class": f"ParameterServer({'sync' if sync else 'async'})",
-        "replicas_in_sync": workers if sync else 1,
-        "local_replicas": 1,
-        "device_kind": "cpu",
-        "comm_backend": "ray-actors",
-        "parameter_servers": cfg.ps,
-        "framework_version": torch.__version__,
-        "precision_applied": "fp32",
-        "parameters": sum(p.numel() for p in params),
-        "intra_op_threads": torch.get_num_threads(),
-        "inter_op_threads": torch.get_num_interop_threads(),
+        "strategy_class": f"ParameterServer({'sync' if sync else 'async'})", "replicas_in_sync": workers if sync else 1,
+        "device_kind": "cpu", "comm_backend": "ray-actors", "parameter_servers": cfg.ps, **torch_facts(model),
         **task.built(*ray.get(servers[0][0].built.remote(), timeout=60), test[0]),
     }
     # Sync: the weights each worker holds after its last pull, as they are (they must agree). Async workers
@@ -214,9 +165,52 @@ def torch_ps_loop(config: dict) -> None:
     checksum = (lambda: param_checksum(model)) if sync else (lambda: None)
     try:
         run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, checksum, task.results,
-                   extra=ps_figures)
+                   extra=lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync))
     finally:
         ray.get(cfg.sink.finish.remote(), timeout=60)
+
+
+class ServerOptimizer:
+    """What a ps worker's step calls its optimizer: step() pushes this worker's gradients to the servers
+    and loads the weights they answer with (the pull); the servers' optimizers apply the updates."""
+
+    def __init__(self, servers: list, params: list):
+        self.servers, self.params = servers, params
+        self.versions, self.comm = [0] * len(servers), {"s": 0.0, "steps": 0}
+        self.param_bytes = sum(p.numel() * p.element_size() for p in params)
+        for k, (handle, _) in enumerate(servers):
+            self._load(k, *ray.get(handle.weights.remote(), timeout=WAIT_S))
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        t0 = time.perf_counter()
+        for k, (version, arrays) in enumerate(_push(self.servers, self.versions, self.params)):
+            self._load(k, version, arrays)
+        self.comm["s"] += time.perf_counter() - t0
+        self.comm["steps"] += 1
+
+    def _load(self, index: int, version: int, arrays: list) -> None:
+        import torch
+
+        self.versions[index] = version
+        with torch.no_grad():
+            for i, a in zip(self.servers[index][1], arrays):
+                self.params[i].copy_(torch.from_numpy(a.copy()))  # replies arrive as read-only arrays
+
+
+def ps_figures(servers: list, comm: dict, bytes_per_step: int, sync: bool) -> dict:
+    stats = ray.get([h.stats.remote() for h, _ in servers], timeout=60)
+    return {
+        "ps_push_pull_ms": 1000 * comm["s"] / max(comm["steps"], 1),  # one worker's round trip per step
+        "ps_bytes_per_step": bytes_per_step,  # every worker pushes gradients and pulls weights
+        "ps_updates": sum(s["updates"] for s in stats) / len(stats),
+        "ps_apply_ms": 1000 * sum(s["apply_s"] for s in stats) / max(sum(s["updates"] for s in stats), 1),
+        **({"staleness_mean": sum(s["staleness_mean"] for s in stats) / len(stats),
+            "staleness_max": max(s["staleness_max"] for s in stats)} if not sync else {}),
+    }
 
 
 def _find_servers(cfg) -> list:

@@ -13,6 +13,30 @@ EVAL_BATCH_BYTES = 8_000_000  # an evaluation batch holds at most this much inpu
 PORTABLE_NAMES = {"Adam": "adam", "AdamW": "adamw", "SGD": "sgd"}  # optimizer class -> portable name
 
 
+class TaskBuilder:
+    """What both frameworks' builders share: output naming and turning metric sums into named figures."""
+
+    def __init__(self, task: Task, total_steps: int):
+        self.task, self.total_steps = task, max(total_steps, 1)  # total_steps: optimizer updates in the run
+        self.specs = task.metric_specs()
+
+    def named(self, pred) -> dict:
+        """The model's output(s) by output name ("" for a single output); a tuple or list maps in order."""
+        if isinstance(pred, dict):
+            return pred
+        if isinstance(pred, (list, tuple)):
+            return dict(zip(self.task.outputs, pred)) if self.task.outputs else {"": pred[0]}
+        return {"": pred}
+
+    def results(self, sums, n_or_steps: float, prefix: str) -> dict:
+        """[loss total, numerator, denominator, ...] -> {prefix+"loss": total / n, prefix+metric: ratio}."""
+        out = {f"{prefix}loss": float(sums[0]) / n_or_steps}
+        for i, (_, name, _) in enumerate(self.specs):
+            num, den = sums[1 + 2 * i], sums[2 + 2 * i]
+            out[f"{prefix}{name}"] = float(num / den) if den else float("nan")
+        return out
+
+
 def prepare_inputs(preprocess, x, family: str):
     """The recipe's preprocessing on a numpy shard; without one, inputs are only cast to float32."""
     if preprocess is None:

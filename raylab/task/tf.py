@@ -12,14 +12,14 @@ import numpy as np
 
 from raylab.data import num_items, tree_map
 from raylab.task import Metric, Native, Task, canonical_loss, describe_schedule, lr_factor
-from raylab.task.common import built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
+from raylab.task.common import TaskBuilder, built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
 
 
-class TFTask:
+class TFTask(TaskBuilder):
     def __init__(self, task: Task, tf, keras, total_steps: int):
-        self.task, self.tf, self.keras, self.total_steps = task, tf, keras, max(total_steps, 1)
+        super().__init__(task, total_steps)
+        self.tf, self.keras = tf, keras
         self.m = types.SimpleNamespace(cos=tf.cos, minimum=tf.minimum, maximum=tf.maximum, floor=tf.floor)
-        self.specs = task.metric_specs()
 
     # --- data ---------------------------------------------------------------------------------------
     def inputs(self, x):
@@ -60,14 +60,6 @@ class TFTask:
         return Schedule()
 
     # --- loss and metrics ---------------------------------------------------------------------------
-    def named(self, pred) -> dict:
-        """The model's output(s) by output name ("" for a single output)."""
-        if isinstance(pred, dict):
-            return pred
-        if isinstance(pred, (list, tuple)):
-            return dict(zip(self.task.outputs, pred)) if self.task.outputs else {"": pred[0]}
-        return {"": pred}
-
     def per_example_loss(self, y, pred):
         """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
         tf, preds, ys = self.tf, self.named(pred), (y if isinstance(y, dict) else {"": y})
@@ -123,13 +115,6 @@ class TFTask:
 
         return evaluate
 
-    def results(self, sums, n_or_steps: float, prefix: str) -> dict:
-        out = {f"{prefix}loss": float(sums[0]) / n_or_steps}
-        for i, (_, name, _) in enumerate(self.specs):
-            num, den = sums[1 + 2 * i], sums[2 + 2 * i]
-            out[f"{prefix}{name}"] = float(num / den) if den else float("nan")
-        return out
-
     # --- what was built -----------------------------------------------------------------------------
     def built(self, optimizer, x_test) -> dict:
         cfg = optimizer.get_config()
@@ -164,7 +149,6 @@ def _like(tf, pred, y):
 def _metric(tf, spec: Metric, y, pred) -> list:
     f32 = tf.float32
     if spec.name in ("accuracy", "top_k_accuracy"):
-        n = tf.cast(tf.shape(pred)[0], f32)
         if pred.shape[-1] == 1 or spec.name == "accuracy" and pred.shape.rank == len(y.shape) and y.dtype.is_floating:
             hit = tf.equal(tf.reshape(pred, tf.shape(y)) > 0, tf.cast(y, f32) > 0.5)
             return [tf.reduce_sum(tf.cast(hit, f32)), tf.cast(tf.size(hit), f32)]

@@ -13,7 +13,7 @@ import numpy as np
 
 from raylab.data import num_items, tree_map
 from raylab.task import PY_MATH, Metric, Native, Task, canonical_loss, lr_factor
-from raylab.task.common import built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
+from raylab.task.common import TaskBuilder, built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
 
 
 def to_tensors(x, device=None):
@@ -28,10 +28,10 @@ def take(x, idx):
     return tree_map(lambda a: a[idx], x)
 
 
-class TorchTask:
+class TorchTask(TaskBuilder):
     def __init__(self, task: Task, total_steps: int, xla: bool = False):
-        self.task, self.total_steps, self.xla = task, max(total_steps, 1), xla
-        self.specs = task.metric_specs()
+        super().__init__(task, total_steps)
+        self.xla = xla  # Adam and AdamW keep their step on the device (capturable)
 
     # --- data ---------------------------------------------------------------------------------------
     def inputs(self, x):
@@ -67,13 +67,6 @@ class TorchTask:
         return built, torch.optim.lr_scheduler.LambdaLR(built, factor)
 
     # --- loss and metrics ---------------------------------------------------------------------------
-    def named(self, pred) -> dict:
-        if isinstance(pred, dict):
-            return pred
-        if isinstance(pred, (list, tuple)):
-            return dict(zip(self.task.outputs, pred)) if self.task.outputs else {"": pred[0]}
-        return {"": pred}
-
     def per_example_loss(self, pred, y):
         """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
         preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
@@ -128,13 +121,6 @@ class TorchTask:
             return self.results(sums, n, "val_")
 
         return evaluate
-
-    def results(self, sums, n_or_steps: float, prefix: str) -> dict:
-        out = {f"{prefix}loss": float(sums[0]) / n_or_steps}
-        for i, (_, name, _) in enumerate(self.specs):
-            num, den = sums[1 + 2 * i], sums[2 + 2 * i]
-            out[f"{prefix}{name}"] = float(num / den) if den else float("nan")
-        return out
 
     # --- what was built -----------------------------------------------------------------------------
     def built(self, optimizer, scheduler, x_test) -> dict:

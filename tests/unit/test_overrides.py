@@ -7,7 +7,7 @@ import pytest
 from raylab import cli
 from raylab.errors import UserError
 from raylab.task import Schedule
-from tests.unit.test_config import RECIPE, no_ray  # noqa: F401 - a fixture
+from tests.unit.test_config import RECIPE, no_ray  # noqa: F401 - a fixture, used by name
 
 
 def edited(*argv):

@@ -59,7 +59,7 @@ def test_parity_compares_what_each_worker_built():
     assert any("torch:none x1 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in line for line in lines)
     _, mismatches = protocol.parity([row("tf:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.001"),
                                      row("torch:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.0005")])
-    assert mismatches == ["learning rate as built"]
+    assert mismatches == ["learning rate as built at x1"]
 
 
 def test_parity_compares_global_batches_within_each_swept_size():
