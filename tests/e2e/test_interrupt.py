@@ -32,15 +32,15 @@ def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
     env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
     for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):  # a fresh user's default: ray.init() makes its own token
         env.pop(k, None)
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments()  # creates and migrates the store now: a reader racing the recipe's migration fails
     cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", "torch:none", "--workers", "1",
            "--epochs", "50", "--tracking-uri", uri, "--experiment", "stopped"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
-        client = MlflowClient(tracking_uri=uri)
-
         def first_epoch_logged():
-            exp = client.get_experiment_by_name("stopped") if (tmp_path / "mlflow.db").exists() else None
+            exp = client.get_experiment_by_name("stopped")
             runs = client.search_runs([exp.experiment_id]) if exp else []
             trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
             return trials and client.get_metric_history(trials[0].info.run_id, "val_accuracy") and runs

@@ -1,0 +1,92 @@
+"""Steady-state samples/s of the same trials before and after a change, run side by side.
+
+    .venv/bin/python bench/before_after.py --before 5e68f50 --epochs 2 --rounds 2
+    .venv/bin/python bench/before_after.py --before 5e68f50 --trials torch:none,xla:single --workers 1
+
+For every trial of the fashion recipe, the checkout at --before (a git worktree, made once under
+/tmp) and this working tree each run `recipes/fashion.py --trials KIND --workers N` at the same
+time, with the same arguments, each on its own in-process Ray cluster: both see the same minutes of
+this shared machine, so their ratio is not the machine's drift between runs. Rounds alternate which
+one starts first. Prints each round's after/before ratio of steady-state samples/s and the median.
+Both run with this tree's .venv; the --before checkout must take the same command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TRIALS = "tf:none x1,tf:mirrored x1,tf:mirrored x2,tf:mwms x1,tf:mwms x2,torch:none x1,torch:ddp x1," \
+                 "torch:ddp x2,xla:single x1"
+
+
+def worktree(rev: str) -> Path:
+    """The checkout of `rev`, made once (git worktree) under the temporary directory."""
+    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True, check=True)
+    path = Path(tempfile.gettempdir()) / f"raylab-before-{sha.stdout.strip()}"
+    if not path.exists():
+        subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
+                       capture_output=True)
+    return path
+
+
+def start(tree: Path, kind: str, workers: int, epochs: int, out: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(tree)}  # the tree's own raylab before the venv's editable one
+    args = [sys.executable, str(tree / "recipes" / "fashion.py"), "--trials", kind, "--workers", str(workers),
+            "--epochs", str(epochs), "--json", str(out / "summary.json"),
+            "--tracking-uri", f"sqlite:///{out}/mlflow.db"]
+    return subprocess.Popen(args, cwd=out, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def samples_per_sec(out: Path) -> float | None:
+    try:
+        (trial,) = json.loads((out / "summary.json").read_text())["trials"]
+    except (OSError, ValueError):
+        return None
+    return trial["samples_per_sec"] if trial["status"] == "FINISHED" else None
+
+
+def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool) -> tuple[float | None, float | None]:
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        runs = [(ROOT, Path(a)), (before, Path(b))]
+        procs = [start(tree, kind, workers, epochs, out) for tree, out in (runs if after_first else runs[::-1])]
+        for p in procs:
+            p.wait(timeout=3600)
+        return samples_per_sec(Path(a)), samples_per_sec(Path(b))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--before", required=True, help="the git revision to compare against")
+    p.add_argument("--trials", default=DEFAULT_TRIALS, help="'KIND xN' list (default: the fashion recipe's defaults)")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=2)
+    args = p.parse_args()
+    before = worktree(args.before)
+    print(f"after = this tree, before = {args.before} ({before}); fashion, {args.epochs} epoch(s), side by side",
+          flush=True)
+    summary = []
+    for item in args.trials.split(","):
+        kind, workers = item.strip().split(" x")
+        ratios = []
+        for r in range(args.rounds):
+            after_sps, before_sps = pair(before, kind, int(workers), args.epochs, after_first=r % 2 == 0)
+            ratio = after_sps / before_sps if after_sps and before_sps else None
+            ratios += [ratio] if ratio else []
+            print(f"  {item:<16} round {r + 1}: after {after_sps or 0:>9,.0f}  before {before_sps or 0:>9,.0f} "
+                  f"samples/s  ratio {ratio or float('nan'):.3f}", flush=True)
+        if ratios:
+            summary.append(f"{item:<16} after/before {statistics.median(ratios):.3f} "
+                           f"({min(ratios):.3f}..{max(ratios):.3f}, {len(ratios)} rounds)")
+    print("\n".join(["", "median after/before steady-state samples/s:", *summary]))
+
+
+if __name__ == "__main__":
+    main()
