@@ -36,7 +36,8 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--trials", default=",".join(recipe.default_trials),
-                   help="comma-separated framework:strategy list (default: %(default)s); "
+                   help="comma-separated framework:strategy list, each on every --workers count it supports, "
+                        "or with its own count: 'tf:none,tf:mwms x2' (default: %(default)s); "
                         f"known: {', '.join(sorted(C.STRATEGIES))}")
     p.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
                    help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
@@ -99,7 +100,7 @@ def make_config(recipe, args) -> C.RunConfig:
     workers = C.parse_workers(args.workers)
     batches = parse_batches(args.batch)
     epochs = C.check_positive("epochs", args.epochs if args.epochs is not None else (1 if args.quick else recipe.epochs))
-    missing = sorted({C.get_strategy(k).models for k in kinds} - set(recipe.models))
+    missing = sorted({C.get_strategy(C.split_trial(k)[0]).models for k in kinds} - set(recipe.models))
     if missing:
         raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
                         f"choose trials of {', '.join(sorted(recipe.models))}.")

@@ -57,15 +57,24 @@ class RunConfig:
     baseline: bool = False  # also run each framework's job as a plain script (no Ray, no raylab)
 
 
+def split_trial(item: str) -> tuple[str, int | None]:
+    """'tf:mwms x2' -> ('tf:mwms', 2): a trial as raylab names it fixes its worker count; 'tf:mwms' -> None."""
+    kind, _, count = " ".join(item.split()).partition(" x")
+    if count and not count.isdigit() or count == "0":
+        raise UserError(f"trial '{item}': write a worker count as 'KIND xN', e.g. 'tf:mwms x2'.")
+    return kind, int(count) if count else None
+
+
 def parse_trials(text: str) -> list[str]:
-    kinds = [t.strip() for t in text.split(",") if t.strip()]
-    if not kinds:
+    """framework:strategy items, each optionally ' xN' (its own worker count, instead of --workers)."""
+    items = [" ".join(t.split()) for t in text.split(",") if t.strip()]
+    if not items:
         raise UserError("--trials is empty; give a comma-separated list such as tf:mwms,torch:ddp.")
-    for kind in kinds:
-        if kind not in STRATEGIES:
+    for item in items:
+        if split_trial(item)[0] not in STRATEGIES:
             known = ", ".join(sorted(STRATEGIES))
-            raise UserError(f"unknown trial '{kind}'; choose from {known} (framework:strategy).")
-    return list(dict.fromkeys(kinds))
+            raise UserError(f"unknown trial '{item}'; choose from {known} (framework:strategy, optionally ' xN').")
+    return list(dict.fromkeys(items))
 
 
 def parse_workers(text: str) -> list[int]:
@@ -81,17 +90,19 @@ def parse_workers(text: str) -> list[int]:
 def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,)) -> list[TrialSpec]:
     """The trial matrix: per batch size of a sweep, every kind on every worker count it supports, in the order given."""
     specs = []
-    for kind in kinds:
+    for item in kinds:
+        kind, fixed = split_trial(item)
         strategy = get_strategy(kind)
-        fits = [w for w in workers if strategy.max_workers is None or w <= strategy.max_workers]
+        asked = [fixed] if fixed else workers
+        fits = [w for w in asked if strategy.max_workers is None or w <= strategy.max_workers]
         if not fits:
             raise UserError(
-                f"{kind} runs on at most {strategy.max_workers} worker(s), but --workers is "
-                f"{','.join(map(str, workers))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
+                f"{kind} runs on at most {strategy.max_workers} worker(s), but it was asked for "
+                f"{','.join(map(str, asked))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
             )
-        if len(fits) < len(workers):
+        if len(fits) < len(asked):
             notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
-                         f"{','.join(str(w) for w in workers if w not in fits)}")
+                         f"{','.join(str(w) for w in asked if w not in fits)}")
         fw, st = kind.split(":")
         specs += [TrialSpec(fw, st, w) for w in fits]
     return [TrialSpec(s.framework, s.strategy, s.workers, b) for b in batches for s in specs]

@@ -39,6 +39,15 @@ def test_parse_trials_dedupes_in_order():
     assert parse_trials(" torch:ddp, tf:none,,torch:ddp ") == ["torch:ddp", "tf:none"]
 
 
+def test_a_trial_may_fix_its_own_worker_count():
+    specs = expand_trials(parse_trials("tf:none, tf:mwms  x2,torch:ddp x2,xla:single"), [1], [])
+    assert [s.name for s in specs] == ["tf:none x1", "tf:mwms x2", "torch:ddp x2", "xla:single x1"]
+    with pytest.raises(UserError, match="tf:none runs on at most 1 worker"):
+        expand_trials(parse_trials("tf:none x2"), [1], [])
+    with pytest.raises(UserError, match="write a worker count as 'KIND xN'"):
+        parse_trials("tf:mwms xtwo")
+
+
 def test_parse_trials_unknown_names_the_choices():
     """An unknown trial is a UserError that names it and lists every known one."""
     with pytest.raises(UserError) as e:
