@@ -89,8 +89,8 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             # the recipe's other metrics on the test split (val_mask_iou, val_mean_absolute_error, ...)
             **{k: v for k, v in m.items() if k.startswith("val_") and k not in METRICS},
         })
-        if rows[-1]["data_synthetic"]:  # no accuracy claims on synthetic data
-            rows[-1]["val_accuracy"] = rows[-1]["time_to_target_s"] = None
+        if rows[-1]["data_synthetic"]:  # no accuracy claims on synthetic data: random labels, chance figures
+            rows[-1].update({k: None for k in rows[-1] if k.startswith("val_") or k == "time_to_target_s"})
         if rows[-1]["ps_bytes_per_step"] is not None:
             rows[-1]["ps_bytes_per_step"] = f"{rows[-1]['ps_bytes_per_step'] / 1e6:.2f}"
     return rows

@@ -116,8 +116,8 @@ def shuffled_dataset(tf, x, y, batch: int, seed: int, shard: tuple[int, int] | N
 def replica_checksums(strategy, model) -> list[float]:
     """Sum of |weights| per in-process replica (MirroredStrategy keeps one copy per device)."""
     per: list[float] = []
-    for v in model.weights:
-        for i, part in enumerate(strategy.experimental_local_results(v)):
+    for v in model.weights:  # a Keras 3 variable's .value is the tf variable (a MirroredVariable in scope)
+        for i, part in enumerate(strategy.experimental_local_results(getattr(v, "value", v))):
             total = float(np.abs(np.asarray(part, dtype="float64")).sum())
             per[i:i + 1] = [per[i] + total] if i < len(per) else [total]
     return per
