@@ -77,14 +77,19 @@ def parse_trials(text: str) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def parse_workers(text: str) -> list[int]:
+def parse_counts(text: str, flag: str, example: str) -> list[int]:
+    """A comma-separated list of positive integers (--workers, --batch), deduplicated in order."""
     try:
         counts = [int(w) for w in text.split(",") if w.strip()]
     except ValueError:
-        raise UserError(f"--workers '{text}' is not a list of integers; use e.g. --workers 1,2.") from None
+        raise UserError(f"{flag} '{text}' is not a list of integers; use e.g. {flag} {example}.") from None
     if not counts or min(counts) < 1:
-        raise UserError(f"--workers '{text}' must list counts of at least 1, e.g. --workers 1,2.")
+        raise UserError(f"{flag} '{text}' must list counts of at least 1, e.g. {flag} {example}.")
     return list(dict.fromkeys(counts))
+
+
+def parse_workers(text: str) -> list[int]:
+    return parse_counts(text, "--workers", "1,2")
 
 
 def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,)) -> list[TrialSpec]:

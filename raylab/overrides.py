@@ -16,15 +16,9 @@ SETTABLE = ("batch_per_replica", "global_batch", "epochs", "steps_per_epoch", "w
 
 
 def parse_batches(text: str | None) -> list[int]:
-    if text is None:
-        return []
-    try:
-        sizes = [int(b) for b in text.split(",") if b.strip()]
-    except ValueError:
-        raise UserError(f"--batch '{text}' is not a list of integers; use e.g. --batch 32,256.") from None
-    if not sizes or min(sizes) < 1:
-        raise UserError(f"--batch '{text}' must list batch sizes of at least 1, e.g. --batch 32,256.")
-    return list(dict.fromkeys(sizes))
+    from raylab.config import parse_counts
+
+    return [] if text is None else parse_counts(text, "--batch", "32,256")
 
 
 def _value(text: str, like, what: str):

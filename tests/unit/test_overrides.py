@@ -41,7 +41,7 @@ def test_set_optimizer_arguments_after_choosing_it():
 
 @pytest.mark.parametrize("argv,message", [
     (["--batch", "32,x"], "--batch '32,x' is not a list of integers"),
-    (["--batch", "0"], "at least 1"),
+    (["--batch", "0"], "--batch '0' must list counts of at least 1"),
     (["--lr", "-1"], "must be positive"),
     (["--set", "epochs"], "is not FIELD=VALUE"),
     (["--set", "models=none"], "not a field --set can change"),
