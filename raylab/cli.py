@@ -29,18 +29,8 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
 
 
-def recipe_parser(recipe) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"python recipes/{recipe.name}.py",
-        description=textwrap.dedent(recipe.doc or "").strip() or None,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--trials", default=",".join(recipe.default_trials),
-                   help="comma-separated framework:strategy list, each on every --workers count it supports, "
-                        "or with its own count: 'tf:none,tf:mwms x2' (default: %(default)s); "
-                        f"known: {', '.join(sorted(C.STRATEGIES))}")
-    p.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
-                   help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
+def _task_flags(p: argparse.ArgumentParser, recipe) -> None:
+    """--batch, --optimizer, --lr and --set: what people sweep or change in a recipe's task."""
     batch_what = "global batch (split over the replicas)" if recipe.global_batch else "batch per replica"
     p.add_argument("--batch", default=None, metavar="B[,B...]",
                    help=f"{batch_what}; several sizes make a sweep axis like --workers: every trial runs at each, "
@@ -54,6 +44,21 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="change any recipe field for this run, e.g. --set epochs=3, --set optimizer.momentum=0.9, "
                         "--set schedule.name=cosine, --set schedule.warmup=100 (repeatable; recorded as params)")
+
+
+def recipe_parser(recipe) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=f"python recipes/{recipe.name}.py",
+        description=textwrap.dedent(recipe.doc or "").strip() or None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--trials", default=",".join(recipe.default_trials),
+                   help="comma-separated framework:strategy list, each on every --workers count it supports, "
+                        "or with its own count: 'tf:none,tf:mwms x2' (default: %(default)s); "
+                        f"known: {', '.join(sorted(C.STRATEGIES))}")
+    p.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
+                   help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
+    _task_flags(p, recipe)
     p.add_argument("--epochs", type=_int, default=None, help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)")
     p.add_argument("--steps-per-epoch", type=_int, default=None, metavar="N",
                    help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
