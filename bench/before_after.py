@@ -45,21 +45,22 @@ def start(tree: Path, kind: str, workers: int, epochs: int, out: Path) -> subpro
     return subprocess.Popen(args, cwd=out, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def samples_per_sec(out: Path) -> float | None:
+def result(out: Path) -> tuple[float | None, float | None]:
+    """(steady-state samples/s, final test accuracy) of the one trial, or Nones if it did not finish."""
     try:
         (trial,) = json.loads((out / "summary.json").read_text())["trials"]
     except (OSError, ValueError):
-        return None
-    return trial["samples_per_sec"] if trial["status"] == "FINISHED" else None
+        return None, None
+    return (trial["samples_per_sec"], trial["val_accuracy"]) if trial["status"] == "FINISHED" else (None, None)
 
 
-def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool) -> tuple[float | None, float | None]:
+def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool) -> tuple[tuple, tuple]:
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         runs = [(ROOT, Path(a)), (before, Path(b))]
         procs = [start(tree, kind, workers, epochs, out) for tree, out in (runs if after_first else runs[::-1])]
         for p in procs:
             p.wait(timeout=3600)
-        return samples_per_sec(Path(a)), samples_per_sec(Path(b))
+        return result(Path(a)), result(Path(b))
 
 
 def main() -> None:
@@ -77,11 +78,13 @@ def main() -> None:
         kind, workers = item.strip().split(" x")
         ratios = []
         for r in range(args.rounds):
-            after_sps, before_sps = pair(before, kind, int(workers), args.epochs, after_first=r % 2 == 0)
+            (after_sps, after_acc), (before_sps, before_acc) = pair(before, kind, int(workers), args.epochs,
+                                                                    after_first=r % 2 == 0)
             ratio = after_sps / before_sps if after_sps and before_sps else None
             ratios += [ratio] if ratio else []
             print(f"  {item:<16} round {r + 1}: after {after_sps or 0:>9,.0f}  before {before_sps or 0:>9,.0f} "
-                  f"samples/s  ratio {ratio or float('nan'):.3f}", flush=True)
+                  f"samples/s  ratio {ratio or float('nan'):.3f}  val acc after {after_acc or float('nan'):.4f} "
+                  f"before {before_acc or float('nan'):.4f}", flush=True)
         if ratios:
             summary.append(f"{item:<16} after/before {statistics.median(ratios):.3f} "
                            f"({min(ratios):.3f}..{max(ratios):.3f}, {len(ratios)} rounds)")
