@@ -19,7 +19,8 @@ from raylab.overrides import parse_batches
 from raylab.task import OPTIMIZERS
 
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
-                "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s"]
+                "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s",
+                "host_syncs", "steps_per_host_sync"]
 
 
 def _int(text: str) -> int:
@@ -64,6 +65,13 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
                    help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
                         "shard (default: " + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
                         + "; one pass with --quick)")
+    p.add_argument("--window", type=_int, default=C.DEFAULT_WINDOW, metavar="K",
+                   help="training steps between host reads: loss and metrics add up on the device and are read "
+                        "once per K steps (and at each epoch's end); TF runs the K steps as one tf.function call "
+                        "(default: %(default)s)")
+    p.add_argument("--step-latency", action="store_true",
+                   help="read back after every step (--window 1) so step_time_p50/p90 are per-step latencies; "
+                        "slower, and recorded as step_timing='per step (synced)'")
     p.add_argument("--repeats", type=_int, default=1, metavar="N",
                    help="run every trial N times, interleaved (A B B A ...), each its own MLflow run; the "
                         "comparison shows medians, the min..max range and which differences are significant "
@@ -128,7 +136,7 @@ def make_config(recipe, args) -> C.RunConfig:
         json_path=args.json, device=args.device, precision=args.precision, notes=notes,
         tpu_fallback=args.tpu_fallback, ps=C.check_positive("ps", args.ps), tpu_type=parse_tpu_type(args.tpu_type),
         tpu_topology=parse_topology(args.tpu_topology), repeats=C.check_positive("repeats", args.repeats),
-        baseline=args.baseline,
+        baseline=args.baseline, window=1 if args.step_latency else C.check_positive("window", args.window),
     )
 
 

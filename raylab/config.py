@@ -14,6 +14,11 @@ from raylab.backends import STRATEGIES, get_strategy
 from raylab.errors import UserError
 
 
+# Training steps between host reads. bench/step_loop.py measured it on this repository's 2-core
+# machine (README, "Steps per host read"): the MLP at batch 32 gains little past 32.
+DEFAULT_WINDOW = 32
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     """One way of running a recipe: framework:strategy on a number of replicas."""
@@ -55,6 +60,7 @@ class RunConfig:
     steps_per_epoch: int | None = None  # None: an epoch is one pass over each worker's shard
     repeats: int = 1  # each trial runs this many times, interleaved, each its own child run
     baseline: bool = False  # also run each framework's job as a plain script (no Ray, no raylab)
+    window: int = DEFAULT_WINDOW  # training steps between host reads
 
 
 def split_trial(item: str) -> tuple[str, int | None]:

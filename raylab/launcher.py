@@ -194,6 +194,7 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
         epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
+        window=cfg.window,
     )
     cpus, _ = reservation(strategy, layout, ray.cluster_resources())
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0

@@ -17,5 +17,5 @@ def common_params(recipe: Recipe, cfg: RunConfig, ds: Dataset) -> dict:
         "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "threads": cfg.threads,
         "seed": cfg.seed, "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
         "data_synthetic": ds.synthetic, "train_samples": num_items(ds.x_train), "test_samples": num_items(ds.x_test),
-        "warmup_steps": recipe.warmup_steps, "target_accuracy": recipe.target(ds),
+        "warmup_steps": recipe.warmup_steps, "window": cfg.window, "target_accuracy": recipe.target(ds),
     }

@@ -28,17 +28,39 @@ def summarize(step_times: list[float], warmup: int, global_batch: int) -> dict:
     }
 
 
-class Chrono:
-    """Times the training steps of one worker.
+def summarize_windows(windows: list[tuple[float, int]], global_batch: int) -> dict:
+    """Steady-state figures from windows of (seconds, steps), each timed from one host read to the next.
 
-    `trial_start` is the driver's wall clock when the trial began, so startup covers Ray
-    workers, imports, process groups and the data hand-off.
+    samples/s is total steady samples over total steady time. The step-time percentiles are over the
+    windows' mean step times: per-step figures when every window is one step (--step-latency).
+    """
+    if not windows:
+        raise ValueError("no steady-state windows")
+    secs = np.array([w[0] for w in windows], dtype=float)
+    steps = np.array([w[1] for w in windows], dtype=float)
+    per_step = secs / steps
+    return {
+        "step_time_p50_ms": float(np.percentile(per_step, 50) * 1e3),
+        "step_time_p90_ms": float(np.percentile(per_step, 90) * 1e3),
+        "step_time_mean_ms": float(secs.sum() / steps.sum() * 1e3),
+        "steady_steps": int(steps.sum()),
+        "samples_per_sec": float(global_batch * steps.sum() / secs.sum()),
+    }
+
+
+class Chrono:
+    """Times the training windows of one worker: k steps between one host read and the next.
+
+    A window's time runs from its first step's dispatch to the read that ends it, so it holds the
+    device's whole work for those steps whatever the framework queued ahead. `trial_start` is the
+    driver's wall clock when the trial began, so startup covers Ray workers, imports, process
+    groups and the data hand-off.
     """
 
     def __init__(self, trial_start: float, warmup: int):
         self.trial_start = trial_start
         self.warmup = max(1, warmup)
-        self.step_times: list[float] = []
+        self.windows: list[tuple[float, int]] = []  # (seconds, steps)
         self.startup_s: float | None = None
         self._t0 = 0.0
 
@@ -47,9 +69,9 @@ class Chrono:
             self.startup_s = time.time() - self.trial_start
         self._t0 = time.perf_counter()
 
-    def stop(self) -> float:
+    def stop(self, steps: int = 1) -> float:
         dt = time.perf_counter() - self._t0
-        self.step_times.append(dt)
+        self.windows.append((dt, steps))
         return dt
 
     def elapsed(self) -> float:
@@ -57,12 +79,23 @@ class Chrono:
         return time.time() - self.trial_start
 
     def summary(self, global_batch: int) -> dict:
-        warmup = min(self.warmup, len(self.step_times) - 1)
+        """Windows that start after the warm-up steps are steady; a run too short for that keeps its last."""
+        done, first_steady = 0, None
+        for i, (_, steps) in enumerate(self.windows):
+            if done >= self.warmup:
+                first_steady = i
+                break
+            done += steps
+        if first_steady is None:
+            first_steady = max(1, len(self.windows) - 1)
+        if first_steady >= len(self.windows):
+            raise ValueError(f"no steady-state steps: {sum(s for _, s in self.windows)} steps, {self.warmup} of warm-up")
+        warmup = sum(s for _, s in self.windows[:first_steady])
         return {
             "startup_s": self.startup_s,
-            "first_step_s": self.step_times[0],
+            "first_step_s": self.windows[0][0] / self.windows[0][1],
             "warmup_steps": warmup,
-            **summarize(self.step_times, warmup, global_batch),
+            **summarize_windows(self.windows[first_steady:], global_batch),
         }
 
 

@@ -94,33 +94,36 @@ def _chief(tf, cfg) -> None:
         optimizer.build(model.trainable_variables)
     # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
     iterator = iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
-    lags: list[float] = []
-    step = _round(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags)
+    lags = {"sum": 0.0, "max": 0.0, "steps": 0, "fetches": 0}
+    train = _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags)
 
     evaluate = task.evaluator(model)  # inline on the chief, reading the variables from the ps
     param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
     actual = {
         "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
         "local_replicas": workers,  # one chief step is a round of one batch per worker
-        "parameter_servers": cfg.ps, "ps_workers": workers,
+        "parameter_servers": cfg.ps, "ps_workers": workers, "steps_per_call": cfg.window,
         **tf_facts(tf, f"tf_keras {tf_keras.__version__}", strategy, model, threads), **task.built(optimizer, x_test),
     }
 
     def figures() -> dict:
         # Each worker step reads every variable from the ps and writes its update back.
         return {"ps_bytes_per_step": 2 * param_bytes * workers,
-                "staleness_mean": float(np.mean(lags)) if lags else 0.0, "staleness_max": max(lags, default=0.0)}
+                "staleness_mean": lags["sum"] / max(lags["steps"], 1), "staleness_max": lags["max"]}
 
-    # One copy of the weights (on the ps): nothing to compare across replicas.
-    run_epochs(cfg, 0, steps_per_epoch, step, lambda: evaluate(x_test, y_test), actual, lambda: None, task.results,
-               extra=figures)
+    # One copy of the weights (on the ps): nothing to compare across replicas. The chief reads each
+    # worker's window sums once (a fetch per worker per window).
+    run_epochs(cfg, 0, steps_per_epoch, train, lambda: evaluate(x_test, y_test), actual, lambda: None, task.results,
+               extra=figures, read=lambda sums: sums, syncs=lambda: lags["fetches"])
 
 
-def _round(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags: list):
-    """step() for the chief: one round of a step on every worker; lags collects each step's staleness."""
+def _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags: dict):
+    """train(k) for the chief: k rounds, each a step on every worker; every worker runs its k steps as one
+    scheduled function (a tf.range loop) and sums them there; lags collects the steps' staleness."""
+    width = 1 + 2 * len(task.specs)
 
     @tf.function
-    def worker_step(it):
+    def worker_steps(it, k):
         def replica_step(xb, yb):
             # Staleness: the updates other workers applied between this step's read and its own apply
             # (tf_keras counts `iterations` atomically on the ps; Keras 3 loses increments).
@@ -129,18 +132,26 @@ def _round(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lag
             lag = tf.cast(optimizer.iterations.read_value() - seen - 1, tf.float32)
             return tf.concat([stats, [lag]], 0)
 
-        return strategy.run(replica_step, args=next(it))
+        total, most = tf.zeros([width + 1]), tf.zeros([])
+        for _ in tf.range(k):
+            out = strategy.run(replica_step, args=next(it))
+            total, most = total + out, tf.maximum(most, out[-1])
+        return tf.concat([total, [most]], 0)
 
-    def step():
-        # One round: a step for each worker, scheduled to whichever is free, then joined. The ps
-        # apply each worker's update as it comes (asynchronous PS); the join only ends the round.
-        results = [coordinator.schedule(worker_step, args=(iterator,)) for _ in range(cfg.replicas)]
+    def train(k: int):
+        # A step for each worker, scheduled to whichever is free, then joined. The ps apply each
+        # worker's update as it comes (asynchronous PS); the join only ends the window.
+        results = [coordinator.schedule(worker_steps, args=(iterator, tf.constant(k, tf.int32)))
+                   for _ in range(cfg.replicas)]
         coordinator.join()
-        out = np.array([r.fetch() for r in results])
-        lags.extend(out[:, -1].tolist())
-        return np.concatenate([[out[:, 0].mean()], out[:, 1:-1].sum(0)])
+        out = np.array([r.fetch() for r in results], dtype=np.float64)
+        lags["fetches"] += len(results)
+        lags["sum"] += float(out[:, -2].sum())
+        lags["max"] = max(lags["max"], float(out[:, -1].max()))
+        lags["steps"] += k * len(results)
+        return np.concatenate([[out[:, 0].mean()], out[:, 1:-2].sum(0)])
 
-    return step
+    return train
 
 
 PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief")

@@ -60,7 +60,7 @@ def torch_worker_loop(config: dict) -> None:
     batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank),
                                device)
 
-    step = train_step(task, model, optimizer, scheduler, lambda: take_batch(x, y, next(batches)))
+    train = train_fn(task, model, optimizer, scheduler, lambda: take_batch(x, y, next(batches)))
 
     evaluate = task.evaluator(module, device)
     test = (to_tensors(x_test), to_tensors(y_test))
@@ -71,8 +71,8 @@ def torch_worker_loop(config: dict) -> None:
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
         **torch_facts(module), **task.built(optimizer, scheduler, x_test),
     }
-    run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, lambda: param_checksum(module),
-               task.results, phases=phases)
+    run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, lambda: param_checksum(module),
+               task.results, phases=phases, read=host_copy)
 
 
 def start_worker(config: dict):
@@ -109,8 +109,9 @@ def take_batch(x, y, idx):
     return take(x, idx), take(y, idx)
 
 
-def train_step(task, model, optimizer, scheduler, next_batch):
-    """step() -> [loss, metric sums...]: one optimizer update on the next batch (DDP averages gradients)."""
+def train_fn(task, model, optimizer, scheduler, next_batch):
+    """train(k) -> [loss, metric sums...] of k optimizer updates, summed on the device and not read:
+    nothing in a step waits on the host (DDP averages gradients)."""
 
     def step():
         xb, yb = next_batch()
@@ -121,9 +122,20 @@ def train_step(task, model, optimizer, scheduler, next_batch):
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
-        return task.step_stats(per_example, pred, yb).tolist()
+        return task.step_stats(per_example, pred, yb)
 
-    return step
+    def train(k: int):
+        total = step()
+        for _ in range(k - 1):
+            total += step()
+        return total
+
+    return train
+
+
+def host_copy(sums):
+    """The window's one device-to-host read."""
+    return sums.double().cpu().numpy()
 
 
 def torch_facts(module) -> dict:

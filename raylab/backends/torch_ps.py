@@ -127,7 +127,7 @@ def torch_ps_loop(config: dict) -> None:
     import ray.train
     import torch
 
-    from raylab.backends.torch import param_checksum, shuffled_batches, take_batch, torch_facts, train_step
+    from raylab.backends.torch import host_copy, param_checksum, shuffled_batches, take_batch, torch_facts, train_fn
     from raylab.data import num_items, worker_shard
     from raylab.task.torch import TorchTask, to_tensors
     from raylab.worker import run_epochs
@@ -153,7 +153,7 @@ def torch_ps_loop(config: dict) -> None:
     servers = _find_servers(cfg)
     remote = ServerOptimizer(servers, list(model.parameters()))  # starts from the servers' weights
     batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank))
-    step = train_step(task, model, remote, None, lambda: take_batch(x, y, next(batches)))
+    train = train_fn(task, model, remote, None, lambda: take_batch(x, y, next(batches)))
     evaluate = task.evaluator(model, torch.device("cpu"))
     actual = {
         "strategy_class": f"ParameterServer({'sync' if sync else 'async'})", "replicas_in_sync": workers if sync else 1,
@@ -164,8 +164,16 @@ def torch_ps_loop(config: dict) -> None:
     # pull at different versions by design: nothing to compare.
     checksum = (lambda: param_checksum(model)) if sync else (lambda: None)
     try:
-        run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, checksum, task.results,
-                   extra=lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync))
+        # Every step's gradients leave the worker for the servers: a host read per step besides the window's.
+        reads = [0]
+
+        def read(sums):
+            reads[0] += 1
+            return host_copy(sums)
+
+        run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, checksum, task.results,
+                   extra=lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
+                   read=read, syncs=lambda: reads[0] + remote.comm["steps"])
     finally:
         ray.get(cfg.sink.finish.remote(), timeout=60)
 

@@ -41,7 +41,7 @@ def xla_worker_loop(config: dict) -> None:
     phases.mark("model")
 
     compiles = CompileWatch(met, cfg.warmup_steps)
-    step = xla_step(task, model, optimizer, scheduler, next_batch, path, bf16, compiles)
+    train = xla_train(task, model, optimizer, scheduler, next_batch, path, bf16, compiles, device)
 
     evaluate = compiles.apart(task.evaluator(model, device, sync=torch_xla.sync))
     actual = {
@@ -56,8 +56,9 @@ def xla_worker_loop(config: dict) -> None:
         **task.built(optimizer, scheduler, test[0]),
     }
 
-    run_epochs(cfg, rank, steps_per_epoch, step, lambda: evaluate(*test), actual, lambda: param_checksum(model),
-               task.results, extra=compiles.figures, phases=phases)
+    run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, lambda: param_checksum(model),
+               task.results, extra=compiles.figures, phases=phases, read=lambda sums: sums.double().cpu().numpy(),
+               syncs=lambda: device_reads(met))
 
 
 def device_batches(x, y, cfg, rank: int, device):
@@ -144,30 +145,32 @@ def _device(pjrt: str, ctx):
     return torch_xla.device()
 
 
-def xla_step(task, model, optimizer, scheduler, next_batch, path: str, bf16: bool, compiles):
-    """step() -> [loss, metric sums...]: one update, gradients synchronised the way `path` says."""
+def xla_train(task, model, optimizer, scheduler, next_batch, path: str, bf16: bool, compiles, device):
+    """train(k) -> [loss, metric sums...] of k updates, summed on the device and not read: each step is one
+    graph (cut by torch_xla.sync()), gradients synchronised the way `path` says."""
     import torch
     import torch.distributed as dist
     import torch_xla
     import torch_xla.core.xla_model as xm
 
     params = list(model.parameters())
+    width = 1 + 2 * len(task.specs)
 
-    def average_grads_on_cpu():
+    def average_grads_on_cpu():  # gloo-cpu: the gradients leave the device every step (recorded in host_syncs)
         flat = torch.cat([p.grad.flatten() for p in params]).cpu()
         dist.all_reduce(flat)
         flat /= dist.get_world_size()
         for p, chunk in zip(params, flat.split([p.numel() for p in params])):
             p.grad.copy_(chunk.view_as(p).to(p.device))
 
-    def step():
+    def step(total):
         xb, yb = next_batch()
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("xla", dtype=torch.bfloat16, enabled=bf16):
             pred = model(xb)
             per_example = task.per_example_loss(pred, yb)
         per_example.mean().backward()
-        stats = task.step_stats(per_example, pred, yb)
+        total = total + task.step_stats(per_example, pred, yb)
         if path == "gloo-cpu":
             torch_xla.sync()  # materialise gradients (and stats) in one graph before leaving XLA
             average_grads_on_cpu()
@@ -178,11 +181,23 @@ def xla_step(task, model, optimizer, scheduler, next_batch, path: str, bf16: boo
             optimizer.step()
         if scheduler is not None:
             scheduler.step()
-        torch_xla.sync()
+        torch_xla.sync()  # one step, one graph; the running sums stay on the device
         compiles.after_step()
-        return stats.cpu().tolist()
+        return total
 
-    return step
+    def train(k: int):
+        total = torch.zeros(width, device=device)  # the same graph for every step of every window
+        for _ in range(k):
+            total = step(total)
+        return total
+
+    return train
+
+
+def device_reads(met) -> int:
+    """Device-to-host transfers so far in this process, as torch_xla counts them."""
+    data = met.metric_data("TransferFromDeviceTime")
+    return int(data[0]) if data else 0
 
 
 def compile_snapshot(met) -> tuple[int, float]:

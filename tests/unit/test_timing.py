@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from raylab.timing import Chrono, summarize
+from raylab.timing import Chrono, summarize, summarize_windows
+from raylab.worker import windows
 
 
 def test_summarize_excludes_warmup_and_uses_total_time():
@@ -38,24 +39,44 @@ def test_chrono_startup_from_trial_start_and_first_step():
     c = Chrono(trial_start=time.time() - 5.0, warmup=1)
     c.start()
     time.sleep(0.05)
-    first = c.stop()
+    first = c.stop(1)
     for _ in range(3):
         c.start()
-        c.stop()
+        c.stop(4)
     s = c.summary(global_batch=8)
     assert 5.0 <= s["startup_s"] < 6.0  # not reset by later start() calls
     assert s["first_step_s"] == first >= 0.05
-    assert s["warmup_steps"] == 1 and s["steady_steps"] == 3
+    assert s["warmup_steps"] == 1 and s["steady_steps"] == 12
     assert s["step_time_p90_ms"] < 50  # the slow first step is warm-up
     assert 5.0 <= c.elapsed() < 10.0
 
 
 def test_chrono_warmup_clamped():
-    """Warm-up is at least 1 step but never swallows every step of a short run."""
+    """Warm-up is at least 1 step but never swallows every window of a short run."""
     assert Chrono(time.time(), warmup=0).warmup == 1
     c = Chrono(time.time(), warmup=20)
-    for _ in range(3):
+    for k in (1, 2):
         c.start()
-        c.stop()
+        c.stop(k)
     s = c.summary(global_batch=4)
-    assert s["warmup_steps"] == 2 and s["steady_steps"] == 1
+    assert s["warmup_steps"] == 1 and s["steady_steps"] == 2
+
+
+def test_summarize_windows_total_time_and_per_step_percentiles():
+    """Windows of (seconds, steps): samples/s over total steady time; percentiles of each window's mean step."""
+    s = summarize_windows([(0.32, 32), (0.64, 32), (0.1, 10)], global_batch=8)
+    assert s["steady_steps"] == 74
+    assert s["samples_per_sec"] == pytest.approx(8 * 74 / 1.06)
+    assert s["step_time_p50_ms"] == pytest.approx(10.0)
+    assert s["step_time_mean_ms"] == pytest.approx(1060 / 74)
+
+
+@pytest.mark.parametrize("steps,window,warmup,done,expected", [
+    (100, 32, 20, 0, [1, 19, 32, 32, 16]),  # the first step alone, warm-up ends on a window's edge
+    (100, 32, 20, 100, [32, 32, 32, 4]),  # a later epoch: whole windows, the last cut at the epoch's end
+    (5, 32, 20, 0, [1, 4]),
+    (3, 1, 2, 0, [1, 1, 1]),  # --step-latency: a read after every step
+])
+def test_windows_per_epoch(steps, window, warmup, done, expected):
+    assert windows(steps, window, warmup, done) == expected
+    assert sum(expected) == steps
