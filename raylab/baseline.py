@@ -1,4 +1,4 @@
-"""`--baseline`: each framework's 1-worker job as a plain script (raylab/plain.py), beside the trials.
+"""`--baseline`: each framework's 1-worker job as the best plain script (raylab/plain.py), beside the trials.
 
 The driver writes the data and the cloudpickled model builder to a temporary directory, runs
 `python -m raylab.plain` in a subprocess with the trial's thread settings, times the whole
@@ -48,7 +48,7 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
     (workdir / "task.pkl").write_bytes(cloudpickle.dumps((recipe.task(ds.target_names), data)))
     spec = {"framework": framework, "task": str(workdir / "task.pkl"), "threads": cfg.threads, "epochs": cfg.epochs,
             "steps_per_epoch": cfg.steps_per_epoch, "batch": recipe.per_replica(1), "seed": cfg.seed,
-            "warmup": recipe.warmup_steps}
+            "warmup": recipe.warmup_steps, "window": cfg.window}
     (workdir / "spec.json").write_text(json.dumps(spec))
     start = time.time()
     out = subprocess.run([sys.executable, "-m", "raylab.plain", str(workdir / "spec.json")], capture_output=True,
@@ -80,7 +80,8 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, t
         for e in epochs:
             tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])
         result["time_to_target_s"] = time_to_target(epochs, recipe.target(ds))
-        built = {k: result.pop(k) for k in list(result) if k.startswith("built_") or k == "optimizer_capturable"}
+        built = {k: result.pop(k) for k in list(result)
+                 if k.startswith("built_") or k in ("optimizer_capturable", "jit_compile", "steps_per_call")}
         tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
                                   "precision_applied": "fp32", "device_kind": "cpu", **built})
         tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=cfg.epochs)

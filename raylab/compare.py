@@ -26,6 +26,7 @@ COLUMNS = [
     ("time_to_target_s", "to target s", "{:.1f}"),
     ("compile_time_warmup_s", "compile s", "{:.2f}"),
     ("compiles_after_warmup", "recompiles", "{:.0f}"),
+    ("steps_per_host_sync", "steps/sync", "{:.1f}"),
 ]
 # Shown only when some trial has them: parameter-server figures.
 PS_COLUMNS = [
@@ -39,7 +40,8 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "val_accuracy", "val_loss", "train_loss", "train_accuracy", "compile_count_warmup",
            "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_workers_s", "startup_imports_s",
-           "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s"]
+           "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
+           "steps_per_host_sync"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
                  "target_accuracy", "repeat", "batch_per_replica"]

@@ -1,11 +1,18 @@
-"""The plain baseline: a trial's job as a plain single-process script, no Ray and none of raylab's loop.
+"""The plain baseline: a trial's job as the best plain single-process script, no Ray and none of raylab's loop.
 
 `--baseline` runs `python -m raylab.plain SPEC.json` beside the trials, so the comparison shows
 what raylab costs. Same task (cloudpickled by the driver: model builder, loss, optimizer, schedule,
 metrics, preprocessing, built by raylab.task's framework builders, which only construct the
 framework's own objects), data (the 1-worker shard, i.e. all of it), batch, threads and seed as the
-framework's 1-worker trial, in the simplest idiomatic loop of each framework, with the same step
-timing. Prints one JSON line.
+framework's 1-worker trial, in the code a careful user writes for speed:
+
+- TensorFlow: Keras `compile(steps_per_execution=K)` and `fit`, K = the trial's --window, loss only
+  (no training metrics: less work than the trial does); `jit_compile` left at Keras' default ("auto":
+  off on a CPU-only machine) and recorded.
+- torch and torch/XLA: the usual loop (XLA: `torch_xla.sync()` per step, MpDeviceLoader), reading the
+  loss back only on log steps: the trial's window edges, every K steps.
+
+Steady state is timed between those reads, as the trials are. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -17,19 +24,20 @@ import time
 
 import numpy as np
 
-
-def steady(times: list[float], warmup: int, batch: int) -> dict:
-    warmup = min(max(1, warmup), len(times) - 1)
-    s = np.asarray(times[warmup:])
-    return {"samples_per_sec": batch * s.size / s.sum(), "step_time_p50_ms": float(np.percentile(s, 50) * 1e3),
-            "step_time_p90_ms": float(np.percentile(s, 90) * 1e3), "first_step_s": times[0]}
+from raylab.timing import Chrono
+from raylab.worker import windows
 
 
 def steps_of(spec: dict, n: int) -> int:
     return spec["steps_per_epoch"] or n // spec["batch"]
 
 
-def run_tf(spec, task, x, y, xt, yt):
+def timed(chrono: Chrono, batch: int) -> dict:
+    s = chrono.summary(batch)
+    return {k: s[k] for k in ("samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "first_step_s")}
+
+
+def run_tf(spec, task, x, y, xt, yt) -> dict:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import tensorflow as tf
 
@@ -40,26 +48,47 @@ def run_tf(spec, task, x, y, xt, yt):
     from raylab.task.tf import TFTask
 
     keras.utils.set_random_seed(spec["seed"])
-    tt = TFTask(task, tf, keras, steps_of(spec, len(next(iter(_arrays(x))))) * spec["epochs"])
+    n = len(next(iter(_arrays(x))))
+    steps = steps_of(spec, n)
+    tt = TFTask(task, tf, keras, steps * spec["epochs"])
     x, y, xt, yt = tt.inputs(x), tt.targets(y), tt.inputs(xt), tt.targets(yt)
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(next(iter(_arrays(x)))), seed=spec["seed"])
-    it = iter(ds.repeat().batch(spec["batch"], drop_remainder=True).prefetch(2))
     model, opt = tt.build_model(), tt.build_optimizer()
+    outputs = list(task.losses())
+    if outputs == [""]:
+        loss, weights, y_fit = tt.per_example_loss, None, y
+    else:  # one Keras loss per named output, in the order the model returns them
+        loss = [lambda a, b, o=o: tt.output_loss(o, a, b) for o in outputs]
+        weights = [(task.loss_weights or {}).get(o, 1.0) for o in outputs]
+        y_fit = tuple(y[o] for o in outputs)
+    model.compile(optimizer=opt, loss=loss, loss_weights=weights, steps_per_execution=spec["window"])
+    ds = tf.data.Dataset.from_tensor_slices((x, y_fit)).shuffle(n, seed=spec["seed"]).repeat()
+    ds = ds.batch(spec["batch"], drop_remainder=True).prefetch(2)
+    evaluate, chrono, epochs, start = tt.evaluator(model), Chrono(spec["start"], spec["warmup"]), [], time.time()
 
-    @tf.function
-    def train_step():
-        xb, yb = next(it)
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tt.per_example_loss(yb, model(xb, training=True)))
-        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-        return loss
+    class Clock(keras.callbacks.Callback):
+        """Times each steps_per_execution call: not async-safe, so Keras reads the logs (a host read) there."""
 
-    evaluate = tt.evaluator(model)
+        def on_epoch_begin(self, epoch, logs=None):
+            self.done = 0
+            chrono.start()
+
+        def on_train_batch_end(self, batch, logs=None):
+            chrono.stop(batch + 1 - self.done)
+            self.done = batch + 1
+            chrono.start()
+
+        def on_epoch_end(self, epoch, logs=None):
+            epochs.append({"epoch": epoch + 1, **evaluate(xt, yt), "elapsed_s": time.time() - start})
+
+    model.fit(ds, epochs=spec["epochs"], steps_per_epoch=steps, callbacks=[Clock()], verbose=0)
     params = int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
-    return (lambda: float(train_step())), (lambda: evaluate(xt, yt)), params, tt.built(opt, xt)
+    # first_step_s: the first call's time (it traces the step function), not that call's mean step
+    return {**timed(chrono, spec["batch"]), "first_step_s": chrono.windows[0][0], "epochs": epochs,
+            "parameters": params, "steps_per_epoch": steps,
+            "jit_compile": bool(model.jit_compile), "steps_per_call": spec["window"], **tt.built(opt, xt)}
 
 
-def run_torch(spec, task, x, y, xt, yt, xla=False):
+def run_torch(spec, task, x, y, xt, yt, xla=False) -> dict:
     import torch
 
     from raylab.task.torch import TorchTask, take, to_tensors
@@ -67,7 +96,8 @@ def run_torch(spec, task, x, y, xt, yt, xla=False):
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(spec["seed"])
     n = len(next(iter(_arrays(x))))
-    tt = TorchTask(task, steps_of(spec, n) * spec["epochs"], xla=xla)
+    steps = steps_of(spec, n)
+    tt = TorchTask(task, steps * spec["epochs"], xla=xla)
     test = (to_tensors(tt.inputs(xt)), to_tensors(tt.targets(yt)))
     model, device, sync = tt.build_model(), torch.device("cpu"), (lambda: None)
     if xla:
@@ -93,20 +123,32 @@ def run_torch(spec, task, x, y, xt, yt, xla=False):
 
     model = model.to(device).train()
     opt, scheduler = tt.build_optimizer(model.parameters())
-
-    def step():
-        xb, yb = next_batch()
-        opt.zero_grad(set_to_none=True)
-        loss = tt.per_example_loss(model(xb), yb).mean()
-        loss.backward()
-        opt.step()
-        if scheduler is not None:
-            scheduler.step()
-        sync()
-        return loss.item()
-
     evaluate = tt.evaluator(model, device, sync)
-    return step, (lambda: evaluate(*test)), sum(p.numel() for p in model.parameters()), tt.built(opt, scheduler, test[0])
+    chrono, epochs, start, done, extra = Chrono(spec["start"], spec["warmup"]), [], time.time(), 0, {}
+    met = None
+    if xla:
+        import torch_xla.debug.metrics as met
+    for epoch in range(1, spec["epochs"] + 1):
+        for k in windows(steps, spec["window"], chrono.warmup, done):  # log steps: the trial's window edges
+            chrono.start()
+            for _ in range(k):
+                xb, yb = next_batch()
+                opt.zero_grad(set_to_none=True)
+                loss = tt.per_example_loss(model(xb), yb).mean()
+                loss.backward()
+                opt.step()
+                if scheduler is not None:
+                    scheduler.step()
+                sync()
+            loss.item()  # the log step's read
+            chrono.stop(k)
+            done += k
+            if met is not None and done == chrono.warmup:  # warm-up compilations, as the xla trials count them
+                compiled = met.metric_data("CompileTime")
+                extra.update(compile_count_warmup=int(compiled[0]), compile_time_warmup_s=compiled[1] / 1e9)
+        epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
+    return {**timed(chrono, spec["batch"]), "epochs": epochs, "parameters": sum(p.numel() for p in model.parameters()),
+            "steps_per_epoch": steps, **extra, **tt.built(opt, scheduler, test[0])}
 
 
 def _arrays(x):
@@ -123,24 +165,9 @@ def main(spec_path: str) -> None:
         task, (x, y, xt, yt) = cloudpickle.load(f)
     fw = spec["framework"]
     run = run_tf if fw == "tf" else (lambda *a: run_torch(*a, xla=fw == "xla"))
-    step, evaluate, params, extra = run(spec, task, x, y, xt, yt)
-    steps, times, epochs = steps_of(spec, len(next(iter(_arrays(x))))), [], []
-    met = compiled = None
-    if fw == "xla":
-        import torch_xla.debug.metrics as met
-    for epoch in range(1, spec["epochs"] + 1):
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            times.append(time.perf_counter() - t0)
-            if met is not None and len(times) == spec["warmup"]:
-                compiled = met.metric_data("CompileTime")
-        if met is not None and compiled is not None:  # warm-up compilations, as the xla trials count them
-            extra.update(compile_count_warmup=int(compiled[0]), compile_time_warmup_s=compiled[1] / 1e9)
-        epochs.append({"epoch": epoch, **evaluate(), "elapsed_s": time.time() - start})
-    print(json.dumps({**steady(times, spec["warmup"], spec["batch"]), **{k: v for k, v in epochs[-1].items()
-                      if k.startswith("val_")}, "epochs": epochs, "parameters": params, "steps_per_epoch": steps,
-                      **extra}))
+    result = run({**spec, "start": start}, task, x, y, xt, yt)
+    last = {k: v for k, v in result["epochs"][-1].items() if k.startswith("val_")}
+    print(json.dumps({**result, **last}))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import statistics
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
-          "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup",
+          "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
           *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
 # What must match across the trials of a fair comparison: (row key, label).
 # The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).

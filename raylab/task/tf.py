@@ -62,16 +62,21 @@ class TFTask(TaskBuilder):
     # --- loss and metrics ---------------------------------------------------------------------------
     def per_example_loss(self, y, pred):
         """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
-        tf, preds, ys = self.tf, self.named(pred), (y if isinstance(y, dict) else {"": y})
+        preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
         weights, total = self.task.loss_weights or {}, 0.0
-        for output, spec in self.task.losses().items():
-            if isinstance(spec, Native):
-                value = spec.get("tf")(ys[output], preds[output])
-            else:
-                value = _loss(tf, canonical_loss(spec), ys[output], preds[output])
-            value = tf.reshape(tf.cast(value, tf.float32), [tf.shape(value)[0], -1])
-            total += weights.get(output, 1.0) * tf.reduce_mean(value, axis=1)
+        for output in self.task.losses():
+            total += weights.get(output, 1.0) * self.output_loss(output, ys[output], preds[output])
         return total
+
+    def output_loss(self, output: str, y, pred):
+        """One output's per-example loss, shape [batch] (a Keras loss function for that output)."""
+        tf, spec = self.tf, self.task.losses()[output]
+        if isinstance(spec, Native):
+            value = spec.get("tf")(y, pred)
+        else:
+            value = _loss(tf, canonical_loss(spec), y, pred)
+        value = tf.reshape(tf.cast(value, tf.float32), [tf.shape(value)[0], -1])
+        return tf.reduce_mean(value, axis=1)
 
     def batch_stats(self, y, pred):
         """[numerator, denominator] per metric, summed over the batch (ratios of sums, exact over windows)."""
