@@ -41,14 +41,14 @@ def plain_env(framework: str, threads: int) -> dict:
     return env
 
 
-def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workdir: Path) -> dict:
+def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workdir: Path, trace: bool = False) -> dict:
     import cloudpickle
 
     data = (ds.x_train, ds.y_train, ds.x_test, ds.y_test)
     (workdir / "task.pkl").write_bytes(cloudpickle.dumps((recipe.task(ds.target_names), data)))
     spec = {"framework": framework, "task": str(workdir / "task.pkl"), "threads": cfg.threads, "epochs": cfg.epochs,
             "steps_per_epoch": cfg.steps_per_epoch, "batch": recipe.per_replica(1), "seed": cfg.seed,
-            "warmup": recipe.warmup_steps, "window": cfg.window}
+            "warmup": recipe.warmup_steps, "window": cfg.window, "trace": trace}
     (workdir / "spec.json").write_text(json.dumps(spec))
     start = time.time()
     out = subprocess.run([sys.executable, "-m", "raylab.plain", str(workdir / "spec.json")], capture_output=True,

@@ -32,9 +32,13 @@ def steps_of(spec: dict, n: int) -> int:
     return spec["steps_per_epoch"] or n // spec["batch"]
 
 
-def timed(chrono: Chrono, batch: int) -> dict:
+def timed(chrono: Chrono, batch: int, trace: bool = False) -> dict:
+    """Steady-state figures; with trace, every window as [end (wall clock), seconds, steps] too."""
     s = chrono.summary(batch)
-    return {k: s[k] for k in ("samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "first_step_s")}
+    out = {k: s[k] for k in ("samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "first_step_s")}
+    if trace:
+        out["trace"] = [[end, secs, steps] for end, (secs, steps) in zip(chrono.ends, chrono.windows)]
+    return out
 
 
 def run_tf(spec, task, x, y, xt, yt) -> dict:
@@ -83,7 +87,7 @@ def run_tf(spec, task, x, y, xt, yt) -> dict:
     model.fit(ds, epochs=spec["epochs"], steps_per_epoch=steps, callbacks=[Clock()], verbose=0)
     params = int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
     # first_step_s: the first call's time (it traces the step function), not that call's mean step
-    return {**timed(chrono, spec["batch"]), "first_step_s": chrono.windows[0][0], "epochs": epochs,
+    return {**timed(chrono, spec["batch"], spec.get("trace")), "first_step_s": chrono.windows[0][0], "epochs": epochs,
             "parameters": params, "steps_per_epoch": steps,
             "jit_compile": bool(model.jit_compile), "steps_per_call": spec["window"], **tt.built(opt, xt)}
 
@@ -147,7 +151,7 @@ def run_torch(spec, task, x, y, xt, yt, xla=False) -> dict:
                 compiled = met.metric_data("CompileTime")
                 extra.update(compile_count_warmup=int(compiled[0]), compile_time_warmup_s=compiled[1] / 1e9)
         epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
-    return {**timed(chrono, spec["batch"]), "epochs": epochs, "parameters": sum(p.numel() for p in model.parameters()),
+    return {**timed(chrono, spec["batch"], spec.get("trace")), "epochs": epochs, "parameters": sum(p.numel() for p in model.parameters()),
             "steps_per_epoch": steps, **extra, **tt.built(opt, scheduler, test[0])}
 
 

@@ -61,6 +61,7 @@ class Chrono:
         self.trial_start = trial_start
         self.warmup = max(1, warmup)
         self.windows: list[tuple[float, int]] = []  # (seconds, steps)
+        self.ends: list[float] = []  # each window's end, wall clock (bench/paired.py lines runs up by it)
         self.startup_s: float | None = None
         self._t0 = 0.0
 
@@ -72,6 +73,7 @@ class Chrono:
     def stop(self, steps: int = 1) -> float:
         dt = time.perf_counter() - self._t0
         self.windows.append((dt, steps))
+        self.ends.append(time.time())
         return dt
 
     def elapsed(self) -> float:

@@ -169,8 +169,9 @@ def xla_train(task, model, optimizer, scheduler, next_batch, path: str, bf16: bo
         with torch.autocast("xla", dtype=torch.bfloat16, enabled=bf16):
             pred = model(xb)
             per_example = task.per_example_loss(pred, yb)
-        per_example.mean().backward()
-        total = total + task.step_stats(per_example, pred, yb)
+        loss = per_example.mean()
+        loss.backward()
+        total = total + task.step_stats(loss, pred, yb)
         if path == "gloo-cpu":
             torch_xla.sync()  # materialise gradients (and stats) in one graph before leaving XLA
             average_grads_on_cpu()

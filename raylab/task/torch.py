@@ -84,6 +84,19 @@ class TorchTask(TaskBuilder):
     def batch_stats(self, pred, y):
         import torch
 
+        out = self._stats(pred, y)
+        return torch.stack(out) if out else torch.zeros(0, device=next(iter(self.named(pred).values())).device)
+
+    def step_stats(self, loss, pred, y):
+        """[mean loss, metric sums...] of one training batch, detached: one stack of a few small ops (every
+        step runs this; each op costs a few microseconds of Python and dispatch)."""
+        import torch
+
+        with torch.no_grad():
+            return torch.stack([loss.detach(), *self._stats(pred, y)])
+
+    def _stats(self, pred, y) -> list:
+        """[numerator, denominator] per metric, as 0-d float tensors."""
         preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
         out = []
         for output, _, spec in self.specs:
@@ -93,14 +106,7 @@ class TorchTask(TaskBuilder):
                 out += [v.float() for v in value] if isinstance(value, (tuple, list)) else [value.float() * n, n]
             else:
                 out += _metric(spec, ys[output], preds[output])
-        return torch.stack(out) if out else torch.zeros(0, device=next(iter(preds.values())).device)
-
-    def step_stats(self, per_example, pred, y):
-        """[mean loss, metric sums...] of one batch, detached."""
-        import torch
-
-        with torch.no_grad():
-            return torch.cat([per_example.mean().detach().reshape(1), self.batch_stats(pred, y)])
+        return out
 
     def evaluator(self, module, device, sync=lambda: None):
         """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared (cpu) test split, in batches."""
@@ -137,11 +143,18 @@ class TorchTask(TaskBuilder):
         return {**report, **({"optimizer_capturable": True} if d.get("capturable") else {})}
 
 
+_COUNTS: dict = {}
+
+
 def _count(t):
-    """The number of elements as a device tensor (a Python number would be copied to an XLA device every step)."""
+    """The number of elements of `t` as a float32 device tensor, made once per (size, device): a Python
+    number would be copied to an XLA device every step, and a new count costs two ops every step."""
     import torch
 
-    return torch.ones_like(t, dtype=torch.float32).sum()
+    key = (t.numel(), str(t.device))
+    if key not in _COUNTS:
+        _COUNTS[key] = torch.full((), float(t.numel()), dtype=torch.float32, device=t.device)
+    return _COUNTS[key]
 
 
 def _like(pred, y):
@@ -162,16 +175,19 @@ def _loss(name: str, y, pred):
 
 
 def _metric(spec: Metric, y, pred) -> list:
+    import torch
+
     if spec.name in ("accuracy", "top_k_accuracy"):
         if pred.shape[-1] == 1 or spec.name == "accuracy" and pred.dim() == y.dim() and y.is_floating_point():
             hit = (pred.reshape(y.shape) > 0) == (y > 0.5)
-            return [hit.sum().float(), _count(hit)]
-        labels, logits = y.reshape(-1).long(), pred.reshape(-1, pred.shape[-1])
+            return [hit.sum(dtype=torch.float32), _count(hit)]
+        labels = y if y.dim() == 1 else y.reshape(-1)
+        logits = pred if pred.dim() == 2 else pred.reshape(-1, pred.shape[-1])
         if spec.name == "accuracy":
             hit = logits.argmax(1) == labels
         else:
             hit = (logits.topk(spec.k, 1).indices == labels[:, None]).any(1)
-        return [hit.sum().float(), _count(labels)]
+        return [hit.sum(dtype=torch.float32), _count(labels)]
     pred, y = _like(pred, y).float(), y.float()
     if spec.name in ("mean_absolute_error", "mean_squared_error"):
         err = (pred - y).abs() if spec.name == "mean_absolute_error" else (pred - y).square()
