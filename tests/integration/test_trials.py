@@ -20,13 +20,21 @@ EXPECTED_CLASS = {
 }
 
 
+def most_reads(steps: int, window: int) -> int:
+    """Host reads an epoch may make: one per window, plus the first step's and the warm-up's own windows."""
+    return math.ceil(steps / window) + 2
+
+
 # The distributed strategies on 2 workers only, to keep the suite inside its time budget: x1 is the
 # same code with one replica (tf:mirrored x1 runs in test_recipes' mnist test, torch:ddp x1 in e2e).
+# torch:none reads back after every step (--step-latency); the others use the default window.
 @pytest.mark.parametrize("kind,workers", [("tf:none", "1"), ("tf:mirrored", "2"), ("tf:mwms", "2"),
                                           ("torch:none", "1"), ("torch:ddp", "2")])
 def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
-    """Each trial learns (loss below chance, accuracy well above it) and MLflow records what ran."""
-    code, summary, client = run_recipe(FASHION, "--quick", "--trials", kind, "--workers", workers)
+    """Each trial learns (loss below chance, accuracy well above it), MLflow records what ran, and the loop
+    reads back to the host once per window (every step only when --step-latency asks)."""
+    latency = ["--step-latency"] if kind == "torch:none" else []
+    code, summary, client = run_recipe(FASHION, "--quick", "--trials", kind, "--workers", workers, *latency)
     assert code == 0
     counts = [int(w) for w in workers.split(",")]
     assert [t["workers"] for t in summary["trials"]] == counts
@@ -55,6 +63,17 @@ def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
         assert metrics["train_loss"] < math.log(10)  # below the loss of a uniform guess
         history = client.get_metric_history(trial["run_id"], "val_accuracy")
         assert [m.step for m in history] == [1]  # per-epoch metrics carry the epoch as step
+        steps = int(metrics["steps_per_epoch"])
+        assert steps == 8192 // (32 * trial["workers"])
+        if latency:
+            assert params["window"] == "1" and tags["step_timing"] == "per step (synced)"
+            assert metrics["host_syncs"] == steps
+        else:
+            assert params["window"] == "32" and tags["step_timing"] == "window mean (32 steps per host read)"
+            assert 0 < metrics["host_syncs"] <= most_reads(steps, 32)
+            assert metrics["steps_per_host_sync"] == pytest.approx(steps / metrics["host_syncs"])
+        if kind.startswith("tf:"):
+            assert tags["steps_per_call"] == params["window"]  # the window's steps run as one tf.function call
     assert client.get_run(summary["parent_run_id"]).info.status == "FINISHED"
 
 

@@ -30,6 +30,13 @@ def test_xla_trial_learns_agrees_and_does_not_recompile(run_recipe, kind, worker
     assert tags["precision_applied"] == "fp32" and int(tags["replicas_in_sync"]) == workers
     assert metrics["compile_count_warmup"] >= 1 and metrics["compile_time_warmup_s"] > 0
     assert metrics["compiles_after_warmup"] == 0 and "recompiled_after_warmup" not in tags
+    # torch_xla's own transfer counter: one read per window (+ the first step's and the warm-up's), except
+    # where gloo-cpu copies the gradients off the device every step to all-reduce them.
+    steps = int(metrics["steps_per_epoch"])
+    if path == "gloo-cpu":
+        assert metrics["host_syncs"] >= steps
+    else:
+        assert 0 < metrics["host_syncs"] <= math.ceil(steps / 32) + 2
 
 
 def test_xla_without_an_importable_torch_xla_is_a_clear_error(run_recipe, tmp_path, monkeypatch, capsys):
