@@ -98,6 +98,21 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=["fp32", "bf16"], default=recipe.precision,
                    help="asked-for precision; bf16 is applied only where supported (xla on TPU) and the "
                         "applied one is recorded as precision_applied (default: %(default)s)")
+    p.add_argument("--max-failures", type=_int, default=1, metavar="N",
+                   help="worker-group restarts per trial after a lost worker or node: Ray Train restarts the trial "
+                        "from its last checkpoint (restarts, recovery_s and lost_s are recorded); 0 = fail at once "
+                        "and take no checkpoints; -1 = no limit (default: %(default)s)")
+    p.add_argument("--checkpoint-every", type=float, default=10.0, metavar="MIN",
+                   help="besides every epoch's end, checkpoint inside an epoch every MIN minutes of training "
+                        "(0 = at epoch ends only; default: %(default)s)")
+    p.add_argument("--storage", default=None, metavar="PATH|URI",
+                   help="where Ray Train keeps each trial's checkpoints: a directory every node can reach, or a URI "
+                        "Ray Train accepts such as gs://bucket/path (default: ~/ray_results)")
+    p.add_argument("--resume", default=None, metavar="RUN_ID|last",
+                   help="go on with an interrupted invocation (driver crash, `ray job stop`, lost head node): run "
+                        "the trials of that parent run that did not finish, under the same parent, each from its "
+                        "last checkpoint; finished trials are not run again. The rest of the command is the "
+                        "recorded one ('last': the experiment's latest invocation)")
     p.add_argument("--tracking-uri", default=None,
                    help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the working directory)")
     p.add_argument("--experiment", default=recipe.name, help="MLflow experiment name (default: %(default)s)")
@@ -105,6 +120,30 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     p.add_argument("--address", default=None,
                    help="Ray cluster address (default: $RAY_ADDRESS, else a new in-process local cluster)")
     return p
+
+
+# What --resume may be given beside it: where to look and where to run; the rest is the recorded command's.
+RESUME_FLAGS = {"resume", "tracking_uri", "experiment", "json", "address"}
+
+
+def resumed_argv(recipe, args, argv: list[str]) -> tuple[list[str], str]:
+    """(the recorded command line of the invocation --resume names, its parent run id); UserError if that
+    run is not a raylab invocation or other flags were given beside --resume."""
+    from raylab.tracking import Tracker
+
+    defaults = recipe_parser(recipe).parse_args([])
+    extra = sorted(k for k, v in vars(args).items() if k not in RESUME_FLAGS and v != getattr(defaults, k))
+    if extra:
+        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise UserError(f"--resume runs the recorded command of the run it resumes; drop {flags} "
+                        "(only --tracking-uri, --experiment, --address and --json go with it).")
+    tracker = Tracker(args.tracking_uri or C.default_tracking_uri(), args.experiment)
+    parent = tracker.parent_run(args.resume)
+    recorded = parent.data.tags.get("raylab.argv")
+    if recorded is None:
+        raise UserError(f"run {parent.info.run_id} has no recorded command (it is not a raylab invocation, or "
+                        "was made before --resume existed); run the recipe again instead.")
+    return [*json.loads(recorded), *without_flags(argv, ("--resume",))], parent.info.run_id
 
 
 def make_config(recipe, args) -> C.RunConfig:
@@ -137,7 +176,21 @@ def make_config(recipe, args) -> C.RunConfig:
         tpu_fallback=args.tpu_fallback, ps=C.check_positive("ps", args.ps), tpu_type=parse_tpu_type(args.tpu_type),
         tpu_topology=parse_topology(args.tpu_topology), repeats=C.check_positive("repeats", args.repeats),
         baseline=args.baseline, window=1 if args.step_latency else C.check_positive("window", args.window),
+        max_failures=check_failures(args.max_failures), checkpoint_every_min=check_minutes(args.checkpoint_every),
+        storage=args.storage,
     )
+
+
+def check_failures(n: int) -> int:
+    if n < -1:
+        raise UserError(f"--max-failures is {n}; give 0 (fail at once), a number of restarts, or -1 (no limit).")
+    return n
+
+
+def check_minutes(m: float) -> float:
+    if not m >= 0:
+        raise UserError(f"--checkpoint-every is {m}; give minutes >= 0 (0: checkpoint at epoch ends only).")
+    return m
 
 
 def edited(recipe, args):
@@ -215,17 +268,26 @@ def run_to_end(cfg: C.RunConfig, tracker, run) -> int:
         with _sigterm_as_interrupt():
             parent_id, outcomes = run(run_tags(main_file))
     except INTERRUPTS:
-        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow", file=sys.stderr)
+        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow; "
+              "go on with it later with --resume last", file=sys.stderr)
+        tracker.close(wait_s=10)
         return 130
     return finish(cfg, tracker, parent_id, outcomes)
 
 
 def recipe_main(recipe, argv: list[str] | None = None) -> int:
     """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = recipe_parser(recipe).parse_args(argv)
+    resume = None
     try:
+        if args.resume:
+            argv, resume = resumed_argv(recipe, args, argv)
+            args = recipe_parser(recipe).parse_args(argv)
+            args.resume = resume
         recipe = edited(recipe, args)
         cfg = make_config(recipe, args)
+        cfg.resume = resume
         ds = load_data(recipe, cfg)
         tracker = connect(cfg, args.address)
     except UserError as e:
@@ -239,7 +301,23 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
     from raylab import launcher
 
-    return run_to_end(cfg, tracker, lambda tags: launcher.run_recipe(recipe, cfg, ds, tracker, tags))
+    # The command as given (less --resume and where-to-look flags): what --resume runs again.
+    recorded = json.dumps(without_flags(argv, ("--resume", "--tracking-uri", "--experiment", "--json", "--address")))
+    return run_to_end(cfg, tracker, lambda tags: launcher.run_recipe(recipe, cfg, ds, tracker,
+                                                                     {**tags, "raylab.argv": recorded}))
+
+
+def without_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """argv less those flags and their values ('--flag value' and '--flag=value')."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        elif not a.startswith(tuple(f + "=" for f in flags)):
+            out.append(a)
+    return out
 
 
 def bench_parser(bench) -> argparse.ArgumentParser:
@@ -299,10 +377,15 @@ def finish(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> int:
         cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))
     from raylab.compare import compare
 
+    code = 0 if all(o.status == "FINISHED" for o in outcomes) else 1
+    if tracker.close() is not None:  # the server is still away: nothing to compare from yet
+        return code
+    parent_id = tracker.ids.get(parent_id, parent_id)
     chart = Path(f"raylab-{cfg.experiment}-{parent_id[:8]}.png")
     print("\n" + compare(tracker, cfg.experiment, parent_id, "table", chart))
+    tracker.close()
     print(tracker.ui_hint(cfg.experiment))
-    return 0 if all(o.status == "FINISHED" for o in outcomes) else 1
+    return code
 
 
 def compare_main(argv: list[str]) -> int:
@@ -331,11 +414,34 @@ def compare_main(argv: list[str]) -> int:
     return 0
 
 
+def upload_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="raylab upload",
+                                description="Send the MLflow writes a run kept while its tracking server was away "
+                                            "(the raylab-pending-*.json file it named) to the server.")
+    p.add_argument("file", type=Path, help="the raylab-pending-*.json file")
+    p.add_argument("--tracking-uri", default=None, help="default: the URI the run used, as saved in the file")
+    args = p.parse_args(argv)
+    try:
+        from raylab.tracking import Tracker
+
+        if not args.file.is_file():
+            raise UserError(f"{args.file} does not exist; give the raylab-pending-*.json file the run printed.")
+        uri = args.tracking_uri or json.loads(args.file.read_text())["tracking_uri"]
+        sent = Tracker(uri).upload(args.file)
+    except UserError as e:
+        print(f"raylab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    print(f"raylab: sent {sent} write(s) to {uri}")
+    args.file.rename(args.file.with_suffix(".sent"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"compare": compare_main}
+    commands = {"compare": compare_main, "upload": upload_main}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
-        print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n\n"
+        print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
+              "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n\n"
               "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stderr if argv else sys.stdout)
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])

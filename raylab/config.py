@@ -61,6 +61,10 @@ class RunConfig:
     repeats: int = 1  # each trial runs this many times, interleaved, each its own child run
     baseline: bool = False  # also run each framework's job as a plain script (no Ray, no raylab)
     window: int = DEFAULT_WINDOW  # training steps between host reads
+    max_failures: int = 1  # worker-group restarts Ray Train may make per trial, from the last checkpoint
+    checkpoint_every_min: float = 10.0  # checkpoints inside long epochs this often (0: at epoch ends only)
+    storage: str | None = None  # Ray Train storage for checkpoints (None: Ray's default, ~/ray_results)
+    resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
 
 
 def split_trial(item: str) -> tuple[str, int | None]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import ray
 
@@ -30,17 +29,23 @@ PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs
 
 @ray.remote(num_cpus=0)
 class TrialSink:
-    """Where rank 0 sends progress, per-epoch metrics and its final result."""
+    """Where rank 0 sends progress, per-epoch metrics and its final result. Owned by the driver, so it
+    outlives a worker group that Ray Train restarts: it keeps each epoch's first arrival (an epoch re-sent
+    from a checkpoint after a restart is not logged twice) and each attempt's times."""
 
-    def __init__(self):
-        self.latest, self.epochs, self.final, self.checksums, self.nodes = None, [], None, {}, {}
-        self.servers, self.done = {}, 0
+    def __init__(self, epochs: list | None = None):
+        self.latest, self.epochs, self.final, self.checksums, self.nodes = None, list(epochs or []), None, {}, {}
+        self.servers, self.done, self.rounds = {}, {}, 0
+        self.attempts: list[dict] = []  # per worker-group attempt: start, last sign of life, last checkpoint
+        self.steps_interval = None
 
     def progress(self, fields):
         self.latest = fields
 
     def epoch(self, fields):
-        self.epochs.append(fields)
+        if all(e["epoch"] != fields["epoch"] for e in self.epochs):
+            self.epochs.append(fields)
+            self.epochs.sort(key=lambda e: e["epoch"])
 
     def result(self, fields):
         self.final = fields
@@ -58,7 +63,30 @@ class TrialSink:
     def worker_nodes(self):
         return [self.nodes[r] for r in sorted(self.nodes)]
 
-    # Parameter-server trials: hosts publish their servers, workers look them up and say when they are done.
+    # Restarts: rank 0 says when each attempt starts, that it is alive (every 0.5 s), when it checkpointed.
+    def attempt(self, now):
+        self.attempts.append({"start": now, "alive": now, "first_step": None, "checkpointed": None})
+
+    def alive(self, now):
+        a = self.attempts[-1]
+        a["alive"] = now
+        a["first_step"] = a["first_step"] or now
+
+    def checkpointed(self, now):
+        self.attempts[-1]["checkpointed"] = now
+        self.attempts[-1]["alive"] = now
+
+    def history(self):
+        return list(self.attempts)
+
+    def set_interval(self, steps):
+        self.steps_interval = self.steps_interval or steps  # the first attempt's: every rank must agree
+
+    def interval(self):
+        return self.steps_interval
+
+    # Parameter-server trials: hosts publish their servers, workers look them up and say when they are done;
+    # names carry the worker group's id, so a restarted group never finds the dead group's servers.
     def register(self, name, handle, shard):
         self.servers[name] = (handle, shard)
 
@@ -68,17 +96,36 @@ class TrialSink:
     def registered(self):
         return {name: shard for name, (_, shard) in self.servers.items()}
 
-    def finish(self):
-        self.done += 1
+    def finish(self, group=""):
+        self.done[group] = self.done.get(group, 0) + 1
 
-    def finished(self):
-        return self.done
+    def finished(self, group=""):
+        return self.done.get(group, 0)
+
+    def report_round(self):
+        self.rounds += 1
+
+    def report_rounds(self):
+        return self.rounds
+
+
+def restart_figures(attempts: list[dict]) -> dict:
+    """restarts, recovery_s (a failure, as the failed attempt's last sign of life, to the next attempt's
+    first step) and lost_s (the failed attempt's training after its last checkpoint, done again)."""
+    recovery = lost = 0.0
+    for before, after in zip(attempts, attempts[1:]):
+        recovery += max(0.0, (after["first_step"] or after["alive"]) - before["alive"])
+        since = before["checkpointed"] or before["first_step"] or before["alive"]
+        lost += max(0.0, before["alive"] - since)
+    return {"restarts": max(0, len(attempts) - 1), "recovery_s": recovery, "lost_s": lost}
 
 
 def init_ray(address: str | None = None) -> None:
     """Connects to RAY_ADDRESS (e.g. under `ray job submit`) or starts an in-process cluster."""
     if ray.is_initialized():
         return
+    if address and address not in ("auto", "local"):
+        reachable(address)
     try:
         # "local": always a new in-process cluster; plain ray.init() would silently join any cluster
         # `ray start` left registered on this machine (even a dead one, and then hang).
@@ -92,6 +139,22 @@ def init_ray(address: str | None = None) -> None:
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
         raise UserError(f"cannot start or reach {where} ({first}); check RAY_ADDRESS / --address, "
                         "or start one with `ray start --head`.") from None
+
+
+def reachable(address: str, timeout_s: float = 10.0) -> None:
+    """UserError unless something listens at a cluster address (HOST:PORT or ray://HOST:PORT): ray.init
+    would otherwise wait for minutes on an address where nothing answers."""
+    import socket
+
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"the Ray address '{address}' is not HOST:PORT; give e.g. --address 127.0.0.1:6379, "
+                        "or 'auto' for the cluster `ray start` started here.")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UserError(f"nothing answers at the Ray address {address} ({e.strerror or e}); start the cluster "
+                        "(`ray start --head`) or fix --address / RAY_ADDRESS.") from None
 
 
 def reservation(strategy, layout, cluster: dict) -> tuple[float, bool]:
@@ -141,6 +204,8 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
         **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
         "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
+        "max_failures": cfg.max_failures, "checkpoint_every_min": cfg.checkpoint_every_min,
+        "storage": cfg.storage or "~/ray_results",
     }
 
 
@@ -182,8 +247,15 @@ class Progress(threading.Thread):
         return self.poll()
 
 
-def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink, start: float):
-    from ray.train import FailureConfig, RunConfig as RayRunConfig, ScalingConfig
+def train_run_name(run_id: str) -> str:
+    """The Ray Train run of a trial's MLflow run: the same name under the same storage resumes from its last
+    checkpoint (what --resume relies on); a new trial's run id makes a new name."""
+    return f"raylab-{run_id}"
+
+
+def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink, start: float,
+                  run_id: str):
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig as RayRunConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     strategy = get_strategy(spec.kind)
@@ -194,7 +266,7 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
         epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
-        window=cfg.window,
+        window=cfg.window, checkpoint=cfg.max_failures != 0, checkpoint_every_s=60 * cfg.checkpoint_every_min,
     )
     cpus, _ = reservation(strategy, layout, ray.cluster_resources())
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
@@ -203,15 +275,15 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
     scaling = ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu,
                             resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {}),
                                                   **extra})
-    # Unique names: re-using a name + storage path silently resumes an old run (DESIGN.md).
-    name = f"raylab-{recipe.name}-{spec.framework}-{spec.strategy}-x{spec.workers}-{uuid.uuid4().hex[:8]}"
     backend = strategy.backend_config(cfg.device)
     if strategy.ps_roles == "chief":
         backend.ps = cfg.ps  # TF_CONFIG gets chief / ps / worker roles
-    return DataParallelTrainer(
-        strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
-        scaling_config=scaling, run_config=RayRunConfig(name=name, failure_config=FailureConfig(max_failures=0)),
-    )
+    # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
+    run = RayRunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
+                       failure_config=FailureConfig(max_failures=cfg.max_failures),
+                       checkpoint_config=CheckpointConfig(num_to_keep=1))
+    return DataParallelTrainer(strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
+                               scaling_config=scaling, run_config=run)
 
 
 def replica_agreement(sink) -> dict:
@@ -226,27 +298,52 @@ def replica_agreement(sink) -> dict:
 
 
 def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs: dict,
-              tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1) -> TrialOutcome:
+              tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
+              resume: tuple[str, list] | None = None) -> TrialOutcome:
+    """One trial as a child run. resume=(run id, epochs it logged): an interrupted trial's run goes on
+    (--resume), from its last checkpoint; its logged epochs are not logged again."""
     recipe = recipe.with_batch(spec.batch)
-    run_id = tracker.start_run(spec.name, {**trial_params(recipe, cfg, spec, ds), "repeat": repeat}, tags,
-                               parent=parent_id)
+    logged = []
+    if resume:
+        run_id, logged = resume
+        tracker.reopen(run_id)
+    else:
+        run_id = tracker.start_run(spec.name, {**trial_params(recipe, cfg, spec, ds), "repeat": repeat}, tags,
+                                   parent=parent_id)
     again = f", repeat {repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
+    went_on = f", resumed after epoch {len(logged)}" if resume else ""
     print(f"\n=== {spec.name}: {recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica{again} "
-          f"(MLflow run {run_id}) ===", flush=True)
-    sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote()  # named: tools and tests can find a trial
+          f"(MLflow run {run_id}{went_on}) ===", flush=True)
+    # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
+    sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote(logged)
     start = time.time()
     progress = Progress(sink, tracker, run_id, spec.name, synthetic=ds.synthetic)
+    progress.logged = len(logged)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
 
     def last_progress():
         if progress.is_alive():
             progress.finish()
+        try:  # restarts are recorded whether the trial finished or ran out of them
+            history = ray.get(sink.history.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - a dead cluster: nothing more to learn
+            return
+        figures = restart_figures(history)
+        outcome.result.update(figures)
+        if figures["restarts"]:
+            tracker.log_metrics(run_id, figures, step=cfg.epochs)
+            tracker.set_tags(run_id, {"restarted": figures["restarts"]})
+            print(f"[{spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
+                  f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training done again",
+                  flush=True)
 
     # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
     with recorded(outcome, tracker, before_end=last_progress, after_end=lambda: ray.kill(sink)):
-        trainer = build_trainer(recipe, cfg, spec, recipe.task(ds.target_names), refs, sink, start)
+        trainer = build_trainer(recipe, cfg, spec, recipe.task(ds.target_names), refs, sink, start, run_id)
         progress.start()
-        trainer.fit()
+        result = trainer.fit()
+        if cfg.max_failures != 0 and result.checkpoint is not None:
+            tracker.set_tags(run_id, {"checkpoint_path": result.checkpoint.path})
         wall = time.time() - start
         outcome.epochs, final = progress.finish()
         if final is None:
@@ -286,30 +383,86 @@ def schedule(cfg: RunConfig, plain: list[TrialSpec]) -> list[tuple[int, TrialSpe
     return order
 
 
+EPOCH_KEYS = ("epoch_time_s", "elapsed_s")  # with train_* and val_*: the metrics logged once per epoch
+
+
+def logged_epochs(client, run) -> list[dict]:
+    """The epochs a trial's run holds in MLflow, as the sink's epoch fields (what --resume does not log again)."""
+    keys = [k for k in run.data.metrics if k in EPOCH_KEYS or k.startswith(("train_", "val_"))]
+    epochs: dict[int, dict] = {}
+    for key in keys:
+        for m in client.get_metric_history(run.info.run_id, key):
+            epochs.setdefault(m.step, {"epoch": m.step})[key] = m.value
+    return [epochs[e] for e in sorted(epochs) if "epoch_time_s" in epochs[e]]
+
+
+def earlier_trials(tracker: Tracker, parent: str) -> tuple[dict, dict]:
+    """What an interrupted invocation left: ({trial key: finished run}, {trial key: (run id, logged epochs)} of
+    trials to go on with). A plain baseline that did not finish runs again from the start: its old run ends KILLED."""
+    children = tracker.client.search_runs([tracker.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    finished, unfinished = {}, {}
+    for run in sorted(children, key=lambda r: r.info.start_time):
+        key = run.data.tags.get("raylab.trial_key")
+        if key is None:
+            continue
+        if run.info.status == "FINISHED":
+            finished[key] = run
+        elif run.data.tags.get("actual_strategy") == "plain" or run.data.params.get("trial", "").endswith(":plain"):
+            if run.info.status == "RUNNING":
+                tracker.end(run.info.run_id, "KILLED", "interrupted; run again by --resume")
+        else:
+            unfinished[key] = (run.info.run_id, logged_epochs(tracker.client, run))
+    return finished, unfinished
+
+
+def finished_outcome(spec: TrialSpec, repeat: int, run) -> TrialOutcome:
+    """A trial an earlier run of this invocation finished, as this one reports it (not run again)."""
+    outcome = TrialOutcome(spec, run.info.run_id, "FINISHED", result=dict(run.data.metrics), repeat=repeat)
+    outcome.ran = run.data.tags.get("actual_strategy", spec.strategy)
+    return outcome
+
+
 def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
-    """Runs the trial matrix under one parent run; returns (parent run id, outcomes)."""
+    """Runs the trial matrix under one parent run; returns (parent run id, outcomes). With cfg.resume, under that
+    parent: finished trials are not run again, unfinished ones go on from their last checkpoints."""
     from raylab.baseline import baseline_specs, run_baseline
 
     refs = put_dataset(ds)
     params = {"recipe": recipe.name, "trials": ",".join(s.name for s in cfg.trials), "epochs": cfg.epochs,
               "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick, "device": cfg.device,
-              "repeats": cfg.repeats, "baseline": cfg.baseline, "data": ds.name}
+              "repeats": cfg.repeats, "baseline": cfg.baseline, "data": ds.name, "max_failures": cfg.max_failures}
     data_tags = {"data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
-    parent = tracker.start_run(f"{recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}", params, {**tags, **data_tags})
+    finished, unfinished = {}, {}
+    if cfg.resume:
+        parent = cfg.resume
+        finished, unfinished = earlier_trials(tracker, parent)
+        tracker.reopen(parent)
+        print(f"raylab: resuming invocation {parent}: {len(finished)} trial(s) finished before are not run again, "
+              f"{len(unfinished)} go on from their last checkpoint", flush=True)
+    else:
+        parent = tracker.start_run(f"{recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}", params,
+                                   {**tags, **data_tags})
     outcomes, status = [], "FAILED"
     plain = baseline_specs(cfg) if cfg.baseline else []
     try:
         for repeat, item in schedule(cfg, plain):
+            key = f"{item.name}#{repeat}"
+            if key in finished:
+                outcomes.append(finished_outcome(item, repeat, finished[key]))
+                continue
+            trial_tags = {**tags, **data_tags, "raylab.trial_key": key}
             if item.strategy == "plain":
-                outcomes.append(run_baseline(recipe, cfg, ds, item, tracker, parent, {**tags, **data_tags}, repeat))
+                outcomes.append(run_baseline(recipe, cfg, ds, item, tracker, parent, trial_tags, repeat))
             else:
-                outcomes.append(run_trial(recipe, cfg, item, ds, refs, tracker, parent, {**tags, **data_tags}, repeat))
+                outcomes.append(run_trial(recipe, cfg, item, ds, refs, tracker, parent, trial_tags, repeat,
+                                          resume=unfinished.get(key)))
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"
         raise
     finally:
         failed = [o.spec.name for o in outcomes if o.status != "FINISHED"]
-        tracker.set_tags(parent, {"failed_trials": ",".join(failed) or "none"})
+        tracker.set_tags(parent, {"failed_trials": ",".join(failed) or "none",
+                                  **({"resumed": "true"} if cfg.resume else {})})
         tracker.end(parent, status)
     return parent, outcomes

@@ -63,6 +63,7 @@ class Chrono:
         self.windows: list[tuple[float, int]] = []  # (seconds, steps)
         self.ends: list[float] = []  # each window's end, wall clock (bench/paired.py lines runs up by it)
         self.startup_s: float | None = None
+        self.carried: dict | None = None  # what earlier attempts of a restarted trial timed (state())
         self._t0 = 0.0
 
     def start(self) -> None:
@@ -80,14 +81,35 @@ class Chrono:
         """Seconds since the trial started (the x axis of time-to-accuracy)."""
         return time.time() - self.trial_start
 
-    def summary(self, global_batch: int) -> dict:
-        """Windows that start after the warm-up steps are steady; a run too short for that keeps its last."""
-        done, first_steady = 0, None
+    def _first_steady(self) -> int | None:
+        done = 0
         for i, (_, steps) in enumerate(self.windows):
             if done >= self.warmup:
-                first_steady = i
-                break
+                return i
             done += steps
+        return None
+
+    def state(self) -> dict:
+        """What a checkpoint keeps of this trial's timing: its first attempt's startup and first step, and
+        every steady window so far (a restarted attempt's own warm-up is left out, as the first's was)."""
+        first = self._first_steady()
+        own = self.windows[first:] if first is not None else []
+        if self.carried:
+            return {**self.carried, "steady": self.carried["steady"] + [list(w) for w in own]}
+        return {"startup_s": self.startup_s, "first_step_s": self.windows[0][0] / self.windows[0][1],
+                "warmup_steps": sum(s for _, s in self.windows[:first]) if first is not None else
+                sum(s for _, s in self.windows), "steady": [list(w) for w in own]}
+
+    def summary(self, global_batch: int) -> dict:
+        """Windows that start after the warm-up steps are steady; a run too short for that keeps its last.
+        After a restart, the steady windows of earlier attempts (carried) count too, and the startup and first
+        step are the first attempt's: recovery is recorded apart, never in the throughput."""
+        first_steady = self._first_steady()
+        if self.carried:
+            steady = [tuple(w) for w in self.carried["steady"]] + self.windows[first_steady or len(self.windows):]
+            return {"startup_s": self.carried["startup_s"], "first_step_s": self.carried["first_step_s"],
+                    "warmup_steps": self.carried["warmup_steps"],
+                    **summarize_windows(steady or self.windows[-1:], global_batch)}
         if first_steady is None:
             first_steady = max(1, len(self.windows) - 1)
         if first_steady >= len(self.windows):

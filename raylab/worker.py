@@ -8,12 +8,15 @@ and reports the same names. Only rank 0 reports: one child run per trial, never 
 
 from __future__ import annotations
 
+import json
 import numbers
 import os
 import platform
 import socket
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -22,6 +25,8 @@ from raylab.task import Task
 from raylab.timing import Chrono, Phases
 
 PROGRESS_EVERY_S = 2.0  # how often rank 0 sends a progress line to the driver
+ALIVE_EVERY_S = 0.5  # how often rank 0 tells the sink it is still training (a failure's time, to this precision)
+META = "raylab.json"  # the loop's own part of a checkpoint: position, sums, timing, the epochs so far
 
 
 @dataclass
@@ -46,6 +51,8 @@ class WorkerConfig:
     ps: int = 0  # parameter servers (tf:ps, torch:ps-*)
     steps_per_epoch: int | None = None  # None: one pass over the shard; else the data repeats as needed
     window: int = 32  # training steps between host reads (TF runs them as one tf.function call)
+    checkpoint: bool = False  # checkpoint at epoch ends (and every checkpoint_every_s) for restarts
+    checkpoint_every_s: float = 600.0  # also checkpoint inside an epoch this often (0: at epoch ends only)
 
     @property
     def global_batch(self) -> int:
@@ -79,11 +86,14 @@ class Reporter:
     def __init__(self, cfg: WorkerConfig, rank: int):
         self.sink = cfg.sink if rank == 0 else None
         self.cfg = cfg
-        self._last, self._steps = None, 0
+        self._last, self._steps, self._alive = None, 0, 0.0
 
     def progress(self, epoch: int, step: int, steps: int, loss: float, window: int = 1) -> None:
         """Called at each window's end; throttled; samples/s is averaged over the steps since the last line."""
         now = time.monotonic()
+        if self.sink is not None and now - self._alive >= ALIVE_EVERY_S:
+            self.sink.alive.remote(time.time())
+            self._alive = now
         if self._last is None:  # the first window starts after the first (tracing) step
             self._last = now
             return
@@ -143,6 +153,22 @@ def windows(steps_per_epoch: int, window: int, warmup: int, done: int = 0) -> li
     return out
 
 
+@dataclass
+class Saver:
+    """A backend's training state in its framework's own format, for checkpoints and restarts.
+
+    save(directory, rank) is called on every rank (some frameworks need every rank to take part); rank 0's
+    directory becomes the checkpoint, so what rank 0 holds is what is kept. load(directory, done) restores
+    the state on every rank and moves the data order on past `done` steps, so a restarted trial trains
+    exactly what an uninterrupted one would. before_report(), on rank 0, runs before each checkpoint's
+    ray.train.report (parameter-server hosts take part in that report too).
+    """
+
+    save: Callable[[str, int], None]
+    load: Callable[[str, int], None]
+    before_report: Callable[[], None] | None = None
+
+
 def run_epochs(
     cfg: WorkerConfig,
     rank: int,
@@ -156,6 +182,7 @@ def run_epochs(
     phases: Phases | None = None,
     read: Callable[[Any], Any] = np.asarray,
     syncs: Callable[[], int] | None = None,
+    saver: Saver | None = None,
 ) -> None:
     """The training loop every backend shares.
 
@@ -169,27 +196,102 @@ def run_epochs(
     the only ones. checksum() sums the absolute values of this worker's parameters (a list: one per
     in-process replica; None: nothing to compare), so the driver can check that every replica ended with
     the same model; extra() adds backend figures to the result.
+
+    With a saver and cfg.checkpoint, the loop checkpoints at every epoch's end (and every
+    cfg.checkpoint_every_s inside long epochs) through ray.train.report, and a restarted worker group
+    resumes from ray.train.get_checkpoint(): same position in the data, same sums, the steady windows
+    timed so far. An epoch's metrics go to the driver only once its checkpoint is taken (and again from
+    the checkpoint after a restart: the driver keeps each epoch's first arrival), so MLflow holds each
+    epoch once.
     """
+    import logging
+
+    import ray
+    import ray.train
+
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # a line per report and checkpoint otherwise
     phases = phases or Phases(cfg.trial_start)
     chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
     reporter = Reporter(cfg, rank)
-    reads = host_syncs = done = 0
-    for epoch in range(1, cfg.epochs + 1):
-        t_epoch, sums, i = time.perf_counter(), 0.0, 0
+    saving = saver is not None and cfg.checkpoint
+    pos = {"epoch": 0, "step": 0, "sums": 0.0, "epoch_s": 0.0, "done": 0, "reads": 0, "host_syncs": 0,
+           "epochs": [], "checkpoint_s": 0.0, "checkpoints": 0, "interval": None, "saved_done": 0}
+    if rank == 0:
+        cfg.sink.attempt.remote(time.time())
+    restored = ray.train.get_checkpoint() if saving else None
+    if restored is not None:
+        with restored.as_directory() as d:
+            meta = json.loads((Path(d) / META).read_text())
+            saver.load(d, meta["done"])
+        pos.update(meta["pos"])
+        chrono.carried = meta["timing"]
+        for fields in pos["epochs"]:  # lost if the failure came between the checkpoint and its send
+            reporter.epoch(fields)
+
+    def save_checkpoint(epoch_done: int, step: int, sums, epoch_s: float) -> None:
+        t0 = time.perf_counter()
+        timing = chrono.state()
+        timing.setdefault("phases", phases.summary(timing["startup_s"]))
+        state = {**pos, "epoch": epoch_done, "step": step, "sums": sums, "epoch_s": epoch_s, "done": done,
+                 "reads": reads, "host_syncs": host_syncs, "saved_done": done}
+        with tempfile.TemporaryDirectory(prefix="raylab-checkpoint-") as d:
+            saver.save(d, rank)
+            if rank == 0:
+                (Path(d) / META).write_text(json.dumps(builtins_only({"done": done, "pos": state, "timing": timing})))
+                if saver.before_report is not None:
+                    saver.before_report()
+            ray.train.report({"epoch": epoch_done, "step": done},
+                             checkpoint=ray.train.Checkpoint.from_directory(d) if rank == 0 else None)
+        pos["checkpoint_s"] += time.perf_counter() - t0
+        pos["checkpoints"] += 1
+        pos["saved_done"] = done
+        if rank == 0:
+            cfg.sink.checkpointed.remote(time.time())
+
+    def calibrate() -> None:
+        """Checkpoints inside an epoch every checkpoint_every_s: rank 0 turns that into steps once (every rank
+        must checkpoint at the same window), from its first steady window."""
+        if rank == 0:
+            secs, k = chrono.windows[-1]
+            interval = max(cfg.window, int(cfg.checkpoint_every_s * k / max(secs, 1e-9)) // cfg.window * cfg.window)
+            ray.get(cfg.sink.set_interval.remote(interval), timeout=60)
+        deadline = time.monotonic() + 300
+        while pos["interval"] is None:
+            pos["interval"] = ray.get(cfg.sink.interval.remote(), timeout=60)
+            if pos["interval"] is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("rank 0 did not set the checkpoint interval within 300 s")
+                time.sleep(0.05)
+
+    done, reads, host_syncs, own = pos["done"], pos["reads"], pos["host_syncs"], 0
+    for epoch in range(pos["epoch"] + 1, cfg.epochs + 1):
+        resuming = epoch == pos["epoch"] + 1 and pos["step"] > 0  # a checkpoint inside this epoch
+        i = pos["step"] if resuming else 0
+        sums = np.asarray(pos["sums"], dtype=np.float64) if resuming else 0.0
+        t_epoch = time.perf_counter() - (pos["epoch_s"] if resuming else 0.0)
         before = syncs() if syncs else 0
-        for k in windows(steps_per_epoch, cfg.window, chrono.warmup, done):
+        for k in windows(steps_per_epoch - i, cfg.window, chrono.warmup, own):
             chrono.start()
             part = np.asarray(read(train(k)), dtype=np.float64)
             chrono.stop(k)
-            reads, done, i = reads + 1, done + k, i + k
+            reads, done, own, i = reads + 1, done + k, own + k, i + k
             sums = sums + part
             reporter.progress(epoch, i, steps_per_epoch, float(part[0]) / k, k)
+            if saving and cfg.checkpoint_every_s > 0 and i < steps_per_epoch:
+                if pos["interval"] is None and own >= chrono.warmup + cfg.window:
+                    calibrate()
+                if pos["interval"] is not None and done - pos["saved_done"] >= pos["interval"]:
+                    host_syncs += (syncs() - before) if syncs else 0
+                    before = syncs() if syncs else 0
+                    save_checkpoint(epoch - 1, i, sums, time.perf_counter() - t_epoch)
         host_syncs += (syncs() - before) if syncs else 0
         fields = {"epoch": epoch, "epoch_time_s": time.perf_counter() - t_epoch, **results(sums, steps_per_epoch, "train_")}
         if rank == 0:
             fields.update(evaluate(), elapsed_s=chrono.elapsed())
+        if saving:
+            pos["epochs"].append(builtins_only(fields))
+            save_checkpoint(epoch, 0, 0.0, 0.0)
         reporter.epoch(fields)
-    import ray
 
     host_syncs = host_syncs if syncs else reads
     where = ray.get_runtime_context()
@@ -198,10 +300,15 @@ def run_epochs(
     if rank == 0:
         held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}
         timing = chrono.summary(cfg.global_batch)
-        reporter.result({**timing, **phases.summary(timing["startup_s"]), **(extra() if extra else {}),
+        startup = chrono.carried["phases"] if chrono.carried else phases.summary(timing["startup_s"])
+        saved = {"checkpoints": pos["checkpoints"], "checkpoint_s": pos["checkpoint_s"]} if saving else {}
+        reporter.result({**timing, **startup, **(extra() if extra else {}), **saved,
                          "steps_per_epoch": steps_per_epoch, "host_syncs": host_syncs,
                          "steps_per_host_sync": done / max(host_syncs, 1),
                          "actual": {"actual_strategy": cfg.strategy, **actual, **host_facts(),
                                     "step_timing": "per step (synced)" if cfg.window == 1 else
                                     f"window mean ({cfg.window} steps per host read)",
+                                    "checkpointing": ("epoch ends" + (f" and every {cfg.checkpoint_every_s:g} s"
+                                                      if cfg.checkpoint_every_s > 0 else "")) if saving else
+                                    ("off (--max-failures 0)" if saver is not None else "not supported by this trial"),
                                     "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items())}})

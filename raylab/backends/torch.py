@@ -20,17 +20,49 @@ def _backend_config(device: str):
     return TorchConfig(backend="nccl" if device == "gpu" else "gloo")
 
 
-def shuffled_batches(n: int, batch: int, generator, device=None):
+def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0):
     """Index batches over a shard of n samples, endlessly: each pass a new permutation cut into n // batch
     whole batches (the rest of the pass left out, so shapes never change). torch:none, torch:ddp and the
-    torch:ps-* workers all draw from here, so they see the same order."""
+    torch:ps-* workers all draw from here, so they see the same order. `start` skips that many batches
+    (a restart from a checkpoint): the generator draws the skipped passes' permutations as it would have."""
     import torch
 
+    per_pass = n // batch
+    skip_passes, skip = divmod(start, per_pass)
+    for _ in range(skip_passes):
+        torch.randperm(n, generator=generator)
     while True:
         order = torch.randperm(n, generator=generator)
         if device is not None:
             order = order.to(device)
-        yield from order[: n // batch * batch].split(batch)
+        yield from order[: per_pass * batch].split(batch)[skip:]
+        skip = 0
+
+
+def torch_saver(module, optimizer, scheduler, restart_batches, device=None):
+    """Checkpoints in torch's own format (torch.save of state dicts): model, optimizer, learning-rate schedule
+    and the RNG (dropout); rank 0 writes, every rank loads it (all replicas hold the same state), and
+    restart_batches(done) restarts the data order after `done` steps."""
+    import torch
+
+    def save(directory: str, rank: int) -> None:
+        if rank == 0:
+            torch.save({"model": module.state_dict(), "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                        "rng": torch.get_rng_state()}, f"{directory}/torch.pt")
+
+    def load(directory: str, done: int) -> None:
+        state = torch.load(f"{directory}/torch.pt", map_location=device or "cpu", weights_only=False)
+        module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if scheduler is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"].cpu())
+        restart_batches(done)
+
+    from raylab.worker import Saver
+
+    return Saver(save, load)
 
 
 def torch_worker_loop(config: dict) -> None:
@@ -57,10 +89,13 @@ def torch_worker_loop(config: dict) -> None:
     model.train()
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
-    batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank),
-                               device)
+    def batches_from(done: int):
+        gen = torch.Generator().manual_seed(cfg.seed + rank)
+        return shuffled_batches(num_items(x), cfg.batch_per_replica, gen, device, start=done)
 
-    train = train_fn(task, model, optimizer, scheduler, lambda: take_batch(x, y, next(batches)))
+    batches = [batches_from(0)]
+    train = train_fn(task, model, optimizer, scheduler, lambda: take_batch(x, y, next(batches[0])))
+    saver = torch_saver(module, optimizer, scheduler, lambda done: batches.__setitem__(0, batches_from(done)), device)
 
     evaluate = task.evaluator(module, device)
     test = (to_tensors(x_test), to_tensors(y_test))
@@ -72,7 +107,7 @@ def torch_worker_loop(config: dict) -> None:
         **torch_facts(module), **task.built(optimizer, scheduler, x_test),
     }
     run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, lambda: param_checksum(module),
-               task.results, phases=phases, read=host_copy)
+               task.results, phases=phases, read=host_copy, saver=saver)
 
 
 def start_worker(config: dict):

@@ -1,0 +1,121 @@
+"""A trial survives a lost worker: real worker processes SIGKILLed mid-trial on the shared local cluster.
+
+Each trial checkpoints at epoch ends; Ray Train restarts the worker group from the last checkpoint, the
+data order goes on where it was, and MLflow holds every epoch once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import load_recipe
+
+pytestmark = pytest.mark.integration
+
+FASHION = load_recipe("fashion")
+
+
+class Killer(threading.Thread):
+    """Kills one process of the class given (a Ray Train worker, a parameter server) in epoch 2 of each of
+    the first `trials` trials it sees, once epoch 1 has reached the driver."""
+
+    def __init__(self, ray, actor_class: str, trials: int, timeout: float = 600):
+        super().__init__(daemon=True)
+        self.ray, self.actor_class, self.trials, self.timeout = ray, actor_class, trials, timeout
+        self.killed: list[tuple[str, int]] = []  # (sink name, pid)
+        self.stop = threading.Event()
+
+    def run(self):
+        deadline, seen = time.monotonic() + self.timeout, []
+        while len(self.killed) < self.trials and time.monotonic() < deadline and not self.stop.is_set():
+            sinks = sorted(n["name"] if isinstance(n, dict) else n for n in self.ray.util.list_named_actors()
+                           if (n["name"] if isinstance(n, dict) else n).startswith("raylab-sink-"))
+            for name in sinks:
+                if name in seen:
+                    continue
+                try:
+                    _, epochs, _ = self.ray.get(self.ray.get_actor(name).poll.remote(), timeout=10)
+                except Exception:  # noqa: BLE001 - the trial ended meanwhile
+                    seen.append(name)
+                    continue
+                if len(epochs) >= 1:
+                    seen.append(name)
+                    pid = max(actor_pids(self.actor_class))
+                    os.kill(pid, signal.SIGKILL)
+                    self.killed.append((name, pid))
+            time.sleep(0.2)
+
+
+def actor_pids(actor_class: str) -> list[int]:
+    """Processes whose title Ray set to the actor's class (`ray::RayTrainWorker...`, `ray::ParameterServer...`)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            title = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and title.startswith(f"ray::{actor_class}"):
+            pids.append(int(proc.name))
+    return pids
+
+
+def children(client, parent_id):
+    exp = client.get_run(parent_id).info.experiment_id
+    runs = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    return sorted(runs, key=lambda r: r.info.start_time)
+
+
+def no_train_workers_left():
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if not actor_pids("RayTrainWorker") and not actor_pids("ParameterServer"):
+            return True
+        time.sleep(1)
+    return False
+
+
+def test_lost_worker_restarts_from_checkpoint_and_logs_each_epoch_once(run_recipe, ray_cluster):
+    """torch:ddp x2 and tf:mwms x2, a worker SIGKILLed in epoch 2 of 4: FINISHED with restarts=1, epochs 1..4
+    once each, and the same result as the uninterrupted repeat (torch: equal weights; TF: accuracy within 0.005)."""
+    killer = Killer(ray_cluster, "RayTrainWorker", trials=2)
+    killer.start()
+    try:
+        code, summary, client = run_recipe(FASHION, "--quick", "--trials", "torch:ddp x2,tf:mwms x2", "--epochs", "4",
+                                           "--steps-per-epoch", "400", "--repeats", "2", "--checkpoint-every", "0")
+    finally:
+        killer.stop.set()
+        killer.join(timeout=30)
+    assert code == 0, summary
+    assert len(killer.killed) == 2, killer.killed
+    runs = {r.info.run_id: r for r in children(client, summary["parent_run_id"])}
+    killed_runs = {name.removeprefix("raylab-sink-") for name, _ in killer.killed}
+    by_kind: dict[str, list] = {}
+    for trial in summary["trials"]:
+        run = runs[trial["run_id"]]
+        assert run.info.status == "FINISHED"
+        restarted = trial["run_id"] in killed_runs
+        assert run.data.metrics.get("restarts", 0) == (1 if restarted else 0), trial
+        if restarted:
+            assert run.data.tags["restarted"] == "1"
+            assert run.data.metrics["recovery_s"] > 0 and run.data.metrics["lost_s"] >= 0
+        for key in ("val_accuracy", "epoch_time_s", "train_loss"):
+            steps = [m.step for m in client.get_metric_history(trial["run_id"], key)]
+            assert sorted(steps) == [1, 2, 3, 4], (trial["trial"], key, steps)
+        assert run.data.tags["checkpointing"] == "epoch ends"
+        assert run.data.metrics["checkpoints"] == 4
+        by_kind.setdefault(trial["trial"], []).append((restarted, run))
+    torch_runs = by_kind["torch:ddp x2"]
+    assert sorted(r for r, _ in torch_runs) == [False, True]
+    sums = {r.data.tags["param_checksums"] for _, r in torch_runs}
+    assert len(sums) == 1, sums  # bit for bit the weights of the uninterrupted run
+    tf_runs = by_kind["tf:mwms x2"]
+    assert sorted(r for r, _ in tf_runs) == [False, True]
+    accs = [r.data.metrics["val_accuracy"] for _, r in tf_runs]
+    assert abs(accs[0] - accs[1]) <= 0.005, accs
+    assert no_train_workers_left()
