@@ -35,7 +35,7 @@ class TrialSink:
 
     def __init__(self, epochs: list | None = None):
         self.latest, self.epochs, self.final, self.checksums, self.nodes = None, list(epochs or []), None, {}, {}
-        self.servers, self.done, self.rounds = {}, {}, 0
+        self.servers, self.done, self.rounds = {}, {}, {}
         self.attempts: list[dict] = []  # per worker-group attempt: start, last sign of life, last checkpoint
         self.steps_interval = None
 
@@ -102,11 +102,11 @@ class TrialSink:
     def finished(self, group=""):
         return self.done.get(group, 0)
 
-    def report_round(self):
-        self.rounds += 1
+    def report_round(self, group=""):
+        self.rounds[group] = self.rounds.get(group, 0) + 1
 
-    def report_rounds(self):
-        return self.rounds
+    def report_rounds(self, group=""):
+        return self.rounds.get(group, 0)
 
 
 def restart_figures(attempts: list[dict]) -> dict:

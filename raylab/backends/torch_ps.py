@@ -19,10 +19,13 @@ down and nothing stays behind.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+import uuid
+from dataclasses import dataclass
 
 import ray
-from ray.train.backend import BackendConfig
+from ray.train.backend import Backend, BackendConfig
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raylab.backends.base import Strategy
@@ -34,12 +37,14 @@ WAIT_S = 600.0  # the longest a server host waits for its servers' handles or it
 class ParameterServer:
     """One shard of the parameters and its optimizer state. An asyncio actor: sync pushes wait for each other."""
 
-    def __init__(self, shard: list, task, total_updates: int, workers: int, sync: bool, threads: int):
+    def __init__(self, shard: list, task, total_updates: int, workers: int, sync: bool, threads: int,
+                 state: dict | None = None):
         import torch
 
         from raylab.task.torch import TorchTask
 
         torch.set_num_threads(threads)
+        shard = state["params"] if state else shard  # a restart: the shard as the last checkpoint holds it
         self.params = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in shard]
         # The recipe's optimizer and schedule, built here: the server applies the updates.
         self.optimizer, self.scheduler = TorchTask(task, total_updates).build_optimizer(self.params)
@@ -47,6 +52,17 @@ class ParameterServer:
         self.version, self.pending, self.applied = 0, [], asyncio.Event()
         self.staleness: list[int] = []
         self.apply_s = 0.0
+        if state:
+            self.optimizer.load_state_dict(state["optimizer"])
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(state["scheduler"])
+            self.version = state["version"]
+
+    def state(self) -> dict:
+        """This shard for a checkpoint: weights, optimizer and schedule state, version."""
+        return {"params": [p.detach().numpy().copy() for p in self.params], "version": self.version,
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None}
 
     def _apply(self, grads: list) -> None:
         import torch
@@ -101,26 +117,60 @@ def shard_parameters(sizes: list[int], servers: int) -> list[list[int]]:
     return [sorted(s) for s in shards]
 
 
-def _host_server(cfg, index: int, workers: int, total_updates: int) -> None:
-    """A server host rank: start this shard's server beside itself, publish it, wait for the workers."""
+def _host_server(cfg, index: int, workers: int, total_updates: int, group: str) -> None:
+    """A server host rank: start this shard's server beside itself (from the last checkpoint after a restart),
+    publish it, take part in the workers' checkpoint reports, wait for the workers."""
+    import ray.train
     import torch
 
     torch.manual_seed(cfg.seed)  # the same initial weights every worker (and DDP) starts from
     params = [p.detach().numpy() for p in cfg.task.models["torch"]().parameters()]
     mine = shard_parameters([p.size for p in params], cfg.ps)[index]
+    state = None
+    restored = ray.train.get_checkpoint() if cfg.checkpoint else None
+    if restored is not None:
+        with restored.as_directory() as d:
+            state = torch.load(f"{d}/{PS_FILE}", weights_only=False)["servers"][index]
     node = ray.get_runtime_context().get_node_id()
     server = ParameterServer.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         max_concurrency=max(2 * workers, 4),
-    ).remote([params[i] for i in mine], cfg.task, total_updates, workers, cfg.strategy == "ps-sync", cfg.threads)
+    ).remote([params[i] for i in mine], cfg.task, total_updates, workers, cfg.strategy == "ps-sync", cfg.threads,
+             state)
     ray.get(server.weights.remote(), timeout=WAIT_S)  # up before anyone is told about it
-    ray.get(cfg.sink.register.remote(f"ps{index}", server, mine), timeout=60)
-    deadline = time.monotonic() + cfg.epochs * WAIT_S
-    while ray.get(cfg.sink.finished.remote(), timeout=60) < workers:
+    ray.get(cfg.sink.register.remote(f"{group}/ps{index}", server, mine), timeout=60)
+    deadline, reports = time.monotonic() + cfg.epochs * WAIT_S, 0
+    while ray.get(cfg.sink.finished.remote(group), timeout=60) < workers:
+        # ray.train.report waits for every rank of the group: the hosts report each time the workers do.
+        for _ in range(ray.get(cfg.sink.report_rounds.remote(group), timeout=60) - reports):
+            ray.train.report({})
+            reports += 1
         if time.monotonic() > deadline:
             raise TimeoutError(f"parameter server {index}: workers did not finish within {cfg.epochs * WAIT_S:.0f} s")
-        time.sleep(0.5)
+        time.sleep(0.05)
     ray.kill(server)
+
+
+PS_FILE = "parameter_servers.pt"
+
+
+def ps_saver(servers: list, restart_batches, group: str, sink):
+    """Checkpoints of a ps trial, in torch's format: every server's shard (weights, optimizer, schedule, version)
+    and the worker RNG, written by worker rank 0; a restarted group's hosts start their servers from it."""
+    import torch
+
+    from raylab.worker import Saver
+
+    def save(directory: str, rank: int) -> None:
+        if rank == 0:
+            states = ray.get([h.state.remote() for h, _ in servers], timeout=WAIT_S)
+            torch.save({"servers": states, "rng": torch.get_rng_state()}, f"{directory}/{PS_FILE}")
+
+    def load(directory: str, done: int) -> None:
+        torch.set_rng_state(torch.load(f"{directory}/{PS_FILE}", weights_only=False)["rng"])
+        restart_batches(done)
+
+    return Saver(save, load, before_report=lambda: ray.get(sink.report_round.remote(group), timeout=60))
 
 
 def torch_ps_loop(config: dict) -> None:
@@ -141,8 +191,9 @@ def torch_ps_loop(config: dict) -> None:
     n = num_items(ray.get(cfg.data_refs["y_train"])) // workers  # every worker's shard (shard_indices)
     steps_per_epoch = cfg.steps(n // cfg.batch_per_replica)
     total_updates = steps_per_epoch * cfg.epochs * (1 if sync else workers)
+    group = os.environ.get("RAYLAB_GROUP", "")
     if rank >= workers:
-        return _host_server(cfg, rank - workers, workers, total_updates)
+        return _host_server(cfg, rank - workers, workers, total_updates, group)
 
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
     task = TorchTask(cfg.task, total_updates)
@@ -150,10 +201,16 @@ def torch_ps_loop(config: dict) -> None:
     x, y = to_tensors(task.inputs(x)), to_tensors(task.targets(y))
     test = (to_tensors(task.inputs(x_test)), to_tensors(task.targets(y_test)))
     model = task.build_model().train()
-    servers = _find_servers(cfg)
+    servers = _find_servers(cfg, group)
     remote = ServerOptimizer(servers, list(model.parameters()))  # starts from the servers' weights
-    batches = shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank))
-    train = train_fn(task, model, remote, None, lambda: take_batch(x, y, next(batches)))
+
+    def batches_from(done: int):
+        return shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank),
+                                start=done)
+
+    batches = [batches_from(0)]
+    train = train_fn(task, model, remote, None, lambda: take_batch(x, y, next(batches[0])))
+    saver = ps_saver(servers, lambda done: batches.__setitem__(0, batches_from(done)), group, cfg.sink)
     evaluate = task.evaluator(model, torch.device("cpu"))
     actual = {
         "strategy_class": f"ParameterServer({'sync' if sync else 'async'})", "replicas_in_sync": workers if sync else 1,
@@ -173,9 +230,9 @@ def torch_ps_loop(config: dict) -> None:
 
         run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, checksum, task.results,
                    extra=lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
-                   read=read, syncs=lambda: reads[0] + remote.comm["steps"])
+                   read=read, syncs=lambda: reads[0] + remote.comm["steps"], saver=saver)
     finally:
-        ray.get(cfg.sink.finish.remote(), timeout=60)
+        ray.get(cfg.sink.finish.remote(group), timeout=60)
 
 
 class ServerOptimizer:
@@ -221,11 +278,11 @@ def ps_figures(servers: list, comm: dict, bytes_per_step: int, sync: bool) -> di
     }
 
 
-def _find_servers(cfg) -> list:
-    """The servers' (handle, parameter indices), once their hosts have started them."""
+def _find_servers(cfg, group: str) -> list:
+    """The servers' (handle, parameter indices), once their hosts (of this worker group) have started them."""
     deadline = time.monotonic() + WAIT_S
     while True:
-        found = ray.get(cfg.sink.lookup.remote([f"ps{i}" for i in range(cfg.ps)]), timeout=60)
+        found = ray.get(cfg.sink.lookup.remote([f"{group}/ps{i}" for i in range(cfg.ps)]), timeout=60)
         if found is not None:
             return [(handle, shard) for handle, shard in found]
         if time.monotonic() > deadline:
@@ -244,5 +301,22 @@ def _push(servers: list, versions: list, params: list) -> list:
                            "so the trial stops") from None
 
 
-SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: BackendConfig(), ps_roles="hosts")
-ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: BackendConfig(), ps_roles="hosts")
+class _GroupBackend(Backend):
+    def on_start(self, worker_group, backend_config):
+        # Each worker group (a restart makes a new one) gets its own id: its hosts and workers find each other
+        # by it, never the servers of a group that died.
+        group = uuid.uuid4().hex[:12]
+        worker_group.execute(os.environ.__setitem__, "RAYLAB_GROUP", group)
+
+
+@dataclass
+class GroupConfig(BackendConfig):
+    """Sets RAYLAB_GROUP, one id per worker group, before the loop starts."""
+
+    @property
+    def backend_cls(self):
+        return _GroupBackend
+
+
+SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts")
+ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts")

@@ -119,3 +119,4 @@ def test_lost_worker_restarts_from_checkpoint_and_logs_each_epoch_once(run_recip
     accs = [r.data.metrics["val_accuracy"] for _, r in tf_runs]
     assert abs(accs[0] - accs[1]) <= 0.005, accs
     assert no_train_workers_left()
+
