@@ -123,11 +123,11 @@ class Tracker:
         if uri.startswith("file:") or (urlparse(uri).scheme == "" and not uri.startswith("sqlite")):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3.17 refuses it otherwise
         self.remote = uri.startswith(("http://", "https://"))
+        self.client = MlflowClient(tracking_uri=uri)
+        self.experiment_id = self._experiment(experiment)
         if self.remote:  # fail over to the local queue within about 30 s rather than MLflow's minutes of retries
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-        self.client = MlflowClient(tracking_uri=uri)
-        self.experiment_id = self._experiment(experiment)
         self.pending: list[list] = []  # writes the server has not taken yet, in order
         self.ids: dict[str, str] = {}  # placeholder run id (made while the server was away) -> real id
         self._lock = threading.RLock()
