@@ -204,7 +204,7 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
         **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
         "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
-        "max_failures": cfg.max_failures, "checkpoint_every_min": cfg.checkpoint_every_min,
+        "max_failures": max_failures(strategy, cfg), "checkpoint_every_min": cfg.checkpoint_every_min,
         "storage": cfg.storage or "~/ray_results",
     }
 
@@ -253,6 +253,11 @@ def train_run_name(run_id: str) -> str:
     return f"raylab-{run_id}"
 
 
+def max_failures(strategy, cfg: RunConfig) -> int:
+    """The restarts a trial may make: --max-failures, or 0 where its loop cannot checkpoint (tf:ps, xla:*)."""
+    return cfg.max_failures if strategy.checkpoints else 0
+
+
 def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink, start: float,
                   run_id: str):
     from ray.train import CheckpointConfig, FailureConfig, RunConfig as RayRunConfig, ScalingConfig
@@ -266,7 +271,7 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
         epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
-        window=cfg.window, checkpoint=cfg.max_failures != 0, checkpoint_every_s=60 * cfg.checkpoint_every_min,
+        window=cfg.window, checkpoint=max_failures(strategy, cfg) != 0, checkpoint_every_s=60 * cfg.checkpoint_every_min,
     )
     cpus, _ = reservation(strategy, layout, ray.cluster_resources())
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
@@ -280,7 +285,7 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
         backend.ps = cfg.ps  # TF_CONFIG gets chief / ps / worker roles
     # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
     run = RayRunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
-                       failure_config=FailureConfig(max_failures=cfg.max_failures),
+                       failure_config=FailureConfig(max_failures=max_failures(strategy, cfg)),
                        checkpoint_config=CheckpointConfig(num_to_keep=1))
     return DataParallelTrainer(strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
                                scaling_config=scaling, run_config=run)
@@ -342,7 +347,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         trainer = build_trainer(recipe, cfg, spec, recipe.task(ds.target_names), refs, sink, start, run_id)
         progress.start()
         result = trainer.fit()
-        if cfg.max_failures != 0 and result.checkpoint is not None:
+        if result.checkpoint is not None:
             tracker.set_tags(run_id, {"checkpoint_path": result.checkpoint.path})
         wall = time.time() - start
         outcome.epochs, final = progress.finish()

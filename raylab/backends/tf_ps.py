@@ -154,4 +154,5 @@ def _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, la
     return train
 
 
-PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief")
+PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief",
+              checkpoints=False)

@@ -301,12 +301,16 @@ def _push(servers: list, versions: list, params: list) -> list:
                            "so the trial stops") from None
 
 
+def _set_group(group: str) -> None:
+    os.environ["RAYLAB_GROUP"] = group  # a function, not os.environ.__setitem__: that pickles a copy of environ
+
+
 class _GroupBackend(Backend):
     def on_start(self, worker_group, backend_config):
         # Each worker group (a restart makes a new one) gets its own id: its hosts and workers find each other
         # by it, never the servers of a group that died.
         group = uuid.uuid4().hex[:12]
-        worker_group.execute(os.environ.__setitem__, "RAYLAB_GROUP", group)
+        worker_group.execute(_set_group, group)
 
 
 @dataclass

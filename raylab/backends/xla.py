@@ -129,6 +129,6 @@ def _resources(cfg, cluster: dict) -> dict:
 
 
 SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, preflight=_preflight,
-                  model_family="torch", resources=_resources)
+                  model_family="torch", resources=_resources, checkpoints=False)
 DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, preflight=_preflight, model_family="torch",
-               resources=_resources)
+               resources=_resources, checkpoints=False)

@@ -120,3 +120,28 @@ def test_lost_worker_restarts_from_checkpoint_and_logs_each_epoch_once(run_recip
     assert abs(accs[0] - accs[1]) <= 0.005, accs
     assert no_train_workers_left()
 
+
+
+def test_lost_parameter_server_restarts_from_its_checkpointed_shard(run_recipe, ray_cluster):
+    """torch:ps-sync x2, its parameter server SIGKILLed in epoch 2 of 4: the worker group restarts, the new
+    server starts from the checkpointed shard, and the weights equal the uninterrupted repeat's."""
+    killer = Killer(ray_cluster, "ParameterServer", trials=1)
+    killer.start()
+    try:
+        code, summary, client = run_recipe(FASHION, "--quick", "--trials", "torch:ps-sync x2", "--epochs", "4",
+                                           "--steps-per-epoch", "200", "--repeats", "2", "--checkpoint-every", "0")
+    finally:
+        killer.stop.set()
+        killer.join(timeout=30)
+    assert code == 0, summary
+    assert len(killer.killed) == 1, killer.killed
+    runs = {r.info.run_id: r for r in children(client, summary["parent_run_id"])}
+    restarted = [runs[t["run_id"]] for t in summary["trials"] if runs[t["run_id"]].data.metrics.get("restarts")]
+    assert len(restarted) == 1 and restarted[0].data.metrics["restarts"] == 1
+    for trial in summary["trials"]:
+        assert runs[trial["run_id"]].info.status == "FINISHED"
+        steps = [m.step for m in client.get_metric_history(trial["run_id"], "val_accuracy")]
+        assert sorted(steps) == [1, 2, 3, 4], steps
+    sums = {runs[t["run_id"]].data.tags["param_checksums"] for t in summary["trials"]}
+    assert len(sums) == 1, sums
+    assert no_train_workers_left()

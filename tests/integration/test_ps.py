@@ -105,9 +105,10 @@ def assert_nothing_left():
 
 
 def kill_server(ray, sink):
-    handle, _ = ray.get(sink.lookup.remote(["ps0"]), timeout=30)[0]
+    (name,) = [n for n in ray.get(sink.registered.remote(), timeout=30) if n.endswith("/ps0")]
+    handle, _ = ray.get(sink.lookup.remote([name]), timeout=30)[0]
     ray.kill(handle)
-    return "ps0"
+    return name
 
 
 def kill_chief(ray, sink):
@@ -116,10 +117,14 @@ def kill_chief(ray, sink):
     return name
 
 
-@pytest.mark.parametrize("kind,victim", [("torch:ps-sync", kill_server), ("tf:ps", kill_chief)])
-def test_killing_a_server_or_the_chief_fails_the_trial_and_leaves_nothing(run_recipe, ray_cluster, kind, victim):
+@pytest.mark.parametrize("kind,victim,flags", [("torch:ps-sync", kill_server, ["--max-failures", "0"]),
+                                               ("tf:ps", kill_chief, [])])
+def test_killing_a_server_or_the_chief_fails_the_trial_and_leaves_nothing(run_recipe, ray_cluster, kind, victim,
+                                                                          flags):
+    """Without restarts (--max-failures 0, or tf:ps, which cannot checkpoint): FAILED at once, with the reason."""
     thread, outcome = kill_when_training(ray_cluster, victim)
-    code, summary, client = run_recipe(FASHION, "--quick", "--epochs", "5", "--trials", kind, "--workers", "2")
+    code, summary, client = run_recipe(FASHION, "--quick", "--epochs", "5", "--trials", kind, "--workers", "2",
+                                       *flags)
     thread.join(timeout=60)
     assert outcome.get("killed"), "the trial finished before anything was killed"
     assert code == 1
@@ -129,4 +134,5 @@ def test_killing_a_server_or_the_chief_fails_the_trial_and_leaves_nothing(run_re
     reason = run.data.tags["error_summary"]
     expected = "parameter server died mid-trial" if kind == "torch:ps-sync" else "The actor died unexpectedly"
     assert expected in reason, reason
+    assert run.data.params["max_failures"] == "0" and "restarts" not in run.data.metrics
     assert_nothing_left()
