@@ -41,7 +41,7 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_workers_s", "startup_imports_s",
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
-           "steps_per_host_sync"]
+           "steps_per_host_sync", "restarts", "recovery_s", "lost_s"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
                  "target_accuracy", "repeat", "batch_per_replica"]
@@ -116,7 +116,8 @@ def format_table(rows: list[dict]) -> str:
         columns = columns[:3] + [("sps_range", "min..max", "{}"), ("runs", "runs", "{}")] + columns[3:]
         rows = [{**r, "sps_range": f"{protocol.rate(r['sps_min'])}..{protocol.rate(r['sps_max'])}" if r.get("sps_min") else None}
                 for r in rows]
-    marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")} for r in rows]
+    marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")
+               + (" +" if r.get("restarts") else "")} for r in rows]
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
@@ -125,6 +126,9 @@ def format_table(rows: list[dict]) -> str:
     failed = [f"  {r['trial']}: {r['error']}" for r in rows if r["status"] != "FINISHED" and r.get("error")]
     notes = ([f"* oversubscribed: more processes than CPUs, each process reserved {r['cpus_per_process']} CPU "
               f"({r['trial']})" for r in rows if r.get("oversubscribed")])
+    notes += [f"+ restarted from a checkpoint {r['restarts']:g}x ({r['trial']}): {r['recovery_s']:.1f} s to recover, "
+              f"{r['lost_s']:.1f} s of training done again; steady figures leave both out"
+              for r in rows if r.get("restarts")]
     if repeated:
         notes.append("medians over repeats; min..max = the samples/s range")
     return "\n".join(lines + notes + (["failed:"] + failed if failed else []))

@@ -53,6 +53,8 @@ def fold(rows: list[dict]) -> list[dict]:
         sps = [r["samples_per_sec"] for r in done if r.get("samples_per_sec") is not None]
         out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
+        for key in ("restarts", "recovery_s", "lost_s"):  # restarts are summed over repeats, not medians
+            out[key] = sum(r.get(key) or 0 for r in runs) or None
         folded.append(out)
     return folded
 

@@ -97,3 +97,15 @@ def test_repeats_interleave_and_alternate_order():
     cfg = RunConfig(trials=[a, b], epochs=1, threads=1, seed=0, quick=True, tracking_uri="x", experiment="e", repeats=3)
     p = TrialSpec("tf", "plain", 1)
     assert schedule(cfg, [p]) == [(1, a), (1, b), (1, p), (2, p), (2, b), (2, a), (3, a), (3, b), (3, p)]
+
+
+def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
+    from raylab.compare import format_table
+
+    rows = [row("torch:ddp x2", 100.0, restarts=1.0, recovery_s=20.0, lost_s=1.5), row("torch:ddp x2", 110.0),
+            row("tf:none x1", 90.0)]
+    folded = protocol.fold(rows)
+    assert (folded[0]["restarts"], folded[0]["recovery_s"], folded[1]["restarts"]) == (1.0, 20.0, None)
+    table = format_table(folded)
+    assert "torch:ddp x2 +" in table and "tf:none x1 +" not in table
+    assert "+ restarted from a checkpoint 1x (torch:ddp x2): 20.0 s to recover, 1.5 s of training done again" in table
