@@ -1,0 +1,89 @@
+"""The driver SIGKILLed mid-matrix (a crash, a lost head node), then `--resume last`: the finished trial is not
+run again, the interrupted one goes on from its last checkpoint, all under the first invocation's parent run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.e2e.test_interrupt import wait_for
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def processes_of(home: Path) -> list[str]:
+    """Processes started by that driver (Ray's head processes, workers, actors): they carry its HOME."""
+    mark = f"HOME={home}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and mark in (proc / "environ").read_bytes().split(b"\0"):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:80])
+        except OSError:
+            continue
+    return found
+
+
+def nothing_left(home: Path, timeout: float = 150) -> None:
+    """Waits for that driver's processes to exit (a dead raylet's workers notice within about a minute)."""
+    deadline = time.monotonic() + timeout
+    while processes_of(home) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not processes_of(home), f"left after {timeout:.0f} s: {processes_of(home)}"
+
+
+def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):  # a fresh user's default: ray.init() makes its own token
+        env.pop(k, None)
+    client = MlflowClient(tracking_uri=uri)
+    client.search_experiments()  # creates and migrates the store now: a reader racing the recipe's migration fails
+    recipe = [sys.executable, str(ROOT / "recipes" / "fashion.py")]
+    where = ["--tracking-uri", uri, "--experiment", "crashed"]
+    first = subprocess.Popen([*recipe, "--quick", "--trials", "torch:none,tf:none", "--epochs", "3",
+                              "--steps-per-epoch", "300", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        def second_trial_past_epoch_1():
+            exp = client.get_experiment_by_name("crashed")
+            runs = client.search_runs([exp.experiment_id]) if exp else []
+            second = [r for r in runs if r.info.run_name.startswith("tf:none")]
+            return second and client.get_metric_history(second[0].info.run_id, "val_accuracy")
+
+        wait_for(second_trial_past_epoch_1, 480, "the second trial's first epoch in MLflow")
+        first.kill()  # SIGKILL to the driver alone: nothing of raylab's runs after it
+        first.communicate(timeout=60)
+        # The in-process cluster shares the driver's fate: its raylet, GCS and workers go with it.
+        nothing_left(tmp_path)
+        exp = client.get_experiment_by_name("crashed").experiment_id
+        before = {r.info.run_id: r for r in client.search_runs([exp])}
+        assert sorted(r.info.status for r in before.values()) == ["FINISHED", "RUNNING", "RUNNING"]
+
+        resumed = subprocess.run([*recipe, "--resume", "last", *where], cwd=tmp_path, env=env,
+                                 capture_output=True, text=True, timeout=600)
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait(timeout=30)
+    after = {r.info.run_id: r for r in client.search_runs([exp])}
+    assert after.keys() == before.keys()  # one parent, the same two trial runs: nothing ran twice
+    assert all(r.info.status == "FINISHED" for r in after.values())
+    trials = [r for r in after.values() if r.data.tags.get("raylab.role") == "trial"]
+    assert len(trials) == 2
+    for run in trials:
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
+        assert sorted(steps) == [1, 2, 3], (run.info.run_name, steps)
+    torch_run = next(r for r in trials if r.info.run_name.startswith("torch:none"))
+    assert torch_run.info.end_time == before[torch_run.info.run_id].info.end_time  # finished before: not re-run
+    nothing_left(tmp_path)

@@ -1,0 +1,103 @@
+"""A real `mlflow server` goes away mid-trial and comes back: nothing the run wrote is lost, nothing stays RUNNING.
+
+The outage lasts RAYLAB_TEST_OUTAGE_S seconds (default 45: past MLflow's own HTTP retries, which raylab cuts
+to about 10 s against a server, so the writes must be kept and sent later). Run with RAYLAB_TEST_OUTAGE_S=300
+for the 5-minute outage the README quotes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.e2e.test_interrupt import wait_for
+from tests.e2e.test_resume import nothing_left
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+OUTAGE_S = float(os.environ.get("RAYLAB_TEST_OUTAGE_S", "45"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(db: Path, artifacts: Path, port: int, log: Path) -> subprocess.Popen:
+    cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+           "--backend-store-uri", f"sqlite:///{db}", "--artifacts-destination", str(artifacts)]
+    server = subprocess.Popen(cmd, stdout=log.open("a"), stderr=subprocess.STDOUT, start_new_session=True)
+    client = MlflowClient(tracking_uri=f"http://127.0.0.1:{port}")
+
+    def up():
+        try:
+            return client.search_experiments() is not None
+        except Exception:  # noqa: BLE001 - not listening yet
+            return False
+
+    wait_for(up, 120, "mlflow server to answer")
+    return server
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGKILL)  # the whole server: uvicorn and its workers
+    server.wait(timeout=30)
+
+
+def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # this test's client: fail fast while it is down
+    db, artifacts, log, port = tmp_path / "mlflow.db", tmp_path / "artifacts", tmp_path / "server.log", free_port()
+    uri = f"http://127.0.0.1:{port}"
+    server = start_server(db, artifacts, port, log)
+    env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
+        env.pop(k, None)
+    client = MlflowClient(tracking_uri=uri)
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", "torch:none",
+           "--epochs", "8", "--steps-per-epoch", "600", "--tracking-uri", uri, "--experiment", "outage"]
+    run = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)
+    try:
+        def first_epoch_logged():
+            exp = client.get_experiment_by_name("outage")
+            runs = client.search_runs([exp.experiment_id]) if exp else []
+            trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
+            return trials and client.get_metric_history(trials[0].info.run_id, "val_accuracy")
+
+        wait_for(first_epoch_logged, 480, "the trial's first epoch in MLflow")
+        stop_server(server)
+        time.sleep(OUTAGE_S)
+        assert run.poll() is None or OUTAGE_S > 60, "the trial ended during the outage; make it longer"
+        server = start_server(db, artifacts, port, log)
+        out, err = run.communicate(timeout=900)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+        stop_server(server)
+    assert run.returncode == 0, out[-2000:] + err[-3000:]
+    assert "cannot be reached" in err and "is back" in err, err[-3000:]
+    # Read back from the same store, with the server down again: the sqlite file it wrote.
+    local = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    exp = local.get_experiment_by_name("outage").experiment_id
+    runs = local.search_runs([exp])
+    assert sorted(r.info.status for r in runs) == ["FINISHED", "FINISHED"]
+    (trial,) = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
+    for key in ("val_accuracy", "train_loss", "epoch_time_s"):
+        steps = [m.step for m in local.get_metric_history(trial.info.run_id, key)]
+        assert sorted(steps) == list(range(1, 9)), (key, steps)
+    for key in ("samples_per_sec", "step_time_p50_ms", "startup_s", "wall_s"):
+        assert key in trial.data.metrics, key
+    assert trial.data.params["epochs"] == "8" and trial.data.tags.get("strategy_class")
+    nothing_left(tmp_path)
