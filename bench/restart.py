@@ -48,9 +48,10 @@ def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path) -> d
            "--tracking-uri", uri, "--experiment", "restart"]
     proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
-    killed = None
+    killed, lines = None, []
     try:
         for line in proc.stdout:
+            lines.append(line)
             if killed is None and "] epoch 1 done" in line:
                 killed = max(train_workers(tmp))
                 os.kill(killed, signal.SIGKILL)
@@ -60,7 +61,9 @@ def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path) -> d
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     if proc.returncode != 0 or killed is None:
-        raise RuntimeError(f"x{workers}: exit {proc.returncode}, killed={killed}")
+        (tmp / "output.txt").write_text("".join(lines))
+        raise RuntimeError(f"x{workers}: exit {proc.returncode}, killed={killed}; its output ends:\n"
+                           + "".join(lines[-40:]))
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("restart").experiment_id
     (run,) = [r for r in client.search_runs([exp]) if r.data.tags.get("raylab.role") == "trial"]

@@ -126,8 +126,8 @@ def format_table(rows: list[dict]) -> str:
     failed = [f"  {r['trial']}: {r['error']}" for r in rows if r["status"] != "FINISHED" and r.get("error")]
     notes = ([f"* oversubscribed: more processes than CPUs, each process reserved {r['cpus_per_process']} CPU "
               f"({r['trial']})" for r in rows if r.get("oversubscribed")])
-    notes += [f"+ restarted from a checkpoint {r['restarts']:g}x ({r['trial']}): {r['recovery_s']:.1f} s to recover, "
-              f"{r['lost_s']:.1f} s of training done again; steady figures leave both out"
+    notes += [f"+ restarted from a checkpoint {r['restarts']:g}x ({r['trial']}): {r.get('recovery_s') or 0:.1f} s to recover, "
+              f"{r.get('lost_s') or 0:.1f} s of training done again; steady figures leave both out"
               for r in rows if r.get("restarts")]
     if repeated:
         notes.append("medians over repeats; min..max = the samples/s range")

@@ -53,8 +53,9 @@ def fold(rows: list[dict]) -> list[dict]:
         sps = [r["samples_per_sec"] for r in done if r.get("samples_per_sec") is not None]
         out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
+        restarted = any(r.get("restarts") for r in runs)
         for key in ("restarts", "recovery_s", "lost_s"):  # restarts are summed over repeats, not medians
-            out[key] = sum(r.get(key) or 0 for r in runs) or None
+            out[key] = sum(r.get(key) or 0 for r in runs) if restarted else None
         folded.append(out)
     return folded
 

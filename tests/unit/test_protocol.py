@@ -102,10 +102,11 @@ def test_repeats_interleave_and_alternate_order():
 def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
     from raylab.compare import format_table
 
-    rows = [row("torch:ddp x2", 100.0, restarts=1.0, recovery_s=20.0, lost_s=1.5), row("torch:ddp x2", 110.0),
+    rows = [row("torch:ddp x2", 100.0, restarts=1.0, recovery_s=20.0, lost_s=0.0), row("torch:ddp x2", 110.0),
             row("tf:none x1", 90.0)]
     folded = protocol.fold(rows)
     assert (folded[0]["restarts"], folded[0]["recovery_s"], folded[1]["restarts"]) == (1.0, 20.0, None)
     table = format_table(folded)
     assert "torch:ddp x2 +" in table and "tf:none x1 +" not in table
-    assert "+ restarted from a checkpoint 1x (torch:ddp x2): 20.0 s to recover, 1.5 s of training done again" in table
+    assert "+ restarted from a checkpoint 1x (torch:ddp x2): 20.0 s to recover, 0.0 s of training done again" in table
+    assert "+" not in format_table([{**folded[0], "restarts": None, "recovery_s": None, "lost_s": None}])
