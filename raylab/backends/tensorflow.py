@@ -3,8 +3,8 @@
 One training loop for every TF strategy, so the strategy is the only thing that differs
 between TF trials. It is a Keras 3 model driven by a custom loop with `strategy.run`:
 Keras 3 `fit` fails under MultiWorkerMirroredStrategy (keras#20585, ray#47464), and of the
-two working options DESIGN.md measured the custom loop at ~10.5 ms/step against ~21 ms/step
-for tf-keras `fit` (MLP, 2 workers x 1 thread), so the custom loop wins.
+two working options the custom loop measured ~10.5 ms/step against ~21 ms/step
+for tf-keras `fit` (MLP, 2 workers x 1 thread, on the 2-core development VM), so the custom loop wins.
 
 Ray Train's own TensorflowConfig would do for TF_CONFIG, but importing ray.train.tensorflow
 imports TensorFlow on the driver (5 s, and torch trials would pay it too) and it forces

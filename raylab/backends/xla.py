@@ -7,7 +7,8 @@ has its own backend: it sets PJRT_DEVICE on every worker before torch_xla is imp
 How gradients are synchronised depends on the device (recorded as the `sync_path` tag):
 - TPU / CUDA: XLA's own collectives (`xm.optimizer_step` all-reduces the gradients).
 - CPU: every PJRT CPU process is its own world (`xla://` reports world size 1, an `env://`
-  all_reduce silently does nothing, CPU_NUM_DEVICES + spawn deadlocks; DESIGN.md), so the
+  all_reduce silently does nothing, CPU_NUM_DEVICES + spawn deadlocks: torch-xla 2.9, checked on the
+  2-core development VM), so the
   gradients are averaged across workers with gloo on CPU tensors, then applied on XLA.
 """
 
