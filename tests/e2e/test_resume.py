@@ -50,7 +50,7 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     client.search_experiments()  # creates and migrates the store now: a reader racing the recipe's migration fails
     recipe = [sys.executable, str(ROOT / "recipes" / "fashion.py")]
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
-    first = subprocess.Popen([*recipe, "--quick", "--trials", "torch:none,tf:none", "--epochs", "3",
+    first = subprocess.Popen([*recipe, "--quick", "--trials", "torch:none,tf:none", "--epochs", "4",
                               "--steps-per-epoch", "300", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -83,7 +83,7 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     assert len(trials) == 2
     for run in trials:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
-        assert sorted(steps) == [1, 2, 3], (run.info.run_name, steps)
+        assert sorted(steps) == [1, 2, 3, 4], (run.info.run_name, steps)
     torch_run = next(r for r in trials if r.info.run_name.startswith("torch:none"))
     assert torch_run.info.end_time == before[torch_run.info.run_id].info.end_time  # finished before: not re-run
     nothing_left(tmp_path)
