@@ -27,13 +27,26 @@ def wait_for(predicate, timeout: float, what: str):
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
-def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
-    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):  # a fresh user's default: ray.init() makes its own token
+def user_env(home: Path, *unset: str) -> dict:
+    """A fresh user's environment for a recipe run in a subprocess: its own HOME, Ray's default auth."""
+    env = {**os.environ, "HOME": str(home), "RAY_USAGE_STATS_ENABLED": "0"}
+    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", *unset):  # the default: ray.init() makes its own token
         env.pop(k, None)
+    return env
+
+
+def sqlite_store(where: Path) -> tuple[str, MlflowClient]:
+    """(URI, client) of a sqlite MLflow store, created and migrated now: a reader racing the recipe's migration
+    fails."""
+    uri = f"sqlite:///{where}/mlflow.db"
     client = MlflowClient(tracking_uri=uri)
-    client.search_experiments()  # creates and migrates the store now: a reader racing the recipe's migration fails
+    client.search_experiments()
+    return uri, client
+
+
+def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
+    env = user_env(tmp_path)
+    uri, client = sqlite_store(tmp_path)
     cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", "torch:none", "--workers", "1",
            "--epochs", "50", "--tracking-uri", uri, "--experiment", "stopped"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
 
-from tests.e2e.test_interrupt import wait_for
+from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -42,12 +41,8 @@ def nothing_left(home: Path, timeout: float = 150) -> None:
 
 
 def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
-    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):  # a fresh user's default: ray.init() makes its own token
-        env.pop(k, None)
-    client = MlflowClient(tracking_uri=uri)
-    client.search_experiments()  # creates and migrates the store now: a reader racing the recipe's migration fails
+    env = user_env(tmp_path)
+    uri, client = sqlite_store(tmp_path)
     recipe = [sys.executable, str(ROOT / "recipes" / "fashion.py")]
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
     first = subprocess.Popen([*recipe, "--quick", "--trials", "torch:none,tf:none", "--epochs", "4",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,7 +19,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.e2e.test_interrupt import wait_for
+from tests.e2e.test_interrupt import user_env, wait_for
+from tests.e2e.test_job_submit import free_port
 from tests.e2e.test_resume import nothing_left
 
 pytestmark = pytest.mark.e2e
@@ -30,12 +30,6 @@ BIN = Path(sys.executable).parent
 OUTAGE_S = float(os.environ.get("RAYLAB_TEST_OUTAGE_S", "30"))
 # An epoch takes 1.5 to 5 s here: short outages happen mid-training; long ones may outlast the trial.
 EPOCHS = 8 + int(OUTAGE_S) if OUTAGE_S <= 60 else 8 + int(OUTAGE_S // 2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_server(db: Path, artifacts: Path, port: int, log: Path) -> subprocess.Popen:
@@ -64,9 +58,7 @@ def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch)
     db, artifacts, log, port = tmp_path / "mlflow.db", tmp_path / "artifacts", tmp_path / "server.log", free_port()
     uri = f"http://127.0.0.1:{port}"
     server = start_server(db, artifacts, port, log)
-    env = {**os.environ, "HOME": str(tmp_path), "RAY_USAGE_STATS_ENABLED": "0"}
-    for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "MLFLOW_HTTP_REQUEST_MAX_RETRIES"):
-        env.pop(k, None)
+    env = user_env(tmp_path, "MLFLOW_HTTP_REQUEST_MAX_RETRIES")
     client = MlflowClient(tracking_uri=uri)
     cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", "torch:none",
            "--epochs", str(EPOCHS), "--steps-per-epoch", "600", "--tracking-uri", uri, "--experiment", "outage"]

@@ -80,17 +80,25 @@ def no_train_workers_left():
     return False
 
 
-def test_lost_worker_restarts_from_checkpoint_and_logs_each_epoch_once(run_recipe, ray_cluster):
-    """torch:ddp x2 and tf:mwms x2, a worker SIGKILLed in epoch 2 of 4: FINISHED with restarts=1, epochs 1..4
-    once each, and the same result as the uninterrupted repeat (torch: equal weights; TF: accuracy within 0.005)."""
-    killer = Killer(ray_cluster, "RayTrainWorker", trials=2)
+def run_killing(run_recipe, ray, actor_class: str, trials: int, *args):
+    """Runs the fashion recipe with `args` while a Killer kills one `actor_class` process in each of the first
+    `trials` trials; (exit code, summary, MLflow client, killer)."""
+    killer = Killer(ray, actor_class, trials=trials)
     killer.start()
     try:
-        code, summary, client = run_recipe(FASHION, "--quick", "--trials", "torch:ddp x2,tf:mwms x2", "--epochs", "4",
-                                           "--steps-per-epoch", "400", "--repeats", "2", "--checkpoint-every", "0")
+        code, summary, client = run_recipe(FASHION, "--quick", *args)
     finally:
         killer.stop.set()
         killer.join(timeout=30)
+    return code, summary, client, killer
+
+
+def test_lost_worker_restarts_from_checkpoint_and_logs_each_epoch_once(run_recipe, ray_cluster):
+    """torch:ddp x2 and tf:mwms x2, a worker SIGKILLed in epoch 2 of 4: FINISHED with restarts=1, epochs 1..4
+    once each, and the same result as the uninterrupted repeat (torch: equal weights; TF: accuracy within 0.005)."""
+    code, summary, client, killer = run_killing(run_recipe, ray_cluster, "RayTrainWorker", 2, "--trials",
+                                                "torch:ddp x2,tf:mwms x2", "--epochs", "4", "--steps-per-epoch", "400",
+                                                "--repeats", "2", "--checkpoint-every", "0")
     assert code == 0, summary
     assert len(killer.killed) == 2, killer.killed
     runs = {r.info.run_id: r for r in children(client, summary["parent_run_id"])}
@@ -125,14 +133,9 @@ def test_lost_worker_restarts_from_checkpoint_and_logs_each_epoch_once(run_recip
 def test_lost_parameter_server_restarts_from_its_checkpointed_shard(run_recipe, ray_cluster):
     """torch:ps-sync x2, its parameter server SIGKILLed in epoch 2 of 4: the worker group restarts, the new
     server starts from the checkpointed shard, and the weights equal the uninterrupted repeat's."""
-    killer = Killer(ray_cluster, "ParameterServer", trials=1)
-    killer.start()
-    try:
-        code, summary, client = run_recipe(FASHION, "--quick", "--trials", "torch:ps-sync x2", "--epochs", "4",
-                                           "--steps-per-epoch", "200", "--repeats", "2", "--checkpoint-every", "0")
-    finally:
-        killer.stop.set()
-        killer.join(timeout=30)
+    code, summary, client, killer = run_killing(run_recipe, ray_cluster, "ParameterServer", 1, "--trials",
+                                                "torch:ps-sync x2", "--epochs", "4", "--steps-per-epoch", "200",
+                                                "--repeats", "2", "--checkpoint-every", "0")
     assert code == 0, summary
     assert len(killer.killed) == 1, killer.killed
     runs = {r.info.run_id: r for r in children(client, summary["parent_run_id"])}
