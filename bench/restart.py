@@ -70,7 +70,7 @@ def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path) -> d
     m = run.data.metrics
     if m.get("restarts") != 1:
         raise RuntimeError(f"x{workers}: restarts={m.get('restarts')}, expected 1")
-    return {k: m[k] for k in ("recovery_s", "lost_s", "startup_s", "checkpoint_s")}
+    return {k: m[k] for k in ("recovery_s", "lost_s", "startup_s", "checkpoint_s", "checkpoints")}
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ import os
 import platform
 import socket
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +170,62 @@ class Saver:
     before_report: Callable[[], None] | None = None
 
 
+class Handoff:
+    """Runs what may only happen once a checkpoint is safe: once Ray Train's controller has taken the report.
+
+    ray.train.report returns when the checkpoint is in storage and its report is in this worker's result
+    queue; the controller takes it from there at its next poll (every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S,
+    2 s by default). A worker lost before that poll restarts from the checkpoint before, so an epoch sent
+    to the driver at report time could be trained twice and its lost time under-counted. Sends wait here,
+    in a thread, so training does not; finish() sends what is left when the training function ends (the
+    controller reads the last reports before it calls the trial finished). Without the queue (another
+    Ray Train version) they are sent at once.
+    """
+
+    def __init__(self):
+        try:
+            from ray.train.v2._internal.execution.context import get_train_context
+
+            self.queue = get_train_context().get_result_queue()
+        except Exception:  # noqa: BLE001 - a private API: without it, send at once
+            self.queue = None
+        self.pending: list[Callable[[], Any]] = []
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+        self.finishing = False
+
+    def after_report(self, *sends: Callable[[], Any]) -> None:
+        if self.queue is None:
+            for send in sends:
+                send()
+            return
+        with self.lock:
+            self.pending.extend(sends)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="raylab-handoff", daemon=True)
+                self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self.lock:
+                batch, self.pending = self.pending, []  # each was reported before it was added
+            if not batch:
+                return
+            with self.queue.all_tasks_done:  # task_done() is called when the controller polls the report
+                while self.queue.unfinished_tasks and not self.finishing:
+                    self.queue.all_tasks_done.wait(0.5)
+            for send in batch:
+                send()
+
+    def finish(self) -> None:
+        self.finishing = True
+        if self.queue is not None:
+            with self.queue.all_tasks_done:
+                self.queue.all_tasks_done.notify_all()
+        if self.thread is not None:
+            self.thread.join(timeout=60)
+
+
 def run_epochs(
     cfg: WorkerConfig,
     rank: int,
@@ -219,21 +276,26 @@ def run_epochs(
     if rank == 0:
         cfg.sink.attempt.remote(time.time())
     restored = ray.train.get_checkpoint() if saving else None
+    resumed_from = None  # the step this attempt started from, when it restored a checkpoint
     if restored is not None:
         with restored.as_directory() as d:
             meta = json.loads((Path(d) / META).read_text())
             saver.load(d, meta["done"])
         pos.update(meta["pos"])
+        resumed_from = pos["done"]
         chrono.carried = meta["timing"]
         for fields in pos["epochs"]:  # lost if the failure came between the checkpoint and its send
             reporter.epoch(fields)
 
-    def save_checkpoint(epoch_done: int, step: int, sums, epoch_s: float) -> None:
+    handoff = Handoff() if saving else None
+
+    def save_checkpoint(epoch_done: int, step: int, sums, epoch_s: float, after=()) -> None:
         t0 = time.perf_counter()
         timing = chrono.state()
         timing.setdefault("phases", phases.summary(timing["startup_s"]))
         state = {**pos, "epoch": epoch_done, "step": step, "sums": sums, "epoch_s": epoch_s, "done": done,
-                 "reads": reads, "host_syncs": host_syncs, "saved_done": done}
+                 "reads": reads, "host_syncs": host_syncs, "saved_done": done,
+                 "checkpoints": pos["checkpoints"] + 1}  # a restart from it counts it
         with tempfile.TemporaryDirectory(prefix="raylab-checkpoint-") as d:
             saver.save(d, rank)
             if rank == 0:
@@ -246,7 +308,8 @@ def run_epochs(
         pos["checkpoints"] += 1
         pos["saved_done"] = done
         if rank == 0:
-            cfg.sink.checkpointed.remote(time.time())
+            taken = time.time()
+            handoff.after_report(lambda: cfg.sink.checkpointed.remote(taken), *after)
 
     def calibrate() -> None:
         """Checkpoints inside an epoch every checkpoint_every_s: rank 0 turns that into steps once (every rank
@@ -288,10 +351,13 @@ def run_epochs(
         fields = {"epoch": epoch, "epoch_time_s": time.perf_counter() - t_epoch, **results(sums, steps_per_epoch, "train_")}
         if rank == 0:
             fields.update(evaluate(), elapsed_s=chrono.elapsed())
-        if saving:
+        if saving:  # the epoch reaches the driver once its checkpoint is safe
             pos["epochs"].append(builtins_only(fields))
-            save_checkpoint(epoch, 0, 0.0, 0.0)
-        reporter.epoch(fields)
+            save_checkpoint(epoch, 0, 0.0, 0.0, after=(lambda fields=fields: reporter.epoch(fields),))
+        else:
+            reporter.epoch(fields)
+    if handoff is not None:
+        handoff.finish()
 
     host_syncs = host_syncs if syncs else reads
     where = ray.get_runtime_context()
@@ -302,6 +368,8 @@ def run_epochs(
         timing = chrono.summary(cfg.global_batch)
         startup = chrono.carried["phases"] if chrono.carried else phases.summary(timing["startup_s"])
         saved = {"checkpoints": pos["checkpoints"], "checkpoint_s": pos["checkpoint_s"]} if saving else {}
+        if resumed_from is not None:
+            saved["resumed_from_step"] = resumed_from
         reporter.result({**timing, **startup, **(extra() if extra else {}), **saved,
                          "steps_per_epoch": steps_per_epoch, "host_syncs": host_syncs,
                          "steps_per_host_sync": done / max(host_syncs, 1),

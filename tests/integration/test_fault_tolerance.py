@@ -109,9 +109,12 @@ def test_lost_worker_restarts_from_checkpoint_and_logs_each_epoch_once(run_recip
         assert run.info.status == "FINISHED"
         restarted = trial["run_id"] in killed_runs
         assert run.data.metrics.get("restarts", 0) == (1 if restarted else 0), trial
-        if restarted:
+        if restarted:  # killed once epoch 1 reached the driver, so after epoch 1's checkpoint was safe
             assert run.data.tags["restarted"] == "1"
             assert run.data.metrics["recovery_s"] > 0 and run.data.metrics["lost_s"] >= 0
+            assert run.data.metrics["resumed_from_step"] >= 400, run.data.metrics
+        else:
+            assert "resumed_from_step" not in run.data.metrics
         for key in ("val_accuracy", "epoch_time_s", "train_loss"):
             steps = [m.step for m in client.get_metric_history(trial["run_id"], key)]
             assert sorted(steps) == [1, 2, 3, 4], (trial["trial"], key, steps)
@@ -141,6 +144,8 @@ def test_lost_parameter_server_restarts_from_its_checkpointed_shard(run_recipe, 
     runs = {r.info.run_id: r for r in children(client, summary["parent_run_id"])}
     restarted = [runs[t["run_id"]] for t in summary["trials"] if runs[t["run_id"]].data.metrics.get("restarts")]
     assert len(restarted) == 1 and restarted[0].data.metrics["restarts"] == 1
+    assert restarted[0].data.metrics["resumed_from_step"] >= 200  # from epoch 1's checkpoint, not from scratch
+    assert restarted[0].data.metrics["checkpoints"] == 4
     for trial in summary["trials"]:
         assert runs[trial["run_id"]].info.status == "FINISHED"
         steps = [m.step for m in client.get_metric_history(trial["run_id"], "val_accuracy")]

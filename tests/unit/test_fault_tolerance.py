@@ -74,3 +74,41 @@ def test_timing_carried_over_a_restart_leaves_the_new_warmup_out():
     assert summary["startup_s"] == 3.0 and summary["steady_steps"] == 12
     assert summary["samples_per_sec"] == pytest.approx(120 / 0.8)
     assert second.state()["steady"] == [[0.2, 4], [0.2, 4], [0.4, 4]]
+
+
+def test_handoff_sends_only_after_the_controller_took_the_report():
+    """Handoff waits on the worker's result queue (a queue.Queue(maxsize=1), as Ray Train's): what follows a
+    report is sent once the controller's poll has taken it (get_nowait + task_done), and finish() sends the rest."""
+    import queue
+    import threading
+
+    from raylab.worker import Handoff
+
+    handoff = Handoff()  # outside a Ray Train worker: no queue, sends at once
+    sent: list[str] = []
+    handoff.after_report(lambda: sent.append("now"))
+    assert sent == ["now"]
+
+    handoff = Handoff()
+    handoff.queue = queue.Queue(maxsize=1)
+    handoff.queue.put("epoch 1 report")
+    handoff.after_report(lambda: sent.append("epoch 1"))
+    time.sleep(0.3)
+    assert sent == ["now"]  # not polled yet
+    polled = threading.Event()
+
+    def poll():
+        handoff.queue.get_nowait()
+        handoff.queue.task_done()
+        polled.set()
+
+    threading.Timer(0.2, poll).start()
+    deadline = time.monotonic() + 10
+    while "epoch 1" not in sent and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert polled.is_set() and sent == ["now", "epoch 1"]
+
+    handoff.queue.put("epoch 2 report")  # the last report: the trial ends before the next poll
+    handoff.after_report(lambda: sent.append("epoch 2"))
+    handoff.finish()
+    assert sent == ["now", "epoch 1", "epoch 2"]
