@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from raylab import console
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset
 from raylab.outcome import TrialOutcome, recorded
@@ -41,7 +42,8 @@ def plain_env(framework: str, threads: int) -> dict:
     return env
 
 
-def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workdir: Path, trace: bool = False) -> dict:
+def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workdir: Path, trace: bool = False,
+              log: Path | None = None) -> dict:
     import cloudpickle
 
     data = (ds.x_train, ds.y_train, ds.x_test, ds.y_test)
@@ -54,6 +56,8 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
     out = subprocess.run([sys.executable, "-m", "raylab.plain", str(workdir / "spec.json")], capture_output=True,
                          text=True, timeout=PLAIN_TIMEOUT_S, env=plain_env(framework, cfg.threads), cwd=workdir)
     wall = time.time() - start
+    if log is not None:  # its own output (TF and XLA notices, warnings) goes to the trial's log
+        console.get().trial_text(log, out.stderr)
     if out.returncode != 0:
         raise RuntimeError(f"the plain {framework} script exited with {out.returncode}:\n{out.stderr[-3000:]}")
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
@@ -73,9 +77,15 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, t
     print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
           f"(MLflow run {run_id}) ===", flush=True)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
-    with recorded(outcome, tracker):  # a failed baseline is recorded, the trials still run
+    log = console.get().begin_trial(spec.name)
+
+    def after_end():
+        console.get().end_trial()
+        tracker.log_artifact(run_id, log)
+
+    with recorded(outcome, tracker, after_end=after_end, log=log):  # a failed baseline is recorded, the trials still run
         with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
-            result = run_plain(recipe, cfg, ds, framework, Path(tmp))
+            result = run_plain(recipe, cfg, ds, framework, Path(tmp), log=log)
         epochs = result.pop("epochs")
         for e in epochs:
             tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])

@@ -119,11 +119,15 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="write a machine-readable summary here")
     p.add_argument("--address", default=None,
                    help="Ray cluster address (default: $RAY_ADDRESS, else a new in-process local cluster)")
+    p.add_argument("--verbose", action="store_true",
+                   help="also show Ray's, TensorFlow's, XLA's and gloo's output live; by default it goes only to a "
+                        "log file per trial under raylab-logs/ (an artifact of the trial's MLflow run, named when "
+                        "a trial fails)")
     return p
 
 
 # What --resume may be given beside it: where to look and where to run; the rest is the recorded command's.
-RESUME_FLAGS = {"resume", "tracking_uri", "experiment", "json", "address"}
+RESUME_FLAGS = {"resume", "tracking_uri", "experiment", "json", "address", "verbose"}
 
 
 def resumed_argv(recipe, args, argv: list[str]) -> tuple[list[str], str]:
@@ -279,6 +283,9 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
     """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = recipe_parser(recipe).parse_args(argv)
+    from raylab import console
+
+    console.install(console.Console(verbose=args.verbose, name=args.experiment)).quiet_libraries()
     resume = None
     try:
         if args.resume:
@@ -302,7 +309,8 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
     from raylab import launcher
 
     # The command as given (less --resume and where-to-look flags): what --resume runs again.
-    recorded = json.dumps(without_flags(argv, ("--resume", "--tracking-uri", "--experiment", "--json", "--address")))
+    recorded = json.dumps(without_flags([a for a in argv if a != "--verbose"],
+                                        ("--resume", "--tracking-uri", "--experiment", "--json", "--address")))
     return run_to_end(cfg, tracker, lambda tags: launcher.run_recipe(recipe, cfg, ds, tracker,
                                                                      {**tags, "raylab.argv": recorded}))
 

@@ -15,7 +15,7 @@ from raylab.errors import UserError
 
 
 # Training steps between host reads. bench/step_loop.py measured it on this repository's 2-core
-# machine (README, "Steps per host read"): the MLP at batch 32 gains little past 32.
+# machine (docs/results.md, "Steps per host read"): the MLP at batch 32 gains little past 32.
 DEFAULT_WINDOW = 32
 
 

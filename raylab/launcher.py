@@ -11,6 +11,7 @@ import time
 
 import ray
 
+from raylab import console
 from raylab.backends import get_strategy
 from raylab.backends.tpu import slice_scaling
 from raylab.config import RunConfig, TrialSpec
@@ -132,8 +133,10 @@ def init_ray(address: str | None = None) -> None:
         # A cluster raylab starts runs its workers at normal priority (Ray's default is nice 15, which puts
         # the training step behind Ray's own control plane on a small machine); the worker records its niceness.
         extra = {} if address else {"_system_config": {"worker_niceness": 0}}
-        ray.init(address=address or "local", log_to_driver=True, configure_logging=True, logging_level="WARNING",
-                 **extra)
+        # Workers' output still comes to the driver; the console sends it to each trial's log file.
+        ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
+                 logging_level="WARNING", **extra)
+        console.get().take_worker_output()
     except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
@@ -217,6 +220,7 @@ class Progress(threading.Thread):
         self.sink, self.tracker, self.run_id, self.label = sink, tracker, run_id, label
         self.synthetic = synthetic  # random labels: the accuracy is chance, so it is not printed
         self.logged, self.stopping, self.last_line, self.printed = 0, threading.Event(), None, 0.0
+        self.first: tuple[float, int] | None = None  # (time, steps done) at the first progress report
 
     def run(self):
         while not self.stopping.wait(POLL_S):
@@ -232,19 +236,25 @@ class Progress(threading.Thread):
             self.tracker.log_metrics(self.run_id, metrics, step=e["epoch"])
             # Synthetic data has random labels: its metrics are chance and are not printed.
             val = "" if self.synthetic else "".join(f" {k} {v:.4g}" for k, v in e.items() if k.startswith("val_"))
-            print(f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s "
-                  f"loss {e['train_loss']:.4f}{val}", flush=True)
+            console.get().line(f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s "
+                               f"loss {e['train_loss']:.4f}{val}")
         self.logged = len(epochs)
-        if latest and latest != self.last_line and final is None and time.monotonic() - self.printed >= PRINT_EVERY_S:
-            self.last_line, self.printed = latest, time.monotonic()
-            print(f"[{self.label}] epoch {latest['epoch']}/{latest['epochs']} step {latest['step']}/{latest['steps']} "
-                  f"{latest['samples_per_sec']:,.0f} samples/s loss {latest['loss']:.4f}", flush=True)
+        out = console.get()
+        every = POLL_S if out.tty else PRINT_EVERY_S  # a bar redrawn in place; plain lines less often
+        if latest and latest != self.last_line and final is None and time.monotonic() - self.printed >= every:
+            now = time.monotonic()
+            done, total = console.steps_done(latest)
+            self.first = self.first or (now, done)
+            self.last_line, self.printed = latest, now
+            out.bar(self.label, latest, console.time_left(done, total, self.first, now))
         return epochs, final
 
     def finish(self) -> tuple[list, dict | None]:
         self.stopping.set()
         self.join(timeout=60)
-        return self.poll()
+        polled = self.poll()
+        console.get().clear_bar()
+        return polled
 
 
 def train_run_name(run_id: str) -> str:
@@ -319,6 +329,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
     went_on = f", resumed after epoch {len(logged)}" if resume else ""
     print(f"\n=== {spec.name}: {recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica{again} "
           f"(MLflow run {run_id}{went_on}) ===", flush=True)
+    log = console.get().begin_trial(spec.name)
     # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
     sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote(logged)
     start = time.time()
@@ -338,12 +349,17 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         if figures["restarts"]:
             tracker.log_metrics(run_id, figures, step=cfg.epochs)
             tracker.set_tags(run_id, {"restarted": figures["restarts"]})
-            print(f"[{spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
-                  f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training done again",
-                  flush=True)
+            console.get().line(f"[{spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
+                               f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training "
+                               "done again")
+
+    def after_end():
+        console.get().end_trial()
+        tracker.log_artifact(run_id, log)
+        ray.kill(sink)
 
     # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
-    with recorded(outcome, tracker, before_end=last_progress, after_end=lambda: ray.kill(sink)):
+    with recorded(outcome, tracker, before_end=last_progress, after_end=after_end, log=log):
         trainer = build_trainer(recipe, cfg, spec, recipe.task(ds.target_names), refs, sink, start, run_id)
         progress.start()
         result = trainer.fit()
@@ -367,11 +383,12 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         tracker.log_params(run_id, {"strategy": outcome.ran, **found})
         if outcome.ran != spec.strategy:
             tracker.rename(run_id, outcome.ran_name)
-            print(f"[{spec.name}] ran as {outcome.ran_name}: {final['actual'].get('fallback_reason', '')}", flush=True)
+            console.get().line(f"[{spec.name}] ran as {outcome.ran_name}: {final['actual'].get('fallback_reason', '')}")
         if outcome.result.get("compiles_after_warmup"):
             tracker.set_tags(run_id, {"recompiled_after_warmup": "true"})
-            print(f"[{spec.name}] WARNING: {outcome.result['compiles_after_warmup']} compilation(s) after warm-up: "
-                  "a training step's graph changed (shapes, control flow); see the compile_* metrics.", flush=True)
+            console.get().line(f"[{spec.name}] WARNING: {outcome.result['compiles_after_warmup']} compilation(s) "
+                               "after warm-up: a training step's graph changed (shapes, control flow); see the "
+                               "compile_* metrics.")
     return outcome
 
 

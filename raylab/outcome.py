@@ -8,11 +8,12 @@ own Ctrl-C handler, installed by `fit()`, may exit instead of raising: that coun
 from __future__ import annotations
 
 import contextlib
-import sys
 import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator
 
+from raylab import console
 from raylab.config import TrialSpec
 from raylab.tracking import Tracker, error_summary
 
@@ -46,9 +47,10 @@ def error_text(exc: BaseException) -> str:
 
 @contextlib.contextmanager
 def recorded(outcome: TrialOutcome, tracker: Tracker, before_end: Callable[[], object] | None = None,
-             after_end: Callable[[], object] | None = None) -> Iterator[TrialOutcome]:
-    """The body's outcome: FINISHED if it returns, FAILED (recorded, printed, swallowed) if it raises, KILLED on
-    an interrupt (re-raised); the run is ended either way, between `before_end` and `after_end`."""
+             after_end: Callable[[], object] | None = None, log: Path | None = None) -> Iterator[TrialOutcome]:
+    """The body's outcome: FINISHED if it returns, FAILED (recorded, printed with the trial's log file,
+    swallowed) if it raises, KILLED on an interrupt (re-raised); the run is ended either way, between
+    `before_end` and `after_end`."""
     try:
         yield outcome
         outcome.status = "FINISHED"
@@ -57,7 +59,8 @@ def recorded(outcome: TrialOutcome, tracker: Tracker, before_end: Callable[[], o
         raise
     except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
         outcome.status, outcome.error = "FAILED", error_text(e)
-        print(f"[{outcome.spec.name}] FAILED: {error_summary(outcome.error)}", file=sys.stderr, flush=True)
+        where = f" (log: {log})" if log is not None else ""
+        console.get().line(f"[{outcome.spec.name}] FAILED: {error_summary(outcome.error)}{where}", err=True)
     finally:
         try:
             if before_end is not None:

@@ -1,6 +1,6 @@
 """As a user does it: `ray start --head` on loopback, `ray job submit` a recipe, results in MLflow.
 
-Token authentication as a user sets it up (README): `ray get-auth-token --generate` on the head,
+Token authentication as a user sets it up (README, docs/clusters.md): `ray get-auth-token --generate` on the head,
 `RAY_AUTH_MODE=token ray start --head`; the submitting side has a HOME of its own, as a laptop
 would, and gets the token copied from the head into RAY_AUTH_TOKEN. (`ray start` alone leaves
 authentication off; only an in-process `ray.init()` turns it on by itself.)

@@ -2,7 +2,7 @@
 
 The outage lasts RAYLAB_TEST_OUTAGE_S seconds (default 30: past MLflow's own HTTP retries, which raylab cuts
 to about 10 s against a server, so the writes must be kept and sent later). Run with RAYLAB_TEST_OUTAGE_S=300
-for the 5-minute outage the README quotes: a trial that ends while the server is
+for the 5-minute outage docs/clusters.md quotes: a trial that ends while the server is
 away waits a minute for it, then saves its writes to a file, and `raylab upload FILE` sends them.
 """
 

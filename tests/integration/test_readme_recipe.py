@@ -1,8 +1,8 @@
-"""The README's "Write your own recipe" example, verbatim: its file and its command run on a real local Ray cluster.
+"""docs/recipes.md "Write your own recipe" example, verbatim: its file and its command run on a real local Ray cluster.
 
-The recipe is taken from README.md as written (the fenced block after the line naming `my_regression.py`),
-saved as my_regression.py and run through the real command line with the README command's arguments, so
-the README cannot drift from what works.
+The recipe is taken from docs/recipes.md as written (the fenced block after the line naming `my_regression.py`),
+saved as my_regression.py and run through the real command line with that command's arguments, so
+the docs cannot drift from what works.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from tests.integration.conftest import ROOT
 pytestmark = pytest.mark.integration
 
 FILE = "my_regression.py"
-# Every trial the README says the command runs.
+# Every trial docs/recipes.md says the command runs.
 REQUIRED = {"tf:none x1", "tf:mwms x2", "torch:ddp x2", "xla:single x1"}
 
 
 def readme_recipe() -> tuple[str, list[str]]:
-    """(the recipe file's code, the arguments of the command that runs it), as README.md has them."""
-    lines = (ROOT / "README.md").read_text().splitlines()
+    """(the recipe file's code, the arguments of the command that runs it), as docs/recipes.md has them."""
+    lines = (ROOT / "docs" / "recipes.md").read_text().splitlines()
     code, fence, start = None, False, None
     for i, line in enumerate(lines):
         if line.startswith("```"):
@@ -38,9 +38,9 @@ def readme_recipe() -> tuple[str, list[str]]:
                 j += 1
             if j < len(lines) and lines[j].strip() == "```python":
                 end = next((k for k in range(j + 1, len(lines)) if lines[k].startswith("```")), None)
-                assert end is not None, f"README.md: the python block after line {i + 1} ({FILE}) is not closed"
+                assert end is not None, f"docs/recipes.md: the python block after line {i + 1} ({FILE}) is not closed"
                 code, start = "\n".join(lines[j + 1 : end]) + "\n", end + 1
-    assert code is not None, (f"README.md has no ```python block right after a line naming {FILE} "
+    assert code is not None, (f"docs/recipes.md has no ```python block right after a line naming {FILE} "
                               "(the 'Write your own recipe' section)")
     command = re.compile(rf"(?:^|[\s/])python3?\s+{re.escape(FILE)}(?P<args>(?:\s.*)?)$")
     fence = False
@@ -51,7 +51,7 @@ def readme_recipe() -> tuple[str, list[str]]:
         found = command.search(line.strip()) if fence else None
         if found:
             return code, shlex.split(found["args"], comments=True)
-    raise AssertionError(f"README.md has no command line `python {FILE} ...` in a fenced block after the recipe")
+    raise AssertionError(f"docs/recipes.md has no command line `python {FILE} ...` in a fenced block after the recipe")
 
 
 def load(path):
@@ -75,7 +75,7 @@ def test_readme_recipe_runs_as_written(run_recipe, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert exit_code == 0, err[-3000:]
     trials = {t["trial"]: t for t in summary["trials"]}
-    assert REQUIRED == set(trials), f"the README command ran {sorted(trials)}"
+    assert REQUIRED == set(trials), f"the docs/recipes.md command ran {sorted(trials)}"
 
     figures, built = [], {}
     for name, t in trials.items():

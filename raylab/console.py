@@ -1,0 +1,204 @@
+"""What the console shows: raylab's own lines; everyone else's output goes to a log file per trial.
+
+Ray forwards every worker's and actor's stdout/stderr to the driver (Ray Train's controller lines, TF's
+and XLA's C++ logging, gloo, warnings): by default raylab writes those to
+`raylab-logs/<experiment>-<time>/<NN>-<trial>.log`, one file per trial (a process's lines go to the trial
+that was running when it first spoke: every trial has its own fresh processes), and the driver's own
+library logging (Ray, MLflow, Python warnings) to `driver.log` there. Each trial's file is logged as the
+artifact of its MLflow run (under the file's name), and its path is printed when the trial fails. `--verbose`
+shows all of it live as well, as Ray prints it.
+
+Progress: on a terminal, a bar per trial redrawn in place; otherwise a plain line now and then.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+ROOT = Path("raylab-logs")
+QUIET_LOGGERS = ("ray", "mlflow", "alembic", "urllib3", "filelock", "py.warnings")
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "trial"
+
+
+class Console:
+    """One per invocation: owns the log directory, routes Ray's forwarded output, draws progress."""
+
+    def __init__(self, verbose: bool = False, name: str = "raylab", root: Path = ROOT, stream: IO | None = None):
+        self.verbose = verbose
+        self.dir = root / f"{slug(name)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        self.stream = stream or sys.stdout
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.lock = threading.Lock()
+        self.files: dict[Path, IO] = {}
+        self.owner: dict[tuple, Path] = {}  # (ip, pid) -> the log of the trial that process belongs to
+        self.current: Path | None = None
+        self.count = 0
+        self.bar_shown = False
+        self._driver_log: Path | None = None
+
+    # -- the driver's own library logging --------------------------------------------------------------
+    def quiet_libraries(self) -> None:
+        """Ray's, MLflow's and Python's warnings and notices go to driver.log, not the console (unless
+        verbose). Called before MLflow or Ray say anything; init_ray passes configure_logging=False, which
+        empties the "ray" logger's handlers and leaves its records to reach the root logger's file."""
+        if self.verbose:
+            return
+        handler = logging.FileHandler(self.path("driver.log"), delay=True)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.captureWarnings(True)
+        import mlflow  # noqa: F401 - both install their own console handlers on import: undone here
+        import ray  # noqa: F401
+
+        root = logging.getLogger()
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        for name in QUIET_LOGGERS:
+            logger = logging.getLogger(name)
+            for h in list(logger.handlers):
+                logger.removeHandler(h)
+            logger.propagate = True
+
+    def path(self, name: str) -> Path:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        return self.dir / name
+
+    # -- Ray's forwarded worker output -------------------------------------------------------------------
+    def take_worker_output(self) -> None:
+        """After ray.init(log_to_driver=True): Ray's printer is replaced by one that writes each batch to its
+        trial's file (and prints it too with --verbose)."""
+        from ray._private import ray_logging
+
+        dispatcher = ray_logging.global_worker_stdstream_dispatcher
+        printer = [h for name, h in dispatcher.handlers if name == "ray_print_logs"]
+        dispatcher.remove_handler("ray_print_logs")
+
+        def handle(data: dict) -> None:
+            self.write_batch(data)
+            if self.verbose and printer:
+                self.clear_bar()
+                printer[0](data)
+
+        dispatcher.add_handler("ray_print_logs", handle)  # the name Ray removes again at shutdown
+
+    def write_batch(self, data: dict) -> None:
+        lines = data.get("lines") or []
+        if not lines:
+            return
+        who = data.get("actor_name") or data.get("task_name") or ""
+        pid, ip = data.get("pid"), data.get("ip")
+        prefix = f"({who + ' ' if who else ''}pid={pid}, ip={ip}) "
+        with self.lock:
+            target = self.owner.setdefault((ip, pid), self.current or self.path("driver.log"))
+            out = self._open(target)
+            for line in lines:
+                out.write(prefix + line + "\n")
+            out.flush()
+
+    def _open(self, path: Path) -> IO:
+        if path not in self.files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.files[path] = open(path, "a", encoding="utf-8", errors="replace")
+        return self.files[path]
+
+    # -- trials ------------------------------------------------------------------------------------------
+    def begin_trial(self, label: str) -> Path:
+        """The log file of the trial starting now (new processes that speak from now on belong to it)."""
+        with self.lock:
+            self.count += 1
+            self.current = self.path(f"{self.count:02d}-{slug(label)}.log")
+            self._open(self.current)
+            return self.current
+
+    def end_trial(self) -> None:
+        with self.lock:
+            self.current = None
+
+    def trial_text(self, path: Path, text: str) -> None:
+        """Output captured by raylab itself (a plain baseline's subprocess) into a trial's log."""
+        with self.lock:
+            out = self._open(path)
+            out.write(text if text.endswith("\n") or not text else text + "\n")
+            out.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            for f in self.files.values():
+                f.close()
+            self.files.clear()
+
+    # -- raylab's own lines ------------------------------------------------------------------------------
+    def line(self, text: str, err: bool = False) -> None:
+        self.clear_bar()
+        print(text, file=sys.stderr if err else self.stream, flush=True)
+
+    def bar(self, label: str, p: dict, left_s: float | None) -> None:
+        """A progress bar redrawn in place on a terminal; a plain line otherwise (the caller throttles)."""
+        done, total = steps_done(p)
+        eta = "" if left_s is None else f" {fmt_s(left_s)} left"
+        figures = (f"epoch {p['epoch']}/{p['epochs']} step {p['step']}/{p['steps']} "
+                   f"{p['samples_per_sec']:,.0f} samples/s loss {p['loss']:.4f}{eta}")
+        if not self.tty:
+            self.line(f"[{label}] {figures}")
+            return
+        width = max(10, min(30, shutil.get_terminal_size((100, 20)).columns - len(label) - len(figures) - 12))
+        full = int(width * min(done / total, 1.0))
+        text = f"[{label}] |{'#' * full}{'.' * (width - full)}| {100 * done / total:3.0f}% {figures}"
+        with self.lock:
+            self.stream.write("\r\x1b[2K" + text)
+            self.stream.flush()
+            self.bar_shown = True
+
+    def clear_bar(self) -> None:
+        if self.bar_shown:
+            with self.lock:
+                self.stream.write("\r\x1b[2K")
+                self.stream.flush()
+                self.bar_shown = False
+
+
+def steps_done(p: dict) -> tuple[int, int]:
+    """(steps done in the trial, its steps in all) from a progress report."""
+    return (p["epoch"] - 1) * p["steps"] + p["step"], max(p["epochs"] * p["steps"], 1)
+
+
+def fmt_s(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def time_left(done: int, total: int, first: tuple[float, int] | None, now: float) -> float | None:
+    """Seconds left at the rate seen since the first progress report (time, steps done then)."""
+    if first is None or done <= first[1]:
+        return None
+    rate = (done - first[1]) / max(now - first[0], 1e-9)
+    return (total - done) / rate
+
+
+_console: Console | None = None
+
+
+def get() -> Console:
+    """The invocation's console; without one (raylab used as a library, tests) a verbose one with its logs
+    in the temporary directory."""
+    global _console
+    if _console is None:
+        import tempfile
+
+        _console = Console(verbose=True, root=Path(tempfile.gettempdir()) / "raylab-logs")
+    return _console
+
+
+def install(console: Console) -> Console:
+    global _console
+    _console = console
+    return console

@@ -1,0 +1,132 @@
+"""The README's commands, as written and in order, the way a new user runs them on a fresh clone.
+
+Every ```bash block of README.md goes, in order, into one script run by bash (stopping at the first
+failing command) in a copy of the repository's files (what a clone has: tracked files and untracked ones
+git does not ignore), from its root, with a HOME of its own and a PATH without the virtual environment:
+no fix-ups the README does not show. A block right after `<!-- readme-test: skip (why) -->` is not run;
+one right after `<!-- readme-test: file NAME -->` is written to NAME first. The clone's `.venv` is this
+checkout's (the set-up it would make is the one the suite runs in; `scripts/setup.sh` in the README
+finds it ready). What the script leaves running in the background (the MLflow UI) is stopped at the end,
+and so is the Ray head if the script stopped before its `ray stop`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard
+TIMEOUT_S = 1500
+
+
+def readme_script(text: str) -> tuple[str, dict[str, str], list[str]]:
+    """(the bash script of README's runnable blocks, {file name: content}, the skipped blocks' reasons)."""
+    blocks, files, skipped = [], {}, []
+    lines = text.splitlines()
+    marker, i = None, 0
+    while i < len(lines):
+        line = lines[i]
+        m = re.fullmatch(r"<!-- readme-test: (skip|file) \(?(.*?)\)? -->", line.strip())
+        if m:
+            marker = m.groups()
+        elif line.startswith("```"):
+            lang = line[3:].strip()
+            end = next(k for k in range(i + 1, len(lines)) if lines[k].startswith("```"))
+            body = "\n".join(lines[i + 1 : end]) + "\n"
+            if marker and marker[0] == "skip":
+                skipped.append(marker[1])
+            elif marker and marker[0] == "file":
+                files[marker[1]] = body
+            elif lang == "bash":
+                blocks.append(body)
+            marker, i = None, end
+        elif line.strip():
+            marker = None  # a marker applies to the block right after it
+        i += 1
+    return "set -eo pipefail\n" + "\n".join(blocks), files, skipped
+
+
+def copy_of_checkout(dest: Path) -> None:
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, listed):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    (dest / ".venv").symlink_to(ROOT / ".venv")
+
+
+def port_busy(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_readme_parses_into_the_commands_a_user_runs():
+    script, files, skipped = readme_script((ROOT / "README.md").read_text())
+    assert "scripts/setup.sh" in script and "recipes/fashion.py --quick" in script
+    assert "ray job submit" in script and "raylab compare" in script and "ray stop" in script
+    assert "my_recipe.py" in files and "python my_recipe.py" in script
+    assert "-m pytest" not in script and skipped  # the suite does not run itself
+    bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=30)
+    assert bash.returncode == 0, bash.stderr
+
+
+def test_readme_commands_run_as_written(tmp_path):
+    busy = [p for p in PORTS if port_busy(p)]
+    assert not busy, f"ports {busy} are taken; the README's commands need them free (stop what listens there)"
+    script, files, _ = readme_script((ROOT / "README.md").read_text())
+    clone, home = tmp_path / "clone", tmp_path / "home"
+    clone.mkdir()
+    home.mkdir()
+    copy_of_checkout(clone)
+    for name, body in files.items():
+        (clone / name).write_text(body)
+    (tmp_path / "readme.sh").write_text(script)
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if ".venv" not in p)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RAY_", "MLFLOW_", "VIRTUAL_ENV", "PYTHON"))}
+    env.update(HOME=str(home), PATH=path, RAY_USAGE_STATS_ENABLED="0")
+    proc = subprocess.Popen(["bash", str(tmp_path / "readme.sh")], cwd=clone, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    finally:
+        ray_stop = [str(ROOT / ".venv" / "bin" / "ray"), "stop", "--force"]
+        if port_busy(6379):  # the script stopped before its own `ray stop`
+            subprocess.run(ray_stop, env=env, capture_output=True, timeout=120)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # the MLflow UI and server it left in the background
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 30
+        while any(port_busy(p) for p in PORTS) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if proc.poll() is None:
+            proc.kill()
+    (tmp_path / "readme.out").write_text(out)
+    assert proc.returncode == 0, out[-6000:]
+
+    # The first run, the user's own recipe and the submitted job all finished, in the stores the README names.
+    assert re.search(r"^tf:none x1 +FINISHED", out, re.M), out[-3000:]
+    assert re.search(r"^torch:ddp x1 +FINISHED", out, re.M), out[-3000:]  # my_recipe.py's default trials
+    assert re.search(r"Job 'raysubmit_\w+' succeeded", out), out[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{clone}/mlflow.db")
+    names = {e.name for e in client.search_experiments()}
+    assert {"fashion", "my_recipe"} <= names, names
+    runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
+    assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+    assert {"tf:mwms x2", "torch:ddp x2"} <= {r.info.run_name for r in runs}
+    assert not any(port_busy(p) for p in PORTS)
