@@ -157,8 +157,24 @@ def format_csv(rows: list[dict]) -> str:
     return out.getvalue()
 
 
-def write_chart(rows: list[dict], path: Path, title: str) -> Path:
-    """Throughput (with the p50..p90 step-time spread) and accuracy per trial, as a PNG."""
+def curves(client, rows: list[dict]) -> list[dict]:
+    """Per trial run: its test accuracy (else test loss) after each epoch against the wall time since the
+    trial started (start-up included), from the runs' metric histories."""
+    out = []
+    for r in rows:
+        if r.get("data_synthetic") or r.get("status") != "FINISHED":
+            continue
+        wall = {m.step: m.value for m in client.get_metric_history(r["run_id"], "elapsed_s")}
+        key = "val_accuracy" if r.get("val_accuracy") is not None else "val_loss"
+        points = sorted((wall[m.step], m.value) for m in client.get_metric_history(r["run_id"], key) if m.step in wall)
+        if points:
+            out.append({"trial": r["trial"], "framework": r["framework"], "metric": key, "points": points})
+    return out
+
+
+def write_chart(rows: list[dict], path: Path, title: str, lines: list[dict] | None = None) -> Path:
+    """Throughput (with the p50..p90 step-time spread) and accuracy per trial, and with `lines` (curves())
+    test accuracy against wall time, a curve per trial run, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -168,7 +184,17 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Path:
     names = [r["trial"] for r in done]
     palette = {"tf": "tab:orange", "torch": "tab:blue", "xla": "tab:green"}
     colors = [palette.get(r["framework"], "tab:gray") for r in done]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 0.6 * max(len(done), 3) + 1.5), sharey=True)
+    bars_h = 0.6 * max(len(done), 3) + 1.5
+    if lines:
+        fig = plt.figure(figsize=(15, bars_h + 4.5))
+        grid = fig.add_gridspec(2, 3, height_ratios=[bars_h, 4.5])
+        axes = [fig.add_subplot(grid[0, 0])]
+        axes += [fig.add_subplot(grid[0, i], sharey=axes[0]) for i in (1, 2)]
+        for ax in axes[1:]:
+            ax.tick_params(labelleft=False)
+        draw_curves(fig.add_subplot(grid[1, :]), lines)
+    else:
+        fig, axes = plt.subplots(1, 3, figsize=(15, bars_h), sharey=True)
     sps = [r["samples_per_sec"] for r in done]
     ranges = [[v - (r.get("sps_min") or v) for v, r in zip(sps, done)], [(r.get("sps_max") or v) - v for v, r in zip(sps, done)]]
     axes[0].barh(names, sps, xerr=ranges if any(map(any, ranges)) else None, color=colors, capsize=3)
@@ -198,6 +224,26 @@ def write_chart(rows: list[dict], path: Path, title: str) -> Path:
     return path
 
 
+def draw_curves(ax, lines: list[dict]) -> None:
+    """Test accuracy (or loss) after each epoch against wall time since the trial's start, a line per run;
+    a trial's repeats share its colour and label."""
+    trials = list(dict.fromkeys(c["trial"] for c in lines))
+    cycle = [f"C{i % 10}" for i in range(len(trials))]
+    styles = ["-", "--", ":", "-."]
+    for c in lines:
+        i = trials.index(c["trial"])
+        first = all(c2["trial"] != c["trial"] for c2 in lines[: lines.index(c)])
+        xs, ys = zip(*c["points"])
+        ax.plot(xs, ys, styles[(i // 10) % 4], marker="o", markersize=3, color=cycle[i],
+                label=c["trial"] if first else None)
+    metric = lines[0]["metric"]
+    ax.set_xlabel("wall time since the trial started, s (start-up included)")
+    ax.set_ylabel("test accuracy" if metric == "val_accuracy" else "test loss")
+    ax.set_title(f"{'test accuracy' if metric == 'val_accuracy' else 'test loss'} after each epoch against wall time")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small", ncol=2)
+
+
 def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path | None) -> str:
     exp, parent = find_parent(tracker.client, experiment, run_id)
     rows = trial_rows(tracker.client, exp.experiment_id, parent.info.run_id)
@@ -209,7 +255,7 @@ def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path 
         return format_csv(rows)
     text = f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id})\n" + format_report(rows)
     if chart is not None and any(r.get("samples_per_sec") is not None for r in rows):
-        write_chart(protocol.fold(rows), chart, f"{experiment}: {parent.info.run_name}")
+        write_chart(protocol.fold(rows), chart, f"{experiment}: {parent.info.run_name}", curves(tracker.client, rows))
         tracker.log_artifact(parent.info.run_id, chart)
         text += f"\nchart: {chart} (also an artifact of the parent run)"
     return text

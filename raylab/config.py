@@ -84,7 +84,29 @@ def parse_trials(text: str) -> list[str]:
         if split_trial(item)[0] not in STRATEGIES:
             known = ", ".join(sorted(STRATEGIES))
             raise UserError(f"unknown trial '{item}'; choose from {known} (framework:strategy, optionally ' xN').")
+    check_installed(items)
     return list(dict.fromkeys(items))
+
+
+# The packages each framework's trials import, and the install extra (scripts/setup.sh choice) that brings them.
+FRAMEWORK_PACKAGES = {"tf": ("tensorflow", "TensorFlow", "tf"), "torch": ("torch", "PyTorch", "torch"),
+                      "xla": ("torch_xla", "PyTorch/XLA", "xla")}
+
+
+def installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def check_installed(items: list[str]) -> None:
+    """UserError naming the extra to install when a trial's framework is not in this Python."""
+    for item in items:
+        framework = split_trial(item)[0].split(":")[0]
+        module, name, extra = FRAMEWORK_PACKAGES[framework]
+        if not installed(module):
+            raise UserError(f"trial '{item}' needs {name}, which is not installed in this Python; install it with "
+                            f"`scripts/setup.sh {extra}` (or `pip install -e '.[{extra}]'`).")
 
 
 def parse_counts(text: str, flag: str, example: str) -> list[int]:

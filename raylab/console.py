@@ -53,6 +53,7 @@ class Console:
         empties the "ray" logger's handlers and leaves its records to reach the root logger's file."""
         if self.verbose:
             return
+        global _driver_handler
         handler = logging.FileHandler(self.path("driver.log"), delay=True)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.captureWarnings(True)
@@ -60,7 +61,11 @@ class Console:
         import ray  # noqa: F401
 
         root = logging.getLogger()
+        if _driver_handler is not None:  # an earlier invocation in this process (tests)
+            root.removeHandler(_driver_handler)
+            _driver_handler.close()
         root.addHandler(handler)
+        _driver_handler = handler
         root.setLevel(logging.INFO)
         for name in QUIET_LOGGERS:
             logger = logging.getLogger(name)
@@ -185,6 +190,7 @@ def time_left(done: int, total: int, first: tuple[float, int] | None, now: float
 
 
 _console: Console | None = None
+_driver_handler: logging.Handler | None = None
 
 
 def get() -> Console:

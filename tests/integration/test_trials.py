@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
@@ -77,8 +79,9 @@ def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
     assert client.get_run(summary["parent_run_id"]).info.status == "FINISHED"
 
 
-def test_failing_trial_is_failed_and_the_next_still_runs(run_recipe):
-    """A trial whose model cannot be built ends FAILED with the error; the following trial still runs."""
+def test_failing_trial_is_failed_and_the_next_still_runs(run_recipe, capsys):
+    """A trial whose model cannot be built ends FAILED with the error, printed with its log file (also an
+    artifact of its run); the following trial still runs."""
 
     def broken_model():
         raise RuntimeError("this model builder is broken on purpose")
@@ -91,6 +94,10 @@ def test_failing_trial_is_failed_and_the_next_still_runs(run_recipe):
     run = client.get_run(failed["run_id"])
     assert run.info.status == "FAILED"
     assert "broken on purpose" in run.data.tags["error"]
+    err = capsys.readouterr().err
+    log = re.search(r"\[torch:ddp x1\] FAILED: .*broken on purpose.* \(log: (raylab-logs/\S+\.log)\)", err)
+    assert log and Path(log.group(1)).is_file(), err
+    assert Path(log.group(1)).name in [a.path for a in client.list_artifacts(failed["run_id"])]
     assert client.get_run(summary["parent_run_id"]).info.status == "FAILED"
     running = client.search_runs([run.info.experiment_id], filter_string="attributes.status = 'RUNNING'")
     assert running == []

@@ -125,3 +125,27 @@ def test_cli_compare_csv_ok(store, mlflow_uri, capsys, tmp_path):
     assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--format", "csv"]) == 0
     assert capsys.readouterr().out.startswith("trial,framework,strategy,requested_strategy,workers,status")
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_chart_has_accuracy_against_wall_time(store, tmp_path):
+    """curves() reads each finished trial's test accuracy per epoch against its elapsed_s; the chart draws
+    them under the bars (a taller PNG than the bars alone)."""
+    from raylab.compare import curves, trial_rows, write_chart
+
+    tracker, parent = store
+    rows = trial_rows(tracker.client, tracker.experiment_id, parent)
+    for i, row in enumerate(r for r in rows if r["status"] == "FINISHED"):
+        for epoch in (1, 2, 3):
+            tracker.log_metrics(row["run_id"], {"elapsed_s": 10.0 * epoch + i, "val_accuracy": 0.5 + 0.1 * epoch},
+                                step=epoch)
+    lines = curves(tracker.client, rows)
+    assert [c["trial"] for c in lines] == ["tf:none x1", "torch:ddp x2"]  # the failed trial has no curve
+    assert lines[0]["metric"] == "val_accuracy"
+    assert [x for x, _ in lines[1]["points"]] == [11.0, 21.0, 31.0]
+    assert [round(y, 3) for _, y in lines[1]["points"]][-1] == 0.8  # the last logged value, at epoch 3
+    from PIL import Image
+
+    bars, both = tmp_path / "bars.png", tmp_path / "both.png"
+    write_chart(rows, bars, "t")
+    write_chart(rows, both, "t", lines)
+    assert Image.open(both).size[1] > Image.open(bars).size[1] + 300

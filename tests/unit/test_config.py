@@ -195,6 +195,41 @@ def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
     assert words in _main_fails(capsys, argv)
 
 
+@pytest.mark.parametrize("trial, module, extra", [("tf:none", "tensorflow", "tf"), ("torch:ddp x2", "torch", "torch"),
+                                                  ("xla:single", "torch_xla", "xla")])
+def test_trial_of_a_framework_not_installed_exits_2_naming_the_extra(no_ray, capsys, monkeypatch, trial, module, extra):
+    """An install without that framework (scripts/setup.sh torch has no TensorFlow): one line naming what to
+    install, before Ray. (This Python has every framework: the probe is told one is missing.)"""
+    from raylab import config
+
+    real = config.installed
+    monkeypatch.setattr(config, "installed", lambda name: name != module and real(name))
+    line = _main_fails(capsys, ["--trials", trial])
+    assert f"trial '{trial}' needs" in line and f"scripts/setup.sh {extra}" in line and f".[{extra}]" in line
+
+
+def test_without_tensorflow_a_tf_trial_exits_2_before_ray(tmp_path):
+    """A Python that cannot import TensorFlow (its site-packages less tensorflow, keras and tf_keras, as
+    `scripts/setup.sh torch` leaves it): `--trials tf:none` exits 2 with the one line, and nothing else
+    on the way there imports TensorFlow."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    view = tmp_path / "site-packages"
+    view.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(("tensorflow", "tf_keras", "keras", "tensorboard", "_tensorflow")):
+            (view / entry.name).symlink_to(entry)
+    env = {**os.environ, "PYTHONPATH": f"{view}{os.pathsep}{ROOT}"}
+    done = subprocess.run([sys.executable, "-S", str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials",
+                           "tf:none"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        "raylab: error: trial 'tf:none' needs TensorFlow, which is not installed in this Python; install it with "
+        "`scripts/setup.sh tf` (or `pip install -e '.[tf]'`)."]
+
+
 def test_recipe_main_missing_data_exit_2(no_ray, tmp_path, monkeypatch, capsys):
     """No Fashion-MNIST anywhere on the search path: exit 2 naming the files, before Ray."""
     empty = tmp_path / "empty"
