@@ -94,7 +94,7 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, t
                  if k.startswith("built_") or k in ("optimizer_capturable", "jit_compile", "steps_per_call")}
         tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
                                   "precision_applied": "fp32", "device_kind": "cpu", **built})
-        tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=cfg.epochs)
+        tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=0)
         outcome.result, outcome.ran = result, "plain"
         val = "".join(f" {k} {v:.4g}" for k, v in result.items() if k.startswith("val_"))
         print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s,{val}",

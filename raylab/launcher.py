@@ -347,7 +347,7 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         figures = restart_figures(history)
         outcome.result.update(figures)
         if figures["restarts"]:
-            tracker.log_metrics(run_id, figures, step=cfg.epochs)
+            tracker.log_metrics(run_id, figures, step=0)
             tracker.set_tags(run_id, {"restarted": figures["restarts"]})
             console.get().line(f"[{spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
                                f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training "
@@ -374,8 +374,9 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         outcome.result.update({k: v for k, v in last.items() if k.startswith(("val_", "train_"))})
         reached = time_to_target(outcome.epochs, recipe.target(ds))
         outcome.result["time_to_target_s"] = reached
-        # Per-epoch names already carry their history (step = epoch); log only the new ones.
-        tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=cfg.epochs)
+        # Per-epoch names already carry their history (step = epoch); log only the new ones, as single values
+        # at step 0 (the MLflow UI draws those as bars, one per trial, rather than one-point lines).
+        tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=0)
         tracker.set_tags(run_id, {**final["actual"], "requested_strategy": spec.strategy, **replica_agreement(sink)})
         # What ran is what's recorded: the `strategy` param and the run name say what ran, not what was asked.
         outcome.ran = final["actual"]["actual_strategy"]
@@ -464,6 +465,7 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
     else:
         parent = tracker.start_run(f"{recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}", params,
                                    {**tags, **data_tags})
+    tracker.show_in_ui(parent)
     outcomes, status = [], "FAILED"
     plain = baseline_specs(cfg) if cfg.baseline else []
     try:

@@ -92,7 +92,7 @@ def test_quiet_console_names_the_failed_trials_log(recipe, tmp_path):
     torch_log, tf_log = logs[0].read_text(), logs[1].read_text()
     assert "TrainController pid=" in torch_log and "broken on purpose" in torch_log  # the worker's traceback
     assert "RayTrainWorker pid=" in tf_log
-    assert "Token authentication" in logs[2].read_text()  # Ray's notice at start-up, not on the terminal
+    assert "Started a local Ray instance" in logs[2].read_text()  # Ray's start-up notice, not on the terminal
 
 
 def test_verbose_console_shows_the_others_output(recipe, tmp_path):

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard
-TIMEOUT_S = 1500
+TIMEOUT_S = 1200
 
 
 def readme_script(text: str) -> tuple[str, dict[str, str], list[str]]:
@@ -84,9 +84,20 @@ def test_readme_parses_into_the_commands_a_user_runs():
     assert bash.returncode == 0, bash.stderr
 
 
+def editable_target() -> str:
+    """Where the virtual environment's editable install of raylab points."""
+    finder = next((ROOT / ".venv").glob("lib/python*/site-packages/__editable___raylab_*_finder.py"))
+    return re.search(r"'raylab': '([^']+)'", finder.read_text()).group(1)
+
+
+@pytest.mark.timeout(TIMEOUT_S + 600)
 def test_readme_commands_run_as_written(tmp_path):
     busy = [p for p in PORTS if port_busy(p)]
     assert not busy, f"ports {busy} are taken; the README's commands need them free (stop what listens there)"
+    # The clone shares this checkout's .venv: it must be up to date here, so that the README's
+    # scripts/setup.sh finds it ready in the clone and does not re-point the editable install at the clone.
+    subprocess.run([str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, check=True, capture_output=True, timeout=3600)
+    assert Path(editable_target()) == ROOT / "raylab"
     script, files, _ = readme_script((ROOT / "README.md").read_text())
     clone, home = tmp_path / "clone", tmp_path / "home"
     clone.mkdir()
@@ -99,11 +110,13 @@ def test_readme_commands_run_as_written(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RAY_", "MLFLOW_", "VIRTUAL_ENV", "PYTHON"))}
     env.update(HOME=str(home), PATH=path, RAY_USAGE_STATS_ENABLED="0")
-    proc = subprocess.Popen(["bash", str(tmp_path / "readme.sh")], cwd=clone, env=env, stdout=subprocess.PIPE,
+    log = open(tmp_path / "readme.out", "w")  # written as it runs: what a timeout leaves is readable
+    proc = subprocess.Popen(["bash", str(tmp_path / "readme.sh")], cwd=clone, env=env, stdout=log,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        out, _ = proc.communicate(timeout=TIMEOUT_S)
+        proc.wait(timeout=TIMEOUT_S)
     finally:
+        log.close()
         ray_stop = [str(ROOT / ".venv" / "bin" / "ray"), "stop", "--force"]
         if port_busy(6379):  # the script stopped before its own `ray stop`
             subprocess.run(ray_stop, env=env, capture_output=True, timeout=120)
@@ -116,7 +129,12 @@ def test_readme_commands_run_as_written(tmp_path):
             time.sleep(0.5)
         if proc.poll() is None:
             proc.kill()
-    (tmp_path / "readme.out").write_text(out)
+    out = (tmp_path / "readme.out").read_text()
+    moved = Path(editable_target()) != ROOT / "raylab"
+    if moved:  # put it back for the rest of the suite before failing
+        subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
+                        "-e", str(ROOT)], check=True, timeout=600)
+    assert not moved, "the README's scripts/setup.sh reinstalled raylab from the clone"
     assert proc.returncode == 0, out[-6000:]
 
     # The first run, the user's own recipe and the submitted job all finished, in the stores the README names.
