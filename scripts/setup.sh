@@ -1,37 +1,77 @@
 #!/usr/bin/env bash
-# One set-up step for a fresh machine (Debian, Python 3.11): the virtual environment in
-# .venv with every pinned package, and the Fashion-MNIST data. Safe to run again: it only
-# reinstalls when pyproject.toml or constraints.txt changed.
+# One set-up step for a fresh machine (Debian, Python 3.11): the virtual environment in .venv with
+# raylab, the frameworks you choose (pyproject.toml's extras) and every pinned package, and the
+# Fashion-MNIST data. Safe to run again: it only reinstalls when pyproject.toml, constraints.txt or
+# the choice changed.
 #
-#   scripts/setup.sh          # then: .venv/bin/python recipes/fashion.py
+#   scripts/setup.sh [tf|torch|xla|all|tpu ...]    # then: .venv/bin/python recipes/fashion.py
+#
+#   scripts/setup.sh             # all (the default): tf:*, torch:* and xla:* trials, as CI runs them
+#   scripts/setup.sh torch       # torch:* trials only (no TensorFlow, no torch-xla)
+#   scripts/setup.sh tf          # tf:* trials only (TensorFlow and tf-keras, no torch)
+#   scripts/setup.sh tf torch    # several at once; xla is torch + torch-xla (xla:* trials)
+#   scripts/setup.sh tpu         # on a TPU VM: tensorflow-tpu 2.20 + torch-xla[tpu], in place of tf/xla/all
+#
+# A choice only adds to .venv: going from all to torch keeps TensorFlow; rm -r .venv first for a
+# smaller one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+valid="tf, torch, xla, all, tpu"
+declare -A chosen=()
+for choice in "${@:-all}"; do
+    case "$choice" in
+        tf | torch | xla | all | tpu) chosen[$choice]=1 ;;
+        *) echo "setup: unknown choice '$choice'; choose from $valid (default: all)" >&2; exit 2 ;;
+    esac
+done
+if [ -n "${chosen[tpu]:-}" ] && [ -n "${chosen[tf]:-}${chosen[all]:-}" ]; then
+    echo "setup: tpu replaces tensorflow with tensorflow-tpu, so it can't go with tf or all; choose from $valid" >&2
+    exit 2
+fi
+# In a fixed order, so `torch tf` and `tf torch` are the same choice (and the same stamp).
+extras=$(for e in tf torch xla all tpu; do [ -z "${chosen[$e]:-}" ] || echo "$e"; done | paste -sd, -)
+has() { # has EXTRA...: does the choice install any of these?
+    for e in "$@"; do [ -z "${chosen[$e]:-}" ] || return 0; done
+    return 1
+}
+
 python=${PYTHON:-python3.11}
 stamp=.venv/.raylab-setup
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+want="$extras $(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)"
 
-if [ ! -x .venv/bin/python ]; then
-    # Measured: a fresh install peaks at 10.4 GB on disk and leaves 10 GB in .venv (no pip cache kept).
-    need_gb=11
+missing() { # missing DIST: not yet in .venv
+    ! compgen -G ".venv/lib/python3*/site-packages/$1-*.dist-info" >/dev/null
+}
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    # Free space the install needs, measured from a fresh .venv (no pip cache kept): torch's step
+    # peaks at 10.4 GB (4 GB of CUDA wheels held while they unpack to 6.7 GB), whatever is already
+    # there; torch alone leaves 7.8 GB in .venv, all 10 GB. TensorFlow's step peaks at 2.6 GB; tf
+    # alone leaves 3.2 GB. The rest (raylab, ray, mlflow, torch-xla, test tools) about 1.5 GB.
+    need_gb=2
+    if { has tf all && missing tensorflow; } || { has tpu && missing tensorflow_tpu; }; then need_gb=4; fi
+    if has torch xla all tpu && missing torch; then need_gb=11; fi
     free_gb=$(df -Pk . | awk 'NR == 2 {print int($4 / 1048576)}')
     if [ "$free_gb" -lt "$need_gb" ]; then
-        echo "setup: the install needs about $need_gb GB free, but $(df -P . | awk 'NR == 2 {print $6}') has $free_gb GB; free some space and run scripts/setup.sh again" >&2
+        echo "setup: installing raylab[$extras] needs about $need_gb GB free, but $(df -P . | awk 'NR == 2 {print $6}') has $free_gb GB; free some space and run scripts/setup.sh again" >&2
         exit 1
     fi
+fi
+if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv with $python"
     "$python" -m venv .venv
 fi
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    echo "setup: installing raylab and its pinned dependencies (10 GB, several minutes the first time)"
+    echo "setup: installing raylab[$extras] and its pinned dependencies (several minutes the first time)"
     .venv/bin/python -m pip install --quiet --no-cache-dir --upgrade pip
     # The PyPI torch 2.9.0 wheel for x86_64 is the CUDA build; torch-xla 2.9.0 needs exactly it.
-    # In three steps: pip holds every downloaded wheel until its command ends, so one command
-    # would need the 4 GB of wheels and the 11 GB they unpack to on disk at the same time.
+    # The big wheels one command each: pip holds every downloaded wheel until its command ends, so
+    # one command would need all of them and what they unpack to on disk at the same time.
     pip_install=(.venv/bin/python -m pip install --quiet --no-cache-dir -c constraints.txt)
-    "${pip_install[@]}" torch
-    "${pip_install[@]}" tensorflow
-    "${pip_install[@]}" -e ".[test]"
+    if has torch xla all tpu; then "${pip_install[@]}" torch; fi
+    if has tf all; then "${pip_install[@]}" tensorflow; fi
+    if has tpu; then "${pip_install[@]}" tensorflow-tpu; fi
+    "${pip_install[@]}" -e ".[$extras,test]"
     .venv/bin/python -m pip check
     echo "$want" > "$stamp"
 fi
@@ -57,4 +97,15 @@ TEXT
         exit 1
     fi
 fi
-echo "setup: ready (.venv, Fashion-MNIST)"
+# Headless Chromium, for the test that opens the MLflow UI as a user sees it (tests/e2e/test_mlflow_ui.py).
+if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        echo "setup: installing Debian's chromium and chromium-driver (for the MLflow UI test)"
+        apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }
+    else
+        echo "setup: note: chromium and chromium-driver are not installed (apt-get as root installs them);" \
+             "only the MLflow UI test needs them" >&2
+    fi
+fi
+echo "setup: ready (.venv with raylab[$extras], Fashion-MNIST)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import tomllib
 from pathlib import Path
 
 import jsonschema
@@ -30,8 +31,8 @@ def test_cluster_configs_pass_ray_validation(name):
     prepared = check(load(name))
     assert prepared["head_node_type"] in prepared["available_node_types"]
     commands = "\n".join(prepared["setup_commands"])
-    # Every node gets raylab with CI's exact constraints, and the Fashion-MNIST package.
-    assert "-c ~/raylab/constraints.txt -e ~/raylab" in commands and "dataset-fashion-mnist" in commands
+    # Every node gets raylab[all] (every framework) with CI's exact constraints, and the Fashion-MNIST package.
+    assert "-c ~/raylab/constraints.txt -e ~/raylab'[all]'" in commands and "dataset-fashion-mnist" in commands
     head = "\n".join(prepared["head_start_ray_commands"])
     assert "ray start --head" in head
     assert "mlflow server --host 127.0.0.1" in head  # the tracking server listens on loopback only
@@ -51,7 +52,12 @@ def test_gcp_config_has_cpu_head_and_gpu_and_tpu_workers():
     for t in tpus:  # the check Ray's GCP provider applies to TPU node configs
         assert TPUAcceleratorManager.is_valid_tpu_accelerator_type(t["node_config"]["acceleratorType"])
         setup = "\n".join(t["worker_setup_commands"])  # replaces setup_commands on this type: must repeat them
-        assert "constraints.txt" in setup and "tensorflow-tpu==2.20.0" in setup and "torch-xla[tpu]==2.9.0" in setup
+        # The TPU stack as pyproject.toml's tpu extra (in place of all), not pins swapped after the install.
+        assert "-c ~/raylab/constraints.txt -e ~/raylab'[tpu]'" in setup and "dataset-fashion-mnist" in setup
+        assert "uninstall" not in setup and "tensorflow-tpu" not in setup
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "tensorflow-tpu==2.20.0" in extras["tpu"] and "torch-xla[tpu]==2.9.0" in extras["tpu"]
+    assert not any(r.startswith(("tensorflow==", "tf-keras")) for r in extras["tpu"])  # both install `tensorflow`
 
 
 @pytest.mark.parametrize("breakage", ["unknown_key", "node_type_without_resources", "worker_count_not_a_number"])
