@@ -141,6 +141,9 @@ def test_readme_commands_run_as_written(tmp_path):
     assert re.search(r"^tf:none x1 +FINISHED", out, re.M), out[-3000:]
     assert re.search(r"^torch:ddp x1 +FINISHED", out, re.M), out[-3000:]  # my_recipe.py's default trials
     assert re.search(r"Job 'raysubmit_\w+' succeeded", out), out[-3000:]
+    # The UI link the README gives is the one the first run printed.
+    links = re.findall(r"(http://127\.0\.0\.1:5000/#/experiments/[^\s`)]+)", (ROOT / "README.md").read_text())
+    assert links and all(link in out for link in links), (links, out[-3000:])
     client = MlflowClient(tracking_uri=f"sqlite:///{clone}/mlflow.db")
     names = {e.name for e in client.search_experiments()}
     assert {"fashion", "my_recipe"} <= names, names
