@@ -44,7 +44,6 @@ class Console:
         self.current: Path | None = None
         self.count = 0
         self.bar_shown = False
-        self._driver_log: Path | None = None
 
     # -- the driver's own library logging --------------------------------------------------------------
     def quiet_libraries(self) -> None:
@@ -103,7 +102,10 @@ class Console:
         pid, ip = data.get("pid"), data.get("ip")
         prefix = f"({who + ' ' if who else ''}pid={pid}, ip={ip}) "
         with self.lock:
-            target = self.owner.setdefault((ip, pid), self.current or self.path("driver.log"))
+            if not str(pid).isdigit():  # the cluster's own: "autoscaler", "raylet"
+                target = self.path("driver.log")
+            else:
+                target = self.owner.setdefault((ip, pid), self.current or self.path("driver.log"))
             out = self._open(target)
             for line in lines:
                 out.write(prefix + line + "\n")
