@@ -230,12 +230,13 @@ def draw_curves(ax, lines: list[dict]) -> None:
     trials = list(dict.fromkeys(c["trial"] for c in lines))
     cycle = [f"C{i % 10}" for i in range(len(trials))]
     styles = ["-", "--", ":", "-."]
+    labelled: set[str] = set()
     for c in lines:
         i = trials.index(c["trial"])
-        first = all(c2["trial"] != c["trial"] for c2 in lines[: lines.index(c)])
         xs, ys = zip(*c["points"])
         ax.plot(xs, ys, styles[(i // 10) % 4], marker="o", markersize=3, color=cycle[i],
-                label=c["trial"] if first else None)
+                label=None if c["trial"] in labelled else c["trial"])
+        labelled.add(c["trial"])
     metric = lines[0]["metric"]
     ax.set_xlabel("wall time since the trial started, s (start-up included)")
     ax.set_ylabel("test accuracy" if metric == "val_accuracy" else "test loss")
