@@ -80,7 +80,7 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, t
     log = console.get().begin_trial(spec.name)
 
     def after_end():
-        console.get().end_trial()
+        console.get().end_trial(log)
         tracker.log_artifact(run_id, log)
 
     with recorded(outcome, tracker, after_end=after_end, log=log):  # a failed baseline is recorded, the trials still run

@@ -20,7 +20,7 @@ from raylab.task import OPTIMIZERS
 
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
                 "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s",
-                "host_syncs", "steps_per_host_sync"]
+                "host_syncs", "steps_per_host_sync", "nodes_held", "overlapped_with"]
 
 
 def _int(text: str) -> int:
@@ -28,6 +28,15 @@ def _int(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+
+
+def _concurrency(text: str) -> int | None:
+    """--concurrency: a positive count, or 'auto' (None: as many trials as the cluster's nodes allow)."""
+    if text == "auto":
+        return None
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"'{text}' is not a positive number of trials or 'auto'")
 
 
 def _task_flags(p: argparse.ArgumentParser, recipe) -> None:
@@ -76,6 +85,11 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
                    help="run every trial N times, interleaved (A B B A ...), each its own MLflow run; the "
                         "comparison shows medians, the min..max range and which differences are significant "
                         "(default: %(default)s)")
+    p.add_argument("--concurrency", type=_concurrency, default=1, metavar="N|auto",
+                   help="run up to N trials at the same time, each on whole nodes no other running trial uses "
+                        "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
+                        "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
+                        "with. On a single-node cluster trials still run one at a time (default: 1)")
     p.add_argument("--baseline", action="store_true",
                    help="also run each framework's 1-worker job as a plain script (no Ray, no raylab; same model, "
                         "data, batch, threads, seed), beside the trials: the comparison shows raylab's overhead")
@@ -181,7 +195,7 @@ def make_config(recipe, args) -> C.RunConfig:
         tpu_topology=parse_topology(args.tpu_topology), repeats=C.check_positive("repeats", args.repeats),
         baseline=args.baseline, window=1 if args.step_latency else C.check_positive("window", args.window),
         max_failures=check_failures(args.max_failures), checkpoint_every_min=check_minutes(args.checkpoint_every),
-        storage=args.storage,
+        storage=args.storage, concurrency=args.concurrency,
     )
 
 
@@ -446,10 +460,13 @@ def upload_main(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"compare": compare_main, "upload": upload_main}
+    from raylab.floor import floor_main
+
+    commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
-              "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n\n"
+              "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n"
+              "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n\n"
               "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stderr if argv else sys.stdout)
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])

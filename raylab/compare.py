@@ -41,7 +41,7 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_workers_s", "startup_imports_s",
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
-           "steps_per_host_sync", "restarts", "recovery_s", "lost_s"]
+           "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
                  "target_accuracy", "repeat", "batch_per_replica"]
@@ -87,6 +87,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "oversubscribed": p.get("oversubscribed") == "True", "cpus_per_process": p.get("cpus_per_process"),
             "data_synthetic": p.get("data_synthetic") == "True", "parameters": t.get("parameters"),
             "precision_applied": t.get("precision_applied"),
+            "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},
             # the recipe's other metrics on the test split (val_mask_iou, val_mean_absolute_error, ...)
             **{k: v for k, v in m.items() if k.startswith("val_") and k not in METRICS},
@@ -111,6 +112,9 @@ def format_table(rows: list[dict]) -> str:
                 if k.startswith("val_") and k not in shown]
     if len({r.get("batch_per_replica") for r in rows}) > 1:  # a --batch sweep: say each row's size
         columns = columns[:1] + [("batch_per_replica", "batch/replica", "{}")] + columns[1:]
+    concurrent = any(r.get("overlapped_with") not in (None, "none") for r in rows)
+    if concurrent:  # trials ran at the same time: how many whole nodes each held
+        columns = columns[:2] + [("nodes_held", "nodes", "{:.0f}")] + columns[2:]
     repeated = any(r.get("runs", 1) > 1 for r in rows)
     if repeated:
         columns = columns[:3] + [("sps_range", "min..max", "{}"), ("runs", "runs", "{}")] + columns[3:]
@@ -131,6 +135,9 @@ def format_table(rows: list[dict]) -> str:
               for r in rows if r.get("restarts")]
     if repeated:
         notes.append("medians over repeats; min..max = the samples/s range")
+    if concurrent:
+        notes.append("trials ran at the same time, each on whole nodes of its own (nodes = nodes it held); "
+                     "who overlapped whom is under 'ran at the same time'")
     return "\n".join(lines + notes + (["failed:"] + failed if failed else []))
 
 
@@ -141,12 +148,18 @@ def format_report(rows: list[dict]) -> str:
     sections = [("differences", protocol.significance(folded)), ("scaling", protocol.scaling(folded)),
                 ("overhead vs plain scripts", protocol.overhead(folded)),
                 ("startup before the first step, s (workers = Ray worker group and backend set-up)",
-                 protocol.startup(folded))]
+                 protocol.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows))]
     parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]
     lines, mismatches = protocol.parity(rows)
     verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"
     parts.append(f"\nparity: {verdict}\n" + "\n".join(lines))
     return "\n".join(parts)
+
+
+def overlapping(rows: list[dict]) -> list[str]:
+    """One line per trial that overlapped others: the nodes it held and the trials it ran beside."""
+    return [f"{r['trial']}: nodes {r.get('node_ids_held') or '-'}; beside {r['overlapped_with'].replace(',', ', ')}"
+            for r in rows if r.get("overlapped_with") not in (None, "none")]
 
 
 def format_csv(rows: list[dict]) -> str:

@@ -65,6 +65,7 @@ class RunConfig:
     checkpoint_every_min: float = 10.0  # checkpoints inside long epochs this often (0: at epoch ends only)
     storage: str | None = None  # Ray Train storage for checkpoints (None: Ray's default, ~/ray_results)
     resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
+    concurrency: int | None = 1  # trials at once, each on whole nodes of its own (None: as many as nodes allow)
 
 
 def split_trial(item: str) -> tuple[str, int | None]:

@@ -3,12 +3,15 @@
 Ray forwards every worker's and actor's stdout/stderr to the driver (Ray Train's controller lines, TF's
 and XLA's C++ logging, gloo, warnings): by default raylab writes those to
 `raylab-logs/<experiment>-<time>/<NN>-<trial>.log`, one file per trial (a process's lines go to the trial
-that was running when it first spoke: every trial has its own fresh processes), and the driver's own
+that was running when it first spoke: every trial has its own fresh processes; while several trials run at
+once, a process's lines wait until its trial claims it, its worker processes telling their trial's sink their
+pids as they start, and lines nobody claims go to driver.log), and the driver's own
 library logging (Ray, MLflow, Python warnings) to `driver.log` there. Each trial's file is logged as the
 artifact of its MLflow run (under the file's name), and its path is printed when the trial fails. `--verbose`
 shows all of it live as well, as Ray prints it.
 
-Progress: on a terminal, a bar per trial redrawn in place; otherwise a plain line now and then.
+Progress: on a terminal, a bar redrawn in place (one per running trial, side by side); otherwise a plain
+line now and then.
 """
 
 from __future__ import annotations
@@ -41,9 +44,11 @@ class Console:
         self.lock = threading.Lock()
         self.files: dict[Path, IO] = {}
         self.owner: dict[tuple, Path] = {}  # (ip, pid) -> the log of the trial that process belongs to
-        self.current: Path | None = None
+        self.open: list[Path] = []  # the logs of the trials running now
+        self.pending: dict[tuple, list[str]] = {}  # (ip, pid) -> lines waiting for their trial to claim them
         self.count = 0
         self.bar_shown = False
+        self.bars: dict[str, tuple[str, str]] = {}  # running trial -> (its full bar, a short one)
 
     # -- the driver's own library logging --------------------------------------------------------------
     def quiet_libraries(self) -> None:
@@ -104,11 +109,30 @@ class Console:
         with self.lock:
             if not str(pid).isdigit():  # the cluster's own: "autoscaler", "raylet"
                 target = self.path("driver.log")
+            elif (ip, pid) in self.owner:
+                target = self.owner[(ip, pid)]
+            elif len(self.open) > 1:  # several trials running: wait for the process's trial to claim it
+                self.pending.setdefault((ip, pid), []).extend(prefix + line for line in lines)
+                return
             else:
-                target = self.owner.setdefault((ip, pid), self.current or self.path("driver.log"))
+                target = self.owner.setdefault((ip, pid), self.open[0] if self.open else self.path("driver.log"))
             out = self._open(target)
             for line in lines:
                 out.write(prefix + line + "\n")
+            out.flush()
+
+    def claim(self, ip, pid, path: Path) -> None:
+        """A trial's worker process said who it is: its lines so far, and from now on, go to the trial's log."""
+        with self.lock:
+            if (ip, pid) in self.owner:
+                return
+            self.owner[(ip, pid)] = path
+            self._write(path, self.pending.pop((ip, pid), []))
+
+    def _write(self, path: Path, lines: list[str]) -> None:
+        if lines:
+            out = self._open(path)
+            out.write("".join(line + "\n" for line in lines))
             out.flush()
 
     def _open(self, path: Path) -> IO:
@@ -122,13 +146,22 @@ class Console:
         """The log file of the trial starting now (new processes that speak from now on belong to it)."""
         with self.lock:
             self.count += 1
-            self.current = self.path(f"{self.count:02d}-{slug(label)}.log")
-            self._open(self.current)
-            return self.current
+            path = self.path(f"{self.count:02d}-{slug(label)}.log")
+            self._open(path)
+            self.open.append(path)
+            return path
 
-    def end_trial(self) -> None:
+    def end_trial(self, path: Path) -> None:
+        """The trial has ended; once at most one trial runs, lines nobody claimed go to driver.log."""
         with self.lock:
-            self.current = None
+            if path in self.open:
+                self.open.remove(path)
+            self.bars.pop(path.stem.split("-", 1)[-1], None)
+            if len(self.open) <= 1:
+                for (ip, pid), lines in self.pending.items():
+                    self._write(self.path("driver.log"), lines)
+                    self.owner[(ip, pid)] = self.path("driver.log")
+                self.pending.clear()
 
     def trial_text(self, path: Path, text: str) -> None:
         """Output captured by raylab itself (a plain baseline's subprocess) into a trial's log."""
@@ -157,11 +190,16 @@ class Console:
         if not self.tty:
             self.line(f"[{label}] {figures}")
             return
-        width = max(10, min(30, shutil.get_terminal_size((100, 20)).columns - len(label) - len(figures) - 12))
+        columns = shutil.get_terminal_size((100, 20)).columns
+        width = max(10, min(30, columns - len(label) - len(figures) - 12))
         full = int(width * min(done / total, 1.0))
         text = f"[{label}] |{'#' * full}{'.' * (width - full)}| {100 * done / total:3.0f}% {figures}"
+        short = f"[{label}] {100 * done / total:3.0f}% {p['samples_per_sec']:,.0f}/s{eta}"
         with self.lock:
-            self.stream.write("\r\x1b[2K" + text)
+            self.bars[slug(label)] = (text, short)
+            # One trial: its full bar; several at once: a short one each, side by side.
+            shown = text if len(self.bars) == 1 else "  ".join(b[1] for b in self.bars.values())[:columns - 1]
+            self.stream.write("\r\x1b[2K" + shown)
             self.stream.flush()
             self.bar_shown = True
 

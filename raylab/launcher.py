@@ -1,23 +1,27 @@
-"""Trials -> Ray Train trainers, one after another, each its own MLflow child run.
+"""Trials -> Ray Train trainers, each its own MLflow child run.
 
 The driver reads the data once, puts it in the object store, then runs every trial of the
-matrix; a trial that fails is recorded FAILED and the next one still runs.
+matrix, one after another or (--concurrency) several at once on separate nodes (raylab/matrix.py);
+a trial that fails is recorded FAILED and the others still run.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from typing import Callable
 
 import ray
 
-from raylab import console
+from raylab import console, matrix, prewarm
+from raylab import floor as startup_floor
 from raylab.backends import get_strategy
 from raylab.backends.tpu import slice_scaling
 from raylab.config import RunConfig, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.errors import UserError
-from raylab.outcome import INTERRUPTS, TrialOutcome, recorded
+from raylab.outcome import INTERRUPTED, INTERRUPTS, TrialOutcome, recorded
 from raylab.params import common_params
 from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
@@ -25,6 +29,10 @@ from raylab.tracking import Tracker
 from raylab.worker import WorkerConfig
 
 POLL_S = 2.0  # how often the driver logs new epochs to MLflow
+# How often Ray Train's controller polls its workers (Ray's default 2 s): a trial's end is noticed up to one
+# poll late, and its worker group started one poll late after a restart. The driver's value reaches the
+# controller of every trial (Ray Train passes it on); a user's own setting wins. Recorded as train_poll_s.
+TRAIN_POLL_ENV, TRAIN_POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
 PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs
 
 
@@ -39,6 +47,14 @@ class TrialSink:
         self.servers, self.done, self.rounds = {}, {}, {}
         self.attempts: list[dict] = []  # per worker-group attempt: start, last sign of life, last checkpoint
         self.steps_interval = None
+        self.processes: list[tuple[int, str]] = []  # (pid, node ip) of the trial's worker processes
+
+    def hello(self, pid, ip):
+        """A worker process of this trial has started (raylab/prewarm.py): its output belongs to the trial."""
+        self.processes.append((pid, ip))
+
+    def pids(self):
+        return list(self.processes)
 
     def progress(self, fields):
         self.latest = fields
@@ -208,16 +224,17 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
         "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
         "max_failures": max_failures(strategy, cfg), "checkpoint_every_min": cfg.checkpoint_every_min,
-        "storage": cfg.storage or "~/ray_results",
+        "storage": cfg.storage or "~/ray_results", "train_poll_s": os.environ.get(TRAIN_POLL_ENV, TRAIN_POLL_S),
+        "prewarm": prewarm.enabled(),
     }
 
 
 class Progress(threading.Thread):
     """Polls the sink while fit() runs: prints progress, logs each epoch as it arrives."""
 
-    def __init__(self, sink, tracker: Tracker, run_id: str, label: str, synthetic: bool = False):
+    def __init__(self, sink, tracker: Tracker, run_id: str, label: str, synthetic: bool = False, log=None):
         super().__init__(daemon=True)
-        self.sink, self.tracker, self.run_id, self.label = sink, tracker, run_id, label
+        self.sink, self.tracker, self.run_id, self.label, self.log = sink, tracker, run_id, label, log
         self.synthetic = synthetic  # random labels: the accuracy is chance, so it is not printed
         self.logged, self.stopping, self.last_line, self.printed = 0, threading.Event(), None, 0.0
         self.first: tuple[float, int] | None = None  # (time, steps done) at the first progress report
@@ -228,9 +245,12 @@ class Progress(threading.Thread):
 
     def poll(self) -> tuple[list, dict | None]:
         try:
-            latest, epochs, final = ray.get(self.sink.poll.remote(), timeout=30)
+            (latest, epochs, final), pids = ray.get([self.sink.poll.remote(), self.sink.pids.remote()], timeout=30)
         except Exception:  # noqa: BLE001 - a slow poll is retried next time
             return [], None
+        if self.log is not None:
+            for pid, ip in pids:
+                console.get().claim(ip, pid, self.log)
         for e in epochs[self.logged :]:
             metrics = {k: v for k, v in e.items() if k != "epoch"}
             self.tracker.log_metrics(self.run_id, metrics, step=e["epoch"])
@@ -268,8 +288,18 @@ def max_failures(strategy, cfg: RunConfig) -> int:
     return cfg.max_failures if strategy.checkpoints else 0
 
 
+def worker_env(strategy, backend, cfg: RunConfig) -> dict:
+    """What a trial's worker processes get in their environment from their start (raylab/prewarm.py)."""
+    if strategy.name.startswith("xla:"):
+        from raylab.backends.xla import worker_env as xla_env
+
+        return xla_env(backend.pjrt, backend.threads)
+    return {}
+
+
 def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink, start: float,
-                  run_id: str):
+                  run_id: str, nodes: list | None = None):
+    """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig as RayRunConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
@@ -287,16 +317,20 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
     extra = strategy.resources(cfg, ray.cluster_resources()) if strategy.resources else {}
     tpu = slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers) if extra.get("TPU") else {}
-    scaling = ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu,
+    pinned = {"label_selector": matrix.label_selector(nodes)} if nodes and not tpu else {}
+    scaling = ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu, **pinned,
                             resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {}),
                                                   **extra})
     backend = strategy.backend_config(cfg.device)
+    if hasattr(backend, "threads"):
+        backend.threads = cfg.threads  # XLA's CPU flags follow the trial's threads
     if strategy.ps_roles == "chief":
         backend.ps = cfg.ps  # TF_CONFIG gets chief / ps / worker roles
     # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
     run = RayRunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
                        failure_config=FailureConfig(max_failures=max_failures(strategy, cfg)),
-                       checkpoint_config=CheckpointConfig(num_to_keep=1))
+                       checkpoint_config=CheckpointConfig(num_to_keep=1),
+                       worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
     return DataParallelTrainer(strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
                                scaling_config=scaling, run_config=run)
 
@@ -312,11 +346,17 @@ def replica_agreement(sink) -> dict:
             "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
 
 
+def sink_name(run_id: str) -> str:
+    return f"raylab-sink-{run_id}"
+
+
 def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs: dict,
               tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
-              resume: tuple[str, list] | None = None) -> TrialOutcome:
+              resume: tuple[str, list] | None = None, nodes: list | None = None,
+              started: Callable[[TrialOutcome], None] | None = None) -> TrialOutcome:
     """One trial as a child run. resume=(run id, epochs it logged): an interrupted trial's run goes on
-    (--resume), from its last checkpoint; its logged epochs are not logged again."""
+    (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
+    while other trials run (its workers are placed there); started: told the outcome once the run exists."""
     recipe = recipe.with_batch(spec.batch)
     logged = []
     if resume:
@@ -331,11 +371,13 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
           f"(MLflow run {run_id}{went_on}) ===", flush=True)
     log = console.get().begin_trial(spec.name)
     # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
-    sink = TrialSink.options(name=f"raylab-sink-{run_id}").remote(logged)
+    sink = TrialSink.options(name=sink_name(run_id)).remote(logged)
     start = time.time()
-    progress = Progress(sink, tracker, run_id, spec.name, synthetic=ds.synthetic)
+    progress = Progress(sink, tracker, run_id, spec.name, synthetic=ds.synthetic, log=log)
     progress.logged = len(logged)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
+    if started is not None:
+        started(outcome)
 
     def last_progress():
         if progress.is_alive():
@@ -354,13 +396,13 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
                                "done again")
 
     def after_end():
-        console.get().end_trial()
+        console.get().end_trial(log)
         tracker.log_artifact(run_id, log)
         ray.kill(sink)
 
     # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
     with recorded(outcome, tracker, before_end=last_progress, after_end=after_end, log=log):
-        trainer = build_trainer(recipe, cfg, spec, recipe.task(ds.target_names), refs, sink, start, run_id)
+        trainer = build_trainer(recipe, cfg, spec, recipe.task(ds.target_names), refs, sink, start, run_id, nodes)
         progress.start()
         result = trainer.fit()
         if result.checkpoint is not None:
@@ -374,6 +416,9 @@ def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs
         outcome.result.update({k: v for k, v in last.items() if k.startswith(("val_", "train_"))})
         reached = time_to_target(outcome.epochs, recipe.target(ds))
         outcome.result["time_to_target_s"] = reached
+        floor = startup_floor.floor_for(spec.framework, startup_floor.load())  # `raylab floor` measured it here
+        if floor is not None:
+            outcome.result["startup_floor_s"] = floor
         # Per-epoch names already carry their history (step = epoch); log only the new ones, as single values
         # at step 0 (the MLflow UI draws those as bars, one per trial, rather than one-point lines).
         tracker.log_metrics(run_id, {k: v for k, v in outcome.result.items() if k not in last}, step=0)
@@ -445,15 +490,32 @@ def finished_outcome(spec: TrialSpec, repeat: int, run) -> TrialOutcome:
     return outcome
 
 
+def need(cfg: RunConfig, item: TrialSpec) -> matrix.Need:
+    """The nodes a matrix item needs: its worker processes' resources; a plain baseline, every node."""
+    if item.strategy == "plain":
+        return matrix.Need(whole=True)
+    strategy = get_strategy(item.kind)
+    layout = strategy.layout(item.workers, cfg.threads, cfg.ps)
+    total = ray.cluster_resources()
+    cpus, _ = reservation(strategy, layout, total)
+    gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
+    extra = strategy.resources(cfg, total) if strategy.resources else {}
+    return matrix.Need(layout.ray_workers, {"CPU": cpus, "GPU": gpus, **extra})
+
+
 def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
     """Runs the trial matrix under one parent run; returns (parent run id, outcomes). With cfg.resume, under that
     parent: finished trials are not run again, unfinished ones go on from their last checkpoints."""
     from raylab.baseline import baseline_specs, run_baseline
 
+    os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)
     refs = put_dataset(ds)
+    nodes = matrix.cluster_nodes()
+    limit = matrix.concurrency_limit(cfg.concurrency, nodes)
     params = {"recipe": recipe.name, "trials": ",".join(s.name for s in cfg.trials), "epochs": cfg.epochs,
               "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick, "device": cfg.device,
-              "repeats": cfg.repeats, "baseline": cfg.baseline, "data": ds.name, "max_failures": cfg.max_failures}
+              "repeats": cfg.repeats, "baseline": cfg.baseline, "data": ds.name, "max_failures": cfg.max_failures,
+              "concurrency": limit, "cluster_nodes": len(nodes)}
     data_tags = {"data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
     finished, unfinished = {}, {}
     if cfg.resume:
@@ -466,27 +528,91 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
         parent = tracker.start_run(f"{recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}", params,
                                    {**tags, **data_tags})
     tracker.show_in_ui(parent)
+    if cfg.concurrency != 1 and limit == 1:
+        console.get().line(f"raylab: --concurrency {cfg.concurrency or 'auto'}: the cluster has {len(nodes)} node(s) "
+                           "to run trials on, so they run one at a time (each trial holds whole nodes).")
+    elif limit > 1:
+        console.get().line(f"raylab: up to {limit} trials at a time, each on whole nodes of its own "
+                           f"({len(nodes)} nodes)")
     outcomes, status = [], "FAILED"
     plain = baseline_specs(cfg) if cfg.baseline else []
+    held = matrix.Nodes(nodes, limit)
+    active: list[TrialOutcome] = []  # trials running now (their runs end KILLED on an interrupt)
+    spans: dict[int, tuple[float, float]] = {}  # outcome index -> (start, end) wall time
+    holding: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def one(index: int, repeat: int, item: TrialSpec, key: str, taken: list) -> None:
+        trial_tags = {**tags, **data_tags, "raylab.trial_key": key}
+        t0 = time.time()
+        try:
+            if item.strategy == "plain":
+                outcome = run_baseline(recipe, cfg, ds, item, tracker, parent, trial_tags, repeat)
+            else:
+                outcome = run_trial(recipe, cfg, item, ds, refs, tracker, parent, trial_tags, repeat,
+                                    resume=unfinished.get(key), nodes=taken if limit > 1 else None,
+                                    started=active.append)
+            outcomes[index] = outcome
+        except BaseException as e:  # noqa: BLE001 - an interrupt or a driver error: the main thread re-raises
+            errors.append(e)
+        finally:
+            spans[index] = (t0, time.time())
+            held.give(taken)
+
+    threads: list[threading.Thread] = []
     try:
         for repeat, item in schedule(cfg, plain):
             key = f"{item.name}#{repeat}"
             if key in finished:
                 outcomes.append(finished_outcome(item, repeat, finished[key]))
                 continue
-            trial_tags = {**tags, **data_tags, "raylab.trial_key": key}
-            if item.strategy == "plain":
-                outcomes.append(run_baseline(recipe, cfg, ds, item, tracker, parent, trial_tags, repeat))
+            taken = held.take(need(cfg, item), item.name)
+            if errors:
+                held.give(taken)
+                break
+            index = len(outcomes)
+            outcomes.append(None)
+            holding[index] = taken if limit > 1 else nodes  # one at a time: the trial has the whole cluster
+            if limit == 1:  # one at a time, in this thread, as always
+                one(index, repeat, item, key, taken)
             else:
-                outcomes.append(run_trial(recipe, cfg, item, ds, refs, tracker, parent, trial_tags, repeat,
-                                          resume=unfinished.get(key)))
+                t = threading.Thread(target=one, args=(index, repeat, item, key, taken), daemon=True,
+                                     name=f"raylab-trial-{index}")
+                t.start()
+                threads.append(t)
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=1.0)
+        if errors:
+            raise errors[0]
+        record_overlaps(tracker, outcomes, spans, holding, cfg.repeats)
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"
+        INTERRUPTED.set()  # trials still running end KILLED, not FAILED, when the cluster goes
+        for o in active:
+            if o.status != "FINISHED":
+                tracker.end(o.run_id, "KILLED", "interrupted (Ctrl-C or SIGTERM)")
         raise
     finally:
+        outcomes[:] = [o for o in outcomes if o is not None]
         failed = [o.spec.name for o in outcomes if o.status != "FINISHED"]
         tracker.set_tags(parent, {"failed_trials": ",".join(failed) or "none",
                                   **({"resumed": "true"} if cfg.resume else {})})
         tracker.end(parent, status)
     return parent, outcomes
+
+
+def record_overlaps(tracker: Tracker, outcomes: list, spans: dict, holding: dict, repeats: int) -> None:
+    """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric)."""
+    names = {i: o.spec.name if repeats == 1 else f"{o.spec.name}#{o.repeat}"
+             for i, o in enumerate(outcomes) if o is not None and i in spans}
+    overlapped = matrix.overlaps({names[i]: spans[i] for i in names})
+    for i, name in names.items():
+        o, taken = outcomes[i], holding.get(i, [])
+        with_ = overlapped[name]
+        o.result.update({"nodes_held": len(taken), "overlapped_with": ",".join(with_)})
+        tracker.set_tags(o.run_id, {"node_ids_held": ",".join(n.id[:12] for n in taken),
+                                    "overlapped_with": ",".join(with_) or "none",
+                                    "trial_started": f"{spans[i][0]:.3f}", "trial_ended": f"{spans[i][1]:.3f}"})
+        tracker.log_metrics(o.run_id, {"nodes_held": len(taken)}, step=0)

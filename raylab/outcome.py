@@ -8,6 +8,7 @@ own Ctrl-C handler, installed by `fit()`, may exit instead of raising: that coun
 from __future__ import annotations
 
 import contextlib
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from raylab.tracking import Tracker, error_summary
 # What ends a run KILLED rather than FAILED: Ctrl-C / SIGTERM, and SystemExit, because Ray Train's own
 # Ctrl-C handler, installed by fit(), may sys.exit(0) instead of raising KeyboardInterrupt.
 INTERRUPTS = (KeyboardInterrupt, SystemExit)
+# Set when the invocation is interrupted: trials running in other threads then end KILLED, not FAILED.
+INTERRUPTED = threading.Event()
 
 
 @dataclass
@@ -58,6 +61,9 @@ def recorded(outcome: TrialOutcome, tracker: Tracker, before_end: Callable[[], o
         outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
         raise
     except Exception as e:  # noqa: BLE001 - a failed trial is recorded, the next one still runs
+        if INTERRUPTED.is_set():
+            outcome.status, outcome.error = "KILLED", "interrupted (Ctrl-C or SIGTERM)"
+            return
         outcome.status, outcome.error = "FAILED", error_text(e)
         where = f" (log: {log})" if log is not None else ""
         console.get().line(f"[{outcome.spec.name}] FAILED: {error_summary(outcome.error)}{where}", err=True)

@@ -144,7 +144,8 @@ def startup(folded: list[dict]) -> list[str]:
         if r.get("startup_s") is None or phases[0][1] is None:
             continue
         parts = " + ".join(f"{p} {v:.1f}" for p, v in phases if v is not None)
-        lines.append(f"{r['trial']}: {r['startup_s']:.1f} s = {parts}")
+        floor = f" (floor {r['startup_floor_s']:.1f})" if r.get("startup_floor_s") is not None else ""
+        lines.append(f"{r['trial']}: {r['startup_s']:.1f} s{floor} = {parts}")
     return lines
 
 

@@ -152,10 +152,12 @@ def replica_checksums(strategy, model) -> list[float]:
 
 
 def tf_worker_loop(config: dict) -> None:
+    from raylab.prewarm import hello
     from raylab.timing import Phases
 
     cfg = config["cfg"]
     phases = Phases(cfg.trial_start)
+    hello(cfg.sink)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if cfg.device == "cpu":  # what ran is what's recorded: no GPU may sneak in (and no cuInit noise)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""

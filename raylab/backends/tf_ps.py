@@ -16,6 +16,7 @@ import numpy as np
 from raylab.backends.base import Strategy
 from raylab.backends.tensorflow import MultiWorkerConfig, _threads, shuffled_dataset, tf_facts
 from raylab.data import num_items
+from raylab.prewarm import hello
 
 
 SERVE_WAIT_S = 3600.0  # the longest a ps/worker server waits for its chief
@@ -44,6 +45,7 @@ def _serve(tf, cfg, threads: int) -> None:
 def tf_ps_loop(config: dict) -> None:
     """tf:ps: rank 0 is the chief (ClusterCoordinator), then the ps tasks, then the workers."""
     cfg = config["cfg"]
+    hello(cfg.sink)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import ray.train

@@ -174,6 +174,9 @@ def ps_saver(servers: list, restart_batches, group: str, sink):
 
 
 def torch_ps_loop(config: dict) -> None:
+    from raylab.prewarm import hello
+
+    hello(config["cfg"].sink)
     import ray.train
     import torch
 

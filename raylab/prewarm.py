@@ -1,0 +1,82 @@
+"""Start-up overlap: a trial's Ray Train worker processes start importing their framework the moment they start.
+
+A Ray Train worker process spends its first seconds on Ray's own set-up (importing Ray Train, which brings
+ray.data, pandas and pyarrow, then waiting on the controller's calls) before the training function runs; only
+then would `import tensorflow` (5 s here) or `import torch` begin. Ray runs a worker-process set-up hook as soon
+as a process has connected, before its first task: raylab's hook (set per trial through Ray Train's
+`worker_runtime_env`) starts those imports on a background thread, so they fill the waits. The training
+function's own imports then find the modules loaded, or wait on Python's import lock for the rest.
+
+Each worker loop's first act is `hello`: it tells the trial's sink the process's pid, so the console can file the
+process's output under its trial when several trials run at once (raylab/console.py). (Not from the hook:
+calling an actor there, before the process's first task, crashes Ray 2.60's worker.)
+
+Every trial still gets new worker processes: nothing is carried from one trial to the next.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+ENV_IMPORTS = "RAYLAB_PREWARM"  # comma-separated modules to import at process start
+
+# What each framework's worker loop imports first (torch._dynamo: torch.optim's first optimizer imports it).
+IMPORTS = {"tf": ("tensorflow", "keras"), "torch": ("torch", "torch.distributed", "torch._dynamo"),
+           "xla": ("torch", "torch.distributed", "torch._dynamo", "torch_xla")}
+
+# The environment the frameworks read at import, set from the start of the process (the worker loops set
+# the same again): TF's C++ log level; XLA's PJRT device and flags (raylab/backends/xla.py).
+FRAMEWORK_ENV = {"tf": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
+
+started: dict[str, float] = {}  # module -> seconds its import took on the hook's thread (for tests and phases)
+
+
+def enabled() -> bool:
+    from ray._private import ray_constants
+
+    return not (os.environ.get(ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR) or os.environ.get(ENV_IMPORTS) == "0")
+
+
+def runtime_env(framework: str, env: dict | None = None) -> dict:
+    """Ray Train's worker_runtime_env for a trial of `framework`: the hook and what it imports."""
+    from ray._private import ray_constants
+
+    # The job brought its own hook (keep it), or RAYLAB_PREWARM=0 (the benchmarks' before/after switch).
+    if not enabled():
+        return {"env_vars": {**FRAMEWORK_ENV.get(framework, {}), **(env or {})}}
+    return {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.prewarm.start",
+                         ENV_IMPORTS: ",".join(IMPORTS.get(framework, ())),
+                         **FRAMEWORK_ENV.get(framework, {}), **(env or {})}}
+
+
+def start() -> None:
+    """Ray's worker-process set-up hook. Never raises: a failing hook would make Ray drop the worker."""
+    modules = [m for m in os.environ.get(ENV_IMPORTS, "").split(",") if m]
+    if modules:
+        threading.Thread(target=_import, args=(modules,), name="raylab-prewarm", daemon=True).start()
+
+
+def hello(sink) -> None:
+    """A worker process tells its trial's sink who it is (its output then goes to the trial's log)."""
+    if sink is None:
+        return
+    import ray
+
+    try:
+        sink.hello.remote(os.getpid(), ray.util.get_node_ip_address())
+    except Exception:  # noqa: BLE001 - attribution of output is a nicety; the trial must not depend on it
+        pass
+
+
+def _import(modules: list[str]) -> None:
+    import importlib
+
+    for module in modules:
+        t0 = time.perf_counter()
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the training function's own import reports the error
+            return
+        started[module] = time.perf_counter() - t0

@@ -1,0 +1,38 @@
+"""Where Ray's forwarded worker output goes when several trials run at once (raylab/console.py)."""
+
+from __future__ import annotations
+
+import io
+
+from raylab.console import Console
+
+
+def batch(pid, *lines):
+    return {"pid": pid, "ip": "10.0.0.1", "lines": list(lines)}
+
+
+def test_with_one_trial_a_new_process_belongs_to_it(tmp_path):
+    c = Console(root=tmp_path, stream=io.StringIO())
+    a = c.begin_trial("a")
+    c.write_batch(batch(11, "hello from a"))
+    c.end_trial(a)
+    c.close()
+    assert "hello from a" in a.read_text()
+
+
+def test_with_two_trials_lines_wait_for_their_trial_to_claim_the_process(tmp_path):
+    c = Console(root=tmp_path, stream=io.StringIO())
+    a, b = c.begin_trial("a"), c.begin_trial("b")
+    c.write_batch(batch(11, "early b line"))
+    c.write_batch(batch(12, "early a line"))
+    c.write_batch(batch(13, "nobody's line"))
+    c.claim("10.0.0.1", 12, a)
+    c.claim("10.0.0.1", 11, b)
+    c.write_batch(batch(11, "later b line"))
+    c.end_trial(a)  # one trial left: what nobody claimed goes to driver.log
+    c.end_trial(b)
+    c.close()
+    assert "early a line" in a.read_text() and "b line" not in a.read_text()
+    assert "early b line" in b.read_text() and "later b line" in b.read_text()
+    assert "nobody's line" in (c.dir / "driver.log").read_text()
+    assert "nobody's line" not in a.read_text() + b.read_text()
