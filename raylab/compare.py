@@ -39,7 +39,7 @@ PS_COLUMNS = [
 METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
            "val_accuracy", "val_loss", "train_loss", "train_accuracy", "compile_count_warmup",
            "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
-           "staleness_mean", "staleness_max", "time_to_target_s", "startup_workers_s", "startup_imports_s",
+           "staleness_mean", "staleness_max", "time_to_target_s", "startup_process_s", "startup_workers_s", "startup_imports_s",
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
@@ -147,7 +147,7 @@ def format_report(rows: list[dict]) -> str:
     parts = [format_table(folded)]
     sections = [("differences", protocol.significance(folded)), ("scaling", protocol.scaling(folded)),
                 ("overhead vs plain scripts", protocol.overhead(folded)),
-                ("startup before the first step, s (workers = Ray worker group and backend set-up)",
+                ("startup before the first step, s (process = until the worker process starts; workers = its Ray Train and backend set-up)",
                  protocol.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows))]
     parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]
     lines, mismatches = protocol.parity(rows)

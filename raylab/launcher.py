@@ -33,6 +33,9 @@ POLL_S = 2.0  # how often the driver logs new epochs to MLflow
 # poll late, and its worker group started one poll late after a restart. The driver's value reaches the
 # controller of every trial (Ray Train passes it on); a user's own setting wins. Recorded as train_poll_s.
 TRAIN_POLL_ENV, TRAIN_POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
+# Ray Train starts a preemption watcher actor per trial (it acts on a node's drain notice); on the in-process
+# cluster raylab starts there is nothing to preempt, and it is turned off there. Recorded as train_preemption_watcher.
+PREEMPTION_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs
 
 
@@ -149,6 +152,8 @@ def init_ray(address: str | None = None) -> None:
         # A cluster raylab starts runs its workers at normal priority (Ray's default is nice 15, which puts
         # the training step behind Ray's own control plane on a small machine); the worker records its niceness.
         extra = {} if address else {"_system_config": {"worker_niceness": 0}}
+        if not address:  # nothing preempts a cluster inside this process: Ray Train's watcher would be one more
+            os.environ.setdefault(PREEMPTION_ENV, "0")  # process per trial to start on a small machine
         # Workers' output still comes to the driver; the console sends it to each trial's log file.
         ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
                  logging_level="WARNING", **extra)
@@ -225,7 +230,7 @@ def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
         "max_failures": max_failures(strategy, cfg), "checkpoint_every_min": cfg.checkpoint_every_min,
         "storage": cfg.storage or "~/ray_results", "train_poll_s": os.environ.get(TRAIN_POLL_ENV, TRAIN_POLL_S),
-        "prewarm": prewarm.enabled(),
+        "prewarm": prewarm.enabled(), "train_preemption_watcher": os.environ.get(PREEMPTION_ENV, "1") != "0",
     }
 
 
@@ -490,6 +495,15 @@ def finished_outcome(spec: TrialSpec, repeat: int, run) -> TrialOutcome:
     return outcome
 
 
+def driver_imports(cfg: RunConfig) -> None:
+    """What the driver imports to build the trials' trainers (Ray Train's trainer, each backend's config, e.g.
+    ray.train.torch, which imports torch), once before the first trial rather than inside its start-up."""
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer  # noqa: F401
+
+    for spec in cfg.trials:
+        get_strategy(spec.kind).backend_config(cfg.device)
+
+
 def need(cfg: RunConfig, item: TrialSpec) -> matrix.Need:
     """The nodes a matrix item needs: its worker processes' resources; a plain baseline, every node."""
     if item.strategy == "plain":
@@ -510,6 +524,7 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
 
     os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)
     refs = put_dataset(ds)
+    driver_imports(cfg)
     nodes = matrix.cluster_nodes()
     limit = matrix.concurrency_limit(cfg.concurrency, nodes)
     params = {"recipe": recipe.name, "trials": ",".join(s.name for s in cfg.trials), "epochs": cfg.epochs,

@@ -140,8 +140,9 @@ def startup(folded: list[dict]) -> list[str]:
     """Each trial's fixed cost before its first step, phase by phase (medians)."""
     lines = []
     for r in folded:
-        phases = [(p, r.get(f"startup_{p}_s")) for p in ("workers", "imports", "setup", "data", "model", "other")]
-        if r.get("startup_s") is None or phases[0][1] is None:
+        phases = [(p, r.get(f"startup_{p}_s"))
+                  for p in ("process", "workers", "imports", "setup", "data", "model", "other")]
+        if r.get("startup_s") is None or phases[1][1] is None:
             continue
         parts = " + ".join(f"{p} {v:.1f}" for p, v in phases if v is not None)
         floor = f" (floor {r['startup_floor_s']:.1f})" if r.get("startup_floor_s") is not None else ""

@@ -123,20 +123,35 @@ class Chrono:
         }
 
 
+def process_start() -> float | None:
+    """When this process started (wall clock), or None where that cannot be read."""
+    try:
+        import psutil
+
+        return psutil.Process().create_time()
+    except Exception:  # noqa: BLE001 - a phase split, not a figure anything depends on
+        return None
+
+
 class Phases:
     """Where a worker's startup went, phase by phase, up to its first step.
 
-    Created first thing in a worker loop: `workers` is the trial start up to there (Ray starting
-    the worker group, the backend's TF_CONFIG / process group / PJRT set-up). Backends mark
+    Created first thing in a worker loop: `process` is the trial start up to this worker process's
+    start (Ray Train's controller starting and asking Ray for the worker), `workers` from there to the
+    worker loop (the process's Ray Train set-up, the backend's TF_CONFIG / process group / PJRT
+    set-up; imports started at the process's start overlap it, raylab/prewarm.py). Backends mark
     `imports`, `setup` (strategy, devices), `data` (object store to tensors) and `model`; what is
     left before the first step is `other`.
     """
 
-    NAMES = ("workers", "imports", "setup", "data", "model", "other")
+    NAMES = ("process", "workers", "imports", "setup", "data", "model", "other")
 
     def __init__(self, trial_start: float):
         self.times: dict[str, float] = {}
         self._last = trial_start
+        born = process_start()
+        if born is not None and trial_start <= born <= time.time():
+            self.times["process"], self._last = born - trial_start, born
         self.mark("workers")
 
     def mark(self, name: str) -> None:

@@ -1,0 +1,96 @@
+"""A matrix's wall time, one trial at a time vs --concurrency auto, side by side on one simulated cluster.
+
+A `ray.cluster_utils.Cluster` of --nodes worker nodes with --cpus each (the head holds no CPU, so only the
+driver and Ray's own processes live there), then the same recipe command twice per round, in alternating
+order: without --concurrency and with `--concurrency auto`. Each trial's nodes and times come back from MLflow
+and are checked: no two trials that overlapped in time held a common node.
+
+    python bench/concurrency.py --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIALS = "torch:none,tf:none,torch:ddp x1,tf:mwms x1"
+
+
+def run(address: str, store: Path, extra: list[str], trials: str, epochs: int) -> tuple[float, dict]:
+    """(whole-job wall seconds, the --json summary) of one invocation against the cluster."""
+    out = store.parent / f"summary-{time.time_ns()}.json"
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--address", address, "--trials", trials,
+           "--epochs", str(epochs), "--tracking-uri", f"sqlite:///{store}", "--json", str(out), *extra]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=store.parent)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return wall, json.loads(out.read_text())
+
+
+def check_exclusive(store: Path, summary: dict) -> list[tuple[str, str, float, float]]:
+    """(trial, nodes held, start, end) per trial; raises if two overlapping trials held a common node."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+    rows = []
+    for trial in summary["trials"]:
+        assert trial["status"] == "FINISHED", trial
+        tags = client.get_run(trial["run_id"]).data.tags
+        rows.append((trial["trial"], tags["node_ids_held"], float(tags["trial_started"]), float(tags["trial_ended"])))
+    for i, (a, na, a0, a1) in enumerate(rows):
+        for b, nb, b0, b1 in rows[i + 1:]:
+            if a0 < b1 and b0 < a1:
+                assert not set(na.split(",")) & set(nb.split(",")), f"{a} and {b} overlapped on a node"
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=2)
+    p.add_argument("--cpus", type=int, default=1, help="CPUs per node (default: 1)")
+    p.add_argument("--trials", default=TRIALS, help=f"(default: {TRIALS})")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=1)
+    args = p.parse_args()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    for _ in range(args.nodes):
+        cluster.add_node(num_cpus=args.cpus)
+    cluster.wait_for_nodes(timeout=120)
+    walls: dict[str, list[float]] = {"sequential": [], "concurrent": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Path(tmp) / "mlflow.db"
+            for r in range(args.rounds):
+                order = ["sequential", "concurrent"] if r % 2 == 0 else ["concurrent", "sequential"]
+                for mode in order:
+                    extra = ["--concurrency", "auto"] if mode == "concurrent" else []
+                    wall, summary = run(cluster.address, store, extra, args.trials, args.epochs)
+                    rows = check_exclusive(store, summary)
+                    walls[mode].append(wall)
+                    print(f"round {r + 1} {mode:<10} {wall:6.1f} s  " + "  ".join(
+                        f"{t} on {n} {s - rows[0][2]:.0f}..{e - rows[0][2]:.0f}s" for t, n, s, e in rows), flush=True)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    seq, conc = statistics.median(walls["sequential"]), statistics.median(walls["concurrent"])
+    print(f"\n{args.nodes} nodes x {args.cpus} CPU, trials {args.trials}, {args.epochs} epoch(s), {args.rounds} round(s):")
+    print(f"  sequential  {seq:6.1f} s (median whole job)")
+    print(f"  concurrent  {conc:6.1f} s  = {conc / seq:.2f}x sequential")
+
+
+if __name__ == "__main__":
+    main()
