@@ -88,6 +88,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "data_synthetic": p.get("data_synthetic") == "True", "parameters": t.get("parameters"),
             "precision_applied": t.get("precision_applied"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
+            "shared_machine": t.get("shared_machine") == "true",
             **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},
             # the recipe's other metrics on the test split (val_mask_iou, val_mean_absolute_error, ...)
             **{k: v for k, v in m.items() if k.startswith("val_") and k not in METRICS},
@@ -158,8 +159,12 @@ def format_report(rows: list[dict]) -> str:
 
 def overlapping(rows: list[dict]) -> list[str]:
     """One line per trial that overlapped others: the nodes it held and the trials it ran beside."""
-    return [f"{r['trial']}: nodes {r.get('node_ids_held') or '-'}; beside {r['overlapped_with'].replace(',', ', ')}"
-            for r in rows if r.get("overlapped_with") not in (None, "none")]
+    lines = [f"{r['trial']}: nodes {r.get('node_ids_held') or '-'}; beside {r['overlapped_with'].replace(',', ', ')}"
+             for r in rows if r.get("overlapped_with") not in (None, "none")]
+    if any(r.get("shared_machine") for r in rows):
+        lines.append("! the nodes are one machine (a simulated cluster): trials side by side shared its cores, so "
+                     "their timings are not comparable with trials run alone")
+    return lines
 
 
 def format_csv(rows: list[dict]) -> str:

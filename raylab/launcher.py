@@ -33,8 +33,10 @@ POLL_S = 2.0  # how often the driver logs new epochs to MLflow
 # poll late, and its worker group started one poll late after a restart. The driver's value reaches the
 # controller of every trial (Ray Train passes it on); a user's own setting wins. Recorded as train_poll_s.
 TRAIN_POLL_ENV, TRAIN_POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
-# Ray Train starts a preemption watcher actor per trial (it acts on a node's drain notice); on the in-process
-# cluster raylab starts there is nothing to preempt, and it is turned off there. Recorded as train_preemption_watcher.
+# Ray Train starts a preemption watcher actor per trial (it acts on a node's drain notice, so the trial's other
+# nodes go on). Where every node is this one machine (an in-process cluster, `ray start` here, a simulated
+# multi-node cluster) there are no other machines to go on with, and it is one more process per trial to start:
+# it is turned off there (a user's own setting wins). Recorded as train_preemption_watcher.
 PREEMPTION_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs
 
@@ -152,8 +154,6 @@ def init_ray(address: str | None = None) -> None:
         # A cluster raylab starts runs its workers at normal priority (Ray's default is nice 15, which puts
         # the training step behind Ray's own control plane on a small machine); the worker records its niceness.
         extra = {} if address else {"_system_config": {"worker_niceness": 0}}
-        if not address:  # nothing preempts a cluster inside this process: Ray Train's watcher would be one more
-            os.environ.setdefault(PREEMPTION_ENV, "0")  # process per trial to start on a small machine
         # Workers' output still comes to the driver; the console sends it to each trial's log file.
         ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
                  logging_level="WARNING", **extra)
@@ -523,6 +523,9 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
     from raylab.baseline import baseline_specs, run_baseline
 
     os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)
+    one_machine = len({n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}) == 1
+    if one_machine:
+        os.environ.setdefault(PREEMPTION_ENV, "0")
     refs = put_dataset(ds)
     driver_imports(cfg)
     nodes = matrix.cluster_nodes()
@@ -549,6 +552,10 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
     elif limit > 1:
         console.get().line(f"raylab: up to {limit} trials at a time, each on whole nodes of its own "
                            f"({len(nodes)} nodes)")
+        if one_machine:
+            console.get().line("raylab: WARNING: every node is on this one machine (a simulated cluster): trials "
+                               "that run at the same time share its cores, so their timings are not comparable "
+                               "with trials run alone; recorded as the tag shared_machine=true.")
     outcomes, status = [], "FAILED"
     plain = baseline_specs(cfg) if cfg.baseline else []
     held = matrix.Nodes(nodes, limit)
@@ -600,7 +607,7 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
                 t.join(timeout=1.0)
         if errors:
             raise errors[0]
-        record_overlaps(tracker, outcomes, spans, holding, cfg.repeats)
+        record_overlaps(tracker, outcomes, spans, holding, cfg.repeats, shared=one_machine and limit > 1)
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"
@@ -618,8 +625,10 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
     return parent, outcomes
 
 
-def record_overlaps(tracker: Tracker, outcomes: list, spans: dict, holding: dict, repeats: int) -> None:
-    """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric)."""
+def record_overlaps(tracker: Tracker, outcomes: list, spans: dict, holding: dict, repeats: int,
+                    shared: bool = False) -> None:
+    """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric). shared:
+    the nodes are one machine's, so trials that overlapped shared its cores (tag shared_machine=true)."""
     names = {i: o.spec.name if repeats == 1 else f"{o.spec.name}#{o.repeat}"
              for i, o in enumerate(outcomes) if o is not None and i in spans}
     overlapped = matrix.overlaps({names[i]: spans[i] for i in names})
@@ -629,5 +638,6 @@ def record_overlaps(tracker: Tracker, outcomes: list, spans: dict, holding: dict
         o.result.update({"nodes_held": len(taken), "overlapped_with": ",".join(with_)})
         tracker.set_tags(o.run_id, {"node_ids_held": ",".join(n.id[:12] for n in taken),
                                     "overlapped_with": ",".join(with_) or "none",
+                                    **({"shared_machine": "true"} if shared and with_ else {}),
                                     "trial_started": f"{spans[i][0]:.3f}", "trial_ended": f"{spans[i][1]:.3f}"})
         tracker.log_metrics(o.run_id, {"nodes_held": len(taken)}, step=0)

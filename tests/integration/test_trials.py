@@ -87,8 +87,14 @@ def test_failing_trial_is_failed_and_the_next_still_runs(run_recipe, capsys):
         raise RuntimeError("this model builder is broken on purpose")
 
     recipe = FASHION.variant(models={**FASHION.models, "torch": broken_model})
-    code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:ddp,tf:none", "--workers", "1")
+    # --concurrency auto on a single-node cluster: one trial at a time, as without it.
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:ddp,tf:none", "--workers", "1",
+                                       "--concurrency", "auto")
     assert code == 1
+    assert client.get_run(summary["parent_run_id"]).data.params["concurrency"] == "1"
+    tags = [client.get_run(t["run_id"]).data.tags for t in summary["trials"]]
+    assert [t["overlapped_with"] for t in tags] == ["none", "none"]
+    assert float(tags[0]["trial_ended"]) <= float(tags[1]["trial_started"])
     failed, finished = summary["trials"]
     assert (failed["status"], finished["status"]) == ("FAILED", "FINISHED")
     run = client.get_run(failed["run_id"])

@@ -64,3 +64,36 @@ def test_tf_tpu_fallback_runs_mirrored_and_records_it(run_recipe, cluster):
     assert tags["worker_node_ids"] == node_ids["tpu"][:12]
     rows = [r for r in child_runs(client, summary)]
     assert [r.info.run_name for r in rows] == ["tf:mirrored x1 (asked tf:tpu)"]
+
+
+def test_concurrent_trials_hold_whole_nodes_of_their_own(run_recipe, cluster, capsys):
+    """--concurrency auto on 3 one-CPU nodes: trials run side by side, each pinned to the nodes it holds (a
+    2-worker trial holds two), no two trials that overlapped in time share a node, every trial FINISHED."""
+    _, node_ids = cluster
+    short = {n[:12] for n in node_ids.values()}
+    code, summary, client = run_recipe(FASHION, "--quick", "--trials", "torch:none,tf:none,torch:ddp x2,tf:mwms x1",
+                                       "--concurrency", "auto")
+    assert code == 0, summary
+    assert client.get_run(summary["parent_run_id"]).data.params["concurrency"] == "3"
+    spans = {}
+    for trial in summary["trials"]:
+        assert trial["status"] == "FINISHED" and trial["val_accuracy"] > 0.6
+        tags = client.get_run(trial["run_id"]).data.tags
+        held = set(tags["node_ids_held"].split(","))
+        assert held <= short and len(held) == (2 if trial["trial"] == "torch:ddp x2" else 1), tags["node_ids_held"]
+        assert set(tags["worker_node_ids"].split(",")) <= held  # its workers ran only on the nodes it held
+        assert trial["nodes_held"] == len(held)
+        spans[trial["trial"]] = (float(tags["trial_started"]), float(tags["trial_ended"]), held, tags)
+    overlapped = 0
+    names = list(spans)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            (a0, a1, na, ta), (b0, b1, nb, tb) = spans[a], spans[b]
+            if a0 < b1 and b0 < a1:
+                overlapped += 1
+                assert not na & nb, (a, b, na, nb)
+                assert b in ta["overlapped_with"].split(",") and a in tb["overlapped_with"].split(",")
+                assert ta["shared_machine"] == "true"  # simulated nodes: one machine's cores
+    assert overlapped >= 1
+    out = capsys.readouterr().out
+    assert "up to 3 trials at a time" in out and "ran at the same time" in out
