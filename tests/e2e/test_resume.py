@@ -45,14 +45,16 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     uri, client = sqlite_store(tmp_path)
     recipe = [sys.executable, str(ROOT / "recipes" / "fashion.py")]
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
-    first = subprocess.Popen([*recipe, "--quick", "--trials", "torch:none,tf:none", "--epochs", "4",
-                              "--steps-per-epoch", "300", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
+    # The second trial is the slower framework with long enough epochs (about 2 s each here) that it is still
+    # training when its first epoch shows up in MLflow (the driver logs epochs every 2 s).
+    first = subprocess.Popen([*recipe, "--quick", "--trials", "tf:none,torch:none", "--epochs", "4",
+                              "--steps-per-epoch", "1000", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         def second_trial_past_epoch_1():
             exp = client.get_experiment_by_name("crashed")
             runs = client.search_runs([exp.experiment_id]) if exp else []
-            second = [r for r in runs if r.info.run_name.startswith("tf:none")]
+            second = [r for r in runs if r.info.run_name.startswith("torch:none")]
             return second and client.get_metric_history(second[0].info.run_id, "val_accuracy")
 
         wait_for(second_trial_past_epoch_1, 480, "the second trial's first epoch in MLflow")
@@ -79,6 +81,6 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     for run in trials:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert sorted(steps) == [1, 2, 3, 4], (run.info.run_name, steps)
-    torch_run = next(r for r in trials if r.info.run_name.startswith("torch:none"))
-    assert torch_run.info.end_time == before[torch_run.info.run_id].info.end_time  # finished before: not re-run
+    tf_run = next(r for r in trials if r.info.run_name.startswith("tf:none"))
+    assert tf_run.info.end_time == before[tf_run.info.run_id].info.end_time  # finished before: not re-run
     nothing_left(tmp_path)
