@@ -64,7 +64,9 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
 
 
 def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
-                 tags: dict, repeat: int = 1):
+                 tags: dict, repeat: int = 1, started=None):
+    """A plain script as a child run; started: told the outcome once the run exists (the driver ends it KILLED
+    if the invocation is interrupted while it runs beside others)."""
     from raylab.params import common_params
     from raylab.protocol import time_to_target
 
@@ -77,6 +79,8 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, t
     print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
           f"(MLflow run {run_id}) ===", flush=True)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
+    if started is not None:
+        started(outcome)
     log = console.get().begin_trial(spec.name)
 
     def after_end():

@@ -294,8 +294,10 @@ def max_failures(strategy, cfg: RunConfig) -> int:
 
 
 def worker_env(strategy, backend, cfg: RunConfig) -> dict:
-    """What a trial's worker processes get in their environment from their start (raylab/prewarm.py)."""
-    if strategy.name.startswith("xla:"):
+    """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
+    framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
+    if strategy.name.startswith("tf:") and (cfg.device == "cpu" or strategy.ps_roles):
+        return {"CUDA_VISIBLE_DEVICES": ""}  # what ran is what's recorded: no GPU may sneak into a CPU trial
         from raylab.backends.xla import worker_env as xla_env
 
         return xla_env(backend.pjrt, backend.threads)
@@ -559,26 +561,33 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
     outcomes, status = [], "FAILED"
     plain = baseline_specs(cfg) if cfg.baseline else []
     held = matrix.Nodes(nodes, limit)
-    active: list[TrialOutcome] = []  # trials running now (their runs end KILLED on an interrupt)
+    active: list[TrialOutcome] = []  # trials whose runs are open (they end KILLED on an interrupt)
     spans: dict[int, tuple[float, float]] = {}  # outcome index -> (start, end) wall time
     holding: dict[int, list] = {}
     errors: list[BaseException] = []
 
     def one(index: int, repeat: int, item: TrialSpec, key: str, taken: list) -> None:
         trial_tags = {**tags, **data_tags, "raylab.trial_key": key}
-        t0 = time.time()
+        t0, mine = time.time(), []
+
+        def started(outcome: TrialOutcome) -> None:
+            mine.append(outcome)
+            active.append(outcome)
+
         try:
             if item.strategy == "plain":
-                outcome = run_baseline(recipe, cfg, ds, item, tracker, parent, trial_tags, repeat)
+                outcome = run_baseline(recipe, cfg, ds, item, tracker, parent, trial_tags, repeat, started=started)
             else:
                 outcome = run_trial(recipe, cfg, item, ds, refs, tracker, parent, trial_tags, repeat,
                                     resume=unfinished.get(key), nodes=taken if limit > 1 else None,
-                                    started=active.append)
+                                    started=started)
             outcomes[index] = outcome
         except BaseException as e:  # noqa: BLE001 - an interrupt or a driver error: the main thread re-raises
             errors.append(e)
         finally:
             spans[index] = (t0, time.time())
+            for o in mine:  # its run has ended (recorded() always ends it): not ended again on an interrupt
+                active.remove(o)
             held.give(taken)
 
     threads: list[threading.Thread] = []
@@ -612,9 +621,8 @@ def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, ta
     except INTERRUPTS:
         status = "KILLED"
         INTERRUPTED.set()  # trials still running end KILLED, not FAILED, when the cluster goes
-        for o in active:
-            if o.status != "FINISHED":
-                tracker.end(o.run_id, "KILLED", "interrupted (Ctrl-C or SIGTERM)")
+        for o in list(active):
+            tracker.end(o.run_id, "KILLED", "interrupted (Ctrl-C or SIGTERM)")
         raise
     finally:
         outcomes[:] = [o for o in outcomes if o is not None]
