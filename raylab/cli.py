@@ -267,12 +267,33 @@ def _sigterm_as_interrupt():
 
 
 def connect(cfg: C.RunConfig, address: str | None):
-    """The MLflow store, then Ray, then every trial's resource check: UserErrors before anything runs."""
-    from raylab import launcher
-    from raylab.tracking import Tracker
+    """The MLflow store, then Ray, then every trial's resource check: UserErrors before anything runs.
 
-    tracker = Tracker(cfg.tracking_uri, cfg.experiment)
-    launcher.init_ray(address or os.environ.get("RAY_ADDRESS"))
+    A sqlite store's path is checked first; opening it (a new file's schema takes about 3 s) then overlaps Ray's
+    start, and Ray is stopped again if the store fails. A server's store is reached before Ray starts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from raylab import launcher
+    from raylab.tracking import Tracker, check_local_store
+
+    if not check_local_store(cfg.tracking_uri):
+        tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+        launcher.init_ray(address or os.environ.get("RAY_ADDRESS"))
+    else:
+        import ray
+
+        started = not ray.is_initialized()
+        with ThreadPoolExecutor(1, thread_name_prefix="raylab-store") as pool:
+            opening = pool.submit(Tracker, cfg.tracking_uri, cfg.experiment)
+            try:
+                launcher.init_ray(address or os.environ.get("RAY_ADDRESS"))
+            finally:
+                try:
+                    tracker = opening.result()
+                except BaseException:
+                    if started and ray.is_initialized():
+                        ray.shutdown()
+                    raise
     launcher.check_resources(cfg)
     return tracker
 

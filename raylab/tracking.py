@@ -86,6 +86,16 @@ def _check_sqlite(uri: str) -> None:
                         "create it or pass another --tracking-uri.")
 
 
+def check_local_store(uri: str) -> bool:
+    """True for a sqlite store whose path checks out (UserError if it does not): it can be opened beside Ray's
+    start. False for any other store."""
+    if not uri.startswith("sqlite:"):
+        return False
+    check_scheme(uri)
+    _check_sqlite(uri)
+    return True
+
+
 def check_scheme(uri: str) -> None:
     """An MLflow tracking URI whose scheme MLflow has a store for; UserError otherwise (before anything runs)."""
     from mlflow.tracking._tracking_service.utils import _tracking_store_registry

@@ -80,7 +80,8 @@ def test_baseline_and_repeats_show_overhead_spread_and_startup(run_recipe, capsy
     assert all(r.info.status == "FINISHED" and r.data.tags["parameters"] == "101770" for r in plain)
     assert all(r.data.metrics["samples_per_sec"] > 0 and r.data.metrics["wall_s"] > 0 for r in plain)
     trial = next(r for r in runs if r.info.run_name == "torch:none x1")
-    phases = [trial.data.metrics[f"startup_{p}_s"] for p in ("workers", "imports", "setup", "data", "model", "other")]
+    phases = [trial.data.metrics[f"startup_{p}_s"]
+              for p in ("process", "workers", "imports", "setup", "data", "model", "other")]
     assert abs(sum(phases) - trial.data.metrics["startup_s"]) < 0.05 * trial.data.metrics["startup_s"] + 0.01
     out = capsys.readouterr().out
     assert "torch:none x1 vs torch:plain x1: samples/s" in out and "targets wall <= 1.05x" in out
