@@ -293,6 +293,14 @@ def max_failures(strategy, cfg: RunConfig) -> int:
     return cfg.max_failures if strategy.checkpoints else 0
 
 
+def worker_resources(strategy, layout, cfg: RunConfig) -> tuple[float, int, dict]:
+    """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves."""
+    total = ray.cluster_resources()
+    cpus, _ = reservation(strategy, layout, total)
+    gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
+    return cpus, gpus, strategy.resources(cfg, total) if strategy.resources else {}
+
+
 def worker_env(strategy, backend, cfg: RunConfig) -> dict:
     """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
     framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
@@ -320,9 +328,7 @@ def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
         window=cfg.window, checkpoint=max_failures(strategy, cfg) != 0, checkpoint_every_s=60 * cfg.checkpoint_every_min,
     )
-    cpus, _ = reservation(strategy, layout, ray.cluster_resources())
-    gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
-    extra = strategy.resources(cfg, ray.cluster_resources()) if strategy.resources else {}
+    cpus, gpus, extra = worker_resources(strategy, layout, cfg)
     tpu = slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers) if extra.get("TPU") else {}
     pinned = {"label_selector": matrix.label_selector(nodes)} if nodes and not tpu else {}
     scaling = ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu, **pinned,
@@ -512,10 +518,7 @@ def need(cfg: RunConfig, item: TrialSpec) -> matrix.Need:
         return matrix.Need(whole=True)
     strategy = get_strategy(item.kind)
     layout = strategy.layout(item.workers, cfg.threads, cfg.ps)
-    total = ray.cluster_resources()
-    cpus, _ = reservation(strategy, layout, total)
-    gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
-    extra = strategy.resources(cfg, total) if strategy.resources else {}
+    cpus, gpus, extra = worker_resources(strategy, layout, cfg)
     return matrix.Need(layout.ray_workers, {"CPU": cpus, "GPU": gpus, **extra})
 
 
