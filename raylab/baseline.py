@@ -63,19 +63,39 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
 
 
+def baseline_params(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, repeat: int) -> dict:
+    """The same param names as a trial's (raylab/trial.py trial_params), for one plain process."""
+    from raylab.params import common_params
+
+    batch = recipe.per_replica(1)
+    return {**common_params(recipe, cfg, ds), "trial": f"{framework}:plain", "framework": framework,
+            "strategy": "plain", "requested_strategy": "plain", "workers": 1, "ray_workers": 0,
+            "batch_per_replica": batch, "global_batch": batch, "oversubscribed": False, "baseline": True,
+            "repeat": repeat}
+
+
+def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | None) -> dict:
+    """Logs a plain script's epochs, tags and figures; returns its result as the end table reads it."""
+    from raylab.protocol import time_to_target
+
+    epochs = result.pop("epochs")
+    for e in epochs:
+        tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])
+    result["time_to_target_s"] = time_to_target(epochs, target)
+    built = {k: result.pop(k) for k in list(result)
+             if k.startswith("built_") or k in ("optimizer_capturable", "jit_compile", "steps_per_call")}
+    tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
+                              "precision_applied": "fp32", "device_kind": "cpu", **built})
+    tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=0)
+    return result
+
+
 def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
                  tags: dict, repeat: int = 1, started=None):
     """A plain script as a child run; started: told the outcome once the run exists (the driver ends it KILLED
     if the invocation is interrupted while it runs beside others)."""
-    from raylab.params import common_params
-    from raylab.protocol import time_to_target
-
     recipe, framework = recipe.with_batch(spec.batch), spec.framework
-    batch = recipe.per_replica(1)
-    params = {**common_params(recipe, cfg, ds), "trial": spec.kind, "framework": framework, "strategy": "plain",
-              "requested_strategy": "plain", "workers": 1, "ray_workers": 0, "batch_per_replica": batch,
-              "global_batch": batch, "oversubscribed": False, "baseline": True, "repeat": repeat}
-    run_id = tracker.start_run(spec.name, params, tags, parent=parent_id)
+    run_id = tracker.start_run(spec.name, baseline_params(recipe, cfg, ds, framework, repeat), tags, parent=parent_id)
     print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
           f"(MLflow run {run_id}) ===", flush=True)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
@@ -87,19 +107,10 @@ def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, t
         console.get().end_trial(log)
         tracker.log_artifact(run_id, log)
 
-    with recorded(outcome, tracker, after_end=after_end, log=log):  # a failed baseline is recorded, the trials still run
+    with recorded(outcome, tracker, after_end=after_end, log=log):  # a failed baseline is recorded, the trials run
         with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
             result = run_plain(recipe, cfg, ds, framework, Path(tmp), log=log)
-        epochs = result.pop("epochs")
-        for e in epochs:
-            tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])
-        result["time_to_target_s"] = time_to_target(epochs, recipe.target(ds))
-        built = {k: result.pop(k) for k in list(result)
-                 if k.startswith("built_") or k in ("optimizer_capturable", "jit_compile", "steps_per_call")}
-        tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
-                                  "precision_applied": "fp32", "device_kind": "cpu", **built})
-        tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=0)
-        outcome.result, outcome.ran = result, "plain"
+        outcome.result, outcome.ran = record_plain(tracker, run_id, result, recipe.target(ds)), "plain"
         val = "".join(f" {k} {v:.4g}" for k, v in result.items() if k.startswith("val_"))
         print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s,{val}",
               flush=True)

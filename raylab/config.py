@@ -18,18 +18,28 @@ from raylab.errors import UserError
 # machine (docs/results.md, "Steps per host read"): the MLP at batch 32 gains little past 32.
 DEFAULT_WINDOW = 32
 
+# What --precision and --set precision=... may ask for; each backend records what it applied.
+PRECISIONS = ("fp32", "bf16")
+
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """One way of running a recipe: framework:strategy on a number of replicas."""
+    """One way of running a recipe: framework:strategy on a number of replicas.
 
-    framework: str  # "tf" | "torch"
-    strategy: str  # e.g. "mwms", "ddp"
+    Three names, one trial (say TensorFlow's MultiWorkerMirroredStrategy on two replicas):
+      kind      "tf:mwms"     framework:strategy, the key of raylab.backends.STRATEGIES and what --trials lists
+      strategy  "mwms"        the strategy's short name within its framework (recorded as requested_strategy)
+      name      "tf:mwms x2"  the kind on its worker count (plus " bB" in a --batch sweep): the MLflow run name
+    """
+
+    framework: str  # "tf" | "torch" | "xla"
+    strategy: str  # the short name, e.g. "mwms", "ddp"
     workers: int  # data-parallel replicas asked for
     batch: int | None = None  # a --batch sweep's size (per replica, or global where the recipe fixes it); None: the recipe's
 
     @property
     def kind(self) -> str:
+        """'tf:mwms': framework:strategy."""
         return f"{self.framework}:{self.strategy}"
 
     @property
@@ -42,7 +52,7 @@ class TrialSpec:
 class RunConfig:
     """Everything one invocation of a recipe needs; built by parse_* below."""
 
-    trials: list[TrialSpec]
+    trials: list[TrialSpec]  # the trial matrix, in the order it runs (each repeated `repeats` times)
     epochs: int  # passes over each worker's shard
     threads: int  # intra-op threads per replica (decides results on small machines)
     seed: int  # model init, shuffling and sharding

@@ -10,14 +10,25 @@ cluster, or with --concurrency 1, trials run one after another as before, each h
 
 Each trial records the nodes it held (`nodes_held`, `node_ids_held`) and the trials it overlapped with
 (`overlapped_with`).
+
+`Matrix` runs the items of a schedule (trials and plain baselines; what runs one item is handed to it), each
+in a thread of its own when trials run at once; on Ctrl-C / SIGTERM the runs still open end KILLED.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from raylab.outcome import INTERRUPTED, INTERRUPTS, TrialOutcome
+
+if TYPE_CHECKING:
+    from raylab.config import RunConfig, TrialSpec
+    from raylab.tracking import Tracker
 
 
 @dataclass
@@ -123,3 +134,117 @@ def overlaps(spans: dict[str, tuple[float, float]]) -> dict[str, list[str]]:
         out[name] = [other for other, (b0, b1) in sorted(spans.items(), key=lambda kv: kv[1][0])
                      if other != name and a0 < b1 and b0 < a1]
     return out
+
+
+def schedule(cfg: RunConfig, plain: list[TrialSpec]) -> list[tuple[int, TrialSpec]]:
+    """(repeat, trial spec or plain baseline's spec) in run order.
+
+    Repeats are interleaved (A B A B ...), every other repeat in reverse (A B B A), so drift on a
+    shared machine falls on every trial alike; the plain baselines sit beside the trials.
+    """
+    order = []
+    for r in range(1, cfg.repeats + 1):
+        one = [*cfg.trials, *plain]
+        order += [(r, item) for item in (one if r % 2 else one[::-1])]
+    return order
+
+
+def item_key(item: TrialSpec, repeat: int) -> str:
+    """A matrix item's key, kept as the tag raylab.trial_key: what --resume matches runs by."""
+    return f"{item.name}#{repeat}"
+
+
+# Runs one matrix item: (repeat, item, key, the nodes it holds or None, started) -> its outcome. `started` is told
+# the outcome once its run exists, so an interrupt can end the run KILLED.
+RunItem = Callable[[int, "TrialSpec", str, "list[Node] | None", Callable[[TrialOutcome], None]], TrialOutcome]
+
+
+class Matrix:
+    """The matrix's items as they run: which next, on which nodes, in which thread; what each held and when."""
+
+    def __init__(self, nodes: list[Node], limit: int, run_item: RunItem, need: Callable[[TrialSpec], Need]):
+        self.nodes, self.limit, self.run_item, self.need = nodes, limit, run_item, need
+        self.free = Nodes(nodes, limit)
+        self.outcomes: list[TrialOutcome | None] = []  # in schedule order; None while an item runs
+        self.spans: dict[int, tuple[float, float]] = {}  # outcome index -> (start, end) wall time
+        self.holding: dict[int, list[Node]] = {}  # outcome index -> the nodes it held
+        self.active: list[TrialOutcome] = []  # items whose runs are open (they end KILLED on an interrupt)
+        self.errors: list[BaseException] = []  # what an item's thread raised (an interrupt, a driver error)
+        self.threads: list[threading.Thread] = []
+
+    def run(self, order: list[tuple[int, TrialSpec]], finished: dict[str, TrialOutcome], tracker: Tracker) -> None:
+        """Runs each item of `order` not `finished` before (--resume), then waits for them all; on an interrupt
+        the runs still open end KILLED and the interrupt goes on up."""
+        try:
+            for repeat, item in order:
+                key = item_key(item, repeat)
+                if key in finished:
+                    self.outcomes.append(finished[key])
+                    continue
+                taken = self.free.take(self.need(item), item.name)
+                if self.errors:
+                    self.free.give(taken)
+                    break
+                self.start(repeat, item, key, taken)
+            self.wait()
+        except INTERRUPTS:
+            INTERRUPTED.set()  # trials still running end KILLED, not FAILED, when the cluster goes
+            for o in list(self.active):
+                tracker.end(o.run_id, "KILLED", "interrupted (Ctrl-C or SIGTERM)")
+            raise
+
+    def start(self, repeat: int, item: TrialSpec, key: str, taken: list[Node]) -> None:
+        index = len(self.outcomes)
+        self.outcomes.append(None)
+        self.holding[index] = taken if self.limit > 1 else self.nodes  # one at a time: it has the whole cluster
+        if self.limit == 1:  # one at a time, in this thread, as always
+            self.one(index, repeat, item, key, taken)
+            return
+        t = threading.Thread(target=self.one, args=(index, repeat, item, key, taken), daemon=True,
+                             name=f"raylab-trial-{index}")
+        t.start()
+        self.threads.append(t)
+
+    def one(self, index: int, repeat: int, item: TrialSpec, key: str, taken: list[Node]) -> None:
+        t0, mine = time.time(), []
+        try:
+            nodes = taken if self.limit > 1 else None
+            self.outcomes[index] = self.run_item(repeat, item, key, nodes, functools.partial(self.opened, mine))
+        except BaseException as e:  # noqa: BLE001 - an interrupt or a driver error: the main thread re-raises
+            self.errors.append(e)
+        finally:
+            self.spans[index] = (t0, time.time())
+            for o in mine:  # its run has ended (recorded() always ends it): not ended again on an interrupt
+                self.active.remove(o)
+            self.free.give(taken)
+
+    def opened(self, mine: list[TrialOutcome], outcome: TrialOutcome) -> None:
+        mine.append(outcome)
+        self.active.append(outcome)
+
+    def wait(self) -> None:
+        for t in self.threads:
+            while t.is_alive():
+                t.join(timeout=1.0)
+        if self.errors:
+            raise self.errors[0]
+
+    def done(self) -> list[TrialOutcome]:
+        """The outcomes of the items that ran or had finished before, in schedule order."""
+        return [o for o in self.outcomes if o is not None]
+
+    def record_overlaps(self, tracker: Tracker, repeats: int, shared: bool = False) -> None:
+        """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric). shared:
+        the nodes are one machine's, so trials that overlapped shared its cores (tag shared_machine=true)."""
+        names = {i: o.spec.name if repeats == 1 else f"{o.spec.name}#{o.repeat}"
+                 for i, o in enumerate(self.outcomes) if o is not None and i in self.spans}
+        overlapped = overlaps({names[i]: self.spans[i] for i in names})
+        for i, name in names.items():
+            o, taken, (t0, t1) = self.outcomes[i], self.holding.get(i, []), self.spans[i]
+            with_ = overlapped[name]
+            o.result.update({"nodes_held": len(taken), "overlapped_with": ",".join(with_)})
+            tracker.set_tags(o.run_id, {"node_ids_held": ",".join(n.id[:12] for n in taken),
+                                        "overlapped_with": ",".join(with_) or "none",
+                                        **({"shared_machine": "true"} if shared and with_ else {}),
+                                        "trial_started": f"{t0:.3f}", "trial_ended": f"{t1:.3f}"})
+            tracker.log_metrics(o.run_id, {"nodes_held": len(taken)}, step=0)

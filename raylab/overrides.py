@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from raylab.config import PRECISIONS
 from raylab.errors import UserError
 from raylab.task import OPTIMIZERS, Optimizer, Schedule
 
@@ -19,6 +20,11 @@ def parse_batches(text: str | None) -> list[int]:
     from raylab.config import parse_counts
 
     return [] if text is None else parse_counts(text, "--batch", "32,256")
+
+
+def set_fields(sets: list[str]) -> set[str]:
+    """The fields a list of --set items names ('seed', 'optimizer.lr', ...)."""
+    return {item.partition("=")[0] for item in sets}
 
 
 def _value(text: str, like, what: str):
@@ -62,7 +68,10 @@ def apply_set(recipe, item: str):
     if field not in SETTABLE:
         raise UserError(f"--set {field}: not a field --set can change; use one of {', '.join(SETTABLE)}, "
                         "optimizer.ARG or schedule.ARG.")
-    return recipe.variant(**{field: _value(text, getattr(recipe, field), field)})
+    value = _value(text, getattr(recipe, field), field)
+    if field == "precision" and value not in PRECISIONS:
+        raise UserError(f"--set precision={text}: use one of {', '.join(PRECISIONS)}.")
+    return recipe.variant(**{field: value})
 
 
 def apply_overrides(recipe, sets: list[str], optimizer: str | None, lr: float | None):

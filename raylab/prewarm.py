@@ -8,8 +8,10 @@ as a process has connected, before its first task: raylab's hook (set per trial 
 function's own imports then find the modules loaded, or wait on Python's import lock for the rest.
 
 Each worker loop's first act is `hello`: it tells the trial's sink the process's pid, so the console can file the
-process's output under its trial when several trials run at once (raylab/console.py). (Not from the hook:
-calling an actor there, before the process's first task, crashes Ray 2.60's worker.)
+process's output under its trial when several trials run at once (raylab/console.py), and what the process found in
+its environment when it started (read from /proc/self/environ, which later changes to os.environ do not touch):
+the trial records it as the tag `worker_start_env`. (Not from the hook: calling an actor there, before the
+process's first task, crashes Ray 2.60's worker.)
 
 Every trial still gets new worker processes: nothing is carried from one trial to the next.
 """
@@ -29,6 +31,8 @@ IMPORTS = {"tf": ("tensorflow", "keras"), "torch": ("torch", "torch.distributed"
 # The environment the frameworks read at import, set from the start of the process (the worker loops set
 # the same again): TF's C++ log level; XLA's PJRT device and flags (raylab/backends/xla.py).
 FRAMEWORK_ENV = {"tf": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
+# What a worker reports of its environment at process start: what raylab sets there (raylab/trainer.py worker_env).
+START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")
 
 started: dict[str, float] = {}  # module -> seconds its import took on the hook's thread (for tests and phases)
 
@@ -66,8 +70,20 @@ def hello(sink) -> None:
 
     try:
         sink.hello.remote(os.getpid(), ray.util.get_node_ip_address())
+        sink.started_env.remote(os.getpid(), start_env())
     except Exception:  # noqa: BLE001 - attribution of output is a nicety; the trial must not depend on it
         pass
+
+
+def start_env(path: str = "/proc/self/environ") -> dict:
+    """The START_ENV variables this process was started with (os.environ where /proc is not there)."""
+    try:
+        with open(path, "rb") as f:
+            pairs = (item.decode(errors="replace").partition("=") for item in f.read().split(b"\0") if item)
+            env = {k: v for k, _, v in pairs}
+    except OSError:
+        env = dict(os.environ)
+    return {k: env[k] for k in START_ENV if k in env}
 
 
 def _import(modules: list[str]) -> None:

@@ -129,7 +129,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     import ray
 
     from raylab.backends.xla import pjrt_device, worker_env
-    from raylab.launcher import schedule
+    from raylab.matrix import schedule
     from raylab.outcome import INTERRUPTS, TrialOutcome, recorded
 
     batch = bench.quick_batch if cfg.quick else bench.batch

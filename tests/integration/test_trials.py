@@ -76,6 +76,9 @@ def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
             assert metrics["steps_per_host_sync"] == pytest.approx(steps / metrics["host_syncs"])
         if kind.startswith("tf:"):
             assert tags["steps_per_call"] == params["window"]  # the window's steps run as one tf.function call
+            # No GPU may reach a CPU trial: hidden from each worker process from its start (/proc/self/environ).
+            started = tags["worker_start_env"].split(" | ")
+            assert all("CUDA_VISIBLE_DEVICES=" in env.split(",") for env in started)  # set, and empty
     assert client.get_run(summary["parent_run_id"]).info.status == "FINISHED"
 
 

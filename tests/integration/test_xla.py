@@ -24,6 +24,8 @@ def test_xla_trial_learns_agrees_and_does_not_recompile(run_recipe, kind, worker
     tags, metrics = run.data.tags, run.data.metrics
     assert metrics["train_loss"] < math.log(10)
     assert tags["sync_path"] == path and tags["pjrt_device"] == "CPU" and tags["device_kind"] == "xla:cpu"
+    # PJRT's device was in each worker's environment from its start, before the prewarm thread imported torch_xla.
+    assert all("PJRT_DEVICE=CPU" in env.split(",") for env in tags["worker_start_env"].split(" | "))
     assert tags["replicas_consistent"] == ("True" if workers > 1 else "n/a")
     assert len(tags["param_checksums"].split(",")) == workers
     assert tags["optimizer_capturable"] == "True"  # Adam's step on the device: no late recompiles

@@ -157,12 +157,12 @@ def test_make_config_framework_without_model():
 @pytest.fixture
 def no_ray(monkeypatch):
     """Fails the test, rather than starting a cluster, if recipe_main gets as far as Ray."""
-    from raylab import launcher
+    from raylab import cluster
 
     def refuse(*args, **kwargs):
-        raise AssertionError("recipe_main reached launcher.init_ray")
+        raise AssertionError("recipe_main reached cluster.init_ray")
 
-    monkeypatch.setattr(launcher, "init_ray", refuse)
+    monkeypatch.setattr(cluster, "init_ray", refuse)
     before = ray.is_initialized()  # False in a unit-only run; the integration suite keeps a cluster up
     yield
     assert ray.is_initialized() is before

@@ -66,3 +66,59 @@ def test_unknown_optimizer_is_refused_by_the_parser(capsys):
 def test_user_error_type():
     with pytest.raises(UserError):
         edited("--set", "seed=1.5")
+
+
+# --- a field that is both a flag and a --set key: --set reaches the run, the flag wins over it ---------------
+
+
+@pytest.mark.parametrize("argv, seed", [
+    (["--set", "seed=5"], 5),
+    (["--seed", "7", "--set", "seed=5"], 7),  # the flag wins, as --help says
+    (["--set", "seed=5", "--seed", "0"], 0),  # ...even when it names the recipe's own default
+    ([], RECIPE.seed),
+])
+def test_set_seed_is_the_runs_seed_unless_the_flag_is_given(argv, seed):
+    recipe, cfg = edited("--trials", "tf:none", *argv)
+    assert cfg.seed == seed
+
+
+@pytest.mark.parametrize("argv, precision", [
+    (["--set", "precision=bf16"], "bf16"),
+    (["--precision", "fp32", "--set", "precision=bf16"], "fp32"),
+    ([], RECIPE.precision),
+])
+def test_set_precision_is_the_runs_precision_unless_the_flag_is_given(argv, precision):
+    _, cfg = edited("--trials", "tf:none", *argv)
+    assert cfg.precision == precision
+
+
+def test_set_epochs_and_steps_hold_under_quick_as_their_flags_do():
+    """--quick's 1 epoch and one pass are defaults: an explicit --set, like an explicit flag, overrides them."""
+    _, cfg = edited("--trials", "tf:none", "--quick", "--set", "epochs=3", "--set", "steps_per_epoch=4")
+    assert (cfg.epochs, cfg.steps_per_epoch) == (3, 4)
+    _, cfg = edited("--trials", "tf:none", "--set", "epochs=3", "--epochs", "2", "--set", "steps_per_epoch=4",
+                    "--steps-per-epoch", "0")
+    assert (cfg.epochs, cfg.steps_per_epoch) == (2, None)  # the flags win; 0 = one pass
+
+
+def test_set_batch_and_lr_reach_the_recipe_and_their_flags_win():
+    recipe, _ = edited("--trials", "tf:none", "--set", "batch_per_replica=48", "--set", "optimizer.lr=0.02")
+    assert (recipe.batch_per_replica, recipe.optimizer.lr) == (48, 0.02)
+    recipe, _ = edited("--trials", "tf:none", "--set", "batch_per_replica=48", "--batch", "16",
+                       "--set", "optimizer.lr=0.02", "--lr", "0.1")
+    assert (recipe.batch_per_replica, recipe.optimizer.lr) == (16, 0.1)
+
+
+def test_every_flag_that_is_also_a_set_key_defaults_to_none():
+    """A flag whose default came from the unedited recipe would silently undo a --set of the same field."""
+    from raylab.overrides import SETTABLE
+
+    defaults = vars(cli.recipe_parser(RECIPE).parse_args([]))
+    shared = [f for f in SETTABLE if f in defaults]
+    assert sorted(shared) == ["epochs", "precision", "seed", "steps_per_epoch"]
+    assert all(defaults[f] is None for f in shared)
+
+
+def test_set_precision_takes_only_known_precisions():
+    with pytest.raises(UserError, match="--set precision=fp16: use one of fp32, bf16"):
+        edited("--set", "precision=fp16")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from raylab import protocol
 from raylab.config import RunConfig, TrialSpec
-from raylab.launcher import schedule
+from raylab.matrix import schedule
 
 
 def row(trial, sps, status="FINISHED", **extra):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from raylab.backends import get_strategy
 from raylab.backends.tensorflow import ps_roles
 from raylab.backends.torch_ps import shard_parameters
-from raylab.launcher import reservation
+from raylab.resources import reservation
 
 
 def test_tf_ps_roles_one_cluster_dict_and_a_task_per_rank():

@@ -1,0 +1,60 @@
+"""A step benchmark's command line (raylab.stepbench): the same where-to-run and recording flags as a recipe's."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from raylab import config as C
+from raylab.cli import flags as F
+from raylab.errors import UserError
+
+
+def bench_parser(bench) -> argparse.ArgumentParser:
+    from raylab.stepbench import KINDS
+
+    p = F.parser(bench.name, bench.doc)
+    what = p.add_argument_group("what to run")
+    what.add_argument("--trials", default=",".join(bench.default_trials),
+                      help=f"comma-separated trials (default: %(default)s); known: {', '.join(KINDS)}")
+    what.add_argument("--iterations", type=F.integer, default=bench.iterations,
+                      help=f"timed {bench.what}s per trial, after {bench.warmup} warm-up ones (default: %(default)s)")
+    what.add_argument("--quick", action="store_true",
+                      help=f"smoke run: batch {bench.quick_batch}, 1 warm-up + {bench.quick_iterations} timed "
+                           f"{bench.what}s")
+    F.add_repeats(what)
+    F.add_seed(what, "seed of the synthetic inputs and weights", 0)
+    F.add_precision(what, "as autocast on CUDA (torch) and XLA TPU", "fp32")
+    F.add_where(p.add_argument_group("where to run"), "trial")
+    F.add_recording(p.add_argument_group("recording"), bench.name)
+    return p
+
+
+def bench_config(bench, args) -> C.RunConfig:
+    from raylab.stepbench import check_trials
+
+    kinds = C.parse_trials(args.trials)
+    check_trials(bench, kinds)
+    return C.RunConfig(trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds], epochs=1,
+                       threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
+                       tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
+                       json_path=args.json, precision=args.precision, device=args.device,
+                       steps_per_epoch=C.check_positive("iterations", args.iterations),
+                       repeats=C.check_positive("repeats", args.repeats))
+
+
+def bench_main(bench, argv: list[str] | None = None) -> int:
+    """Runs a step benchmark's trials (raylab.stepbench), then the comparison."""
+    from raylab.cli.session import connect, run_to_end
+    from raylab.stepbench import run_bench
+
+    args = bench_parser(bench).parse_args(argv)
+    try:
+        cfg = bench_config(bench, args)
+        if any(s.kind == "xla:single" for s in cfg.trials):
+            C.get_strategy("xla:single").preflight(cfg, {})
+        tracker = connect(cfg, args.address)
+    except UserError as e:
+        print(f"raylab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    return run_to_end(cfg, tracker, lambda tags: run_bench(bench, cfg, tracker, tags))

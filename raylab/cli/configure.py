@@ -1,0 +1,143 @@
+"""From a parsed command line to the edited recipe and its RunConfig: every user mistake a UserError.
+
+A recipe field that is both a flag and a --set key (epochs, steps_per_epoch, seed, precision; --batch
+and --lr edit the recipe directly) is decided in one place, `chosen`: the flag when given, else the
+recipe as --set left it. The parser's defaults for those flags are None for that reason: a default
+taken from the unedited recipe would silently undo a --set.
+"""
+
+from __future__ import annotations
+
+import json
+
+from raylab import config as C
+from raylab.backends.tpu import parse_topology, parse_tpu_type
+from raylab.errors import UserError
+from raylab.overrides import parse_batches, set_fields
+
+# What --resume may be given beside it: where to look and where to run; the rest is the recorded command's.
+RESUME_FLAGS = {"resume", "tracking_uri", "experiment", "json", "address", "verbose"}
+
+
+def edited(recipe, args):
+    """The recipe with this command line's --set, --optimizer, --lr and a single --batch applied."""
+    from raylab.overrides import apply_overrides
+
+    recipe = apply_overrides(recipe, args.set, args.optimizer, args.lr)
+    batches = parse_batches(args.batch)
+    return recipe.with_batch(batches[0]) if len(batches) == 1 else recipe
+
+
+def chosen(recipe, args, name: str):
+    """A field's value given on this command line: its flag if given, else the (edited) recipe's value if a
+    --set named it, else None (the run's default applies: the recipe's, or --quick's)."""
+    flag = getattr(args, name)
+    if flag is not None:
+        return flag
+    return getattr(recipe, name) if name in set_fields(args.set) else None
+
+
+def make_config(recipe, args) -> C.RunConfig:
+    """The invocation's config; `recipe` is the one edited() returned for these args."""
+    notes: list[str] = []
+    trials = _trials(recipe, args, notes)
+    _check_combinations(args)
+    return C.RunConfig(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args))
+
+
+def _trials(recipe, args, notes: list[str]) -> list[C.TrialSpec]:
+    """The trial matrix (--trials x --workers x a --batch sweep), checked against the recipe's models and batch."""
+    kinds = C.parse_trials(args.trials)
+    workers = C.parse_workers(args.workers)
+    batches = parse_batches(args.batch)
+    missing = sorted({C.get_strategy(C.split_trial(k)[0]).models for k in kinds} - set(recipe.models))
+    if missing:
+        raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
+                        f"choose trials of {', '.join(sorted(recipe.models))}.")
+    trials = C.expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None])
+    uneven = [s.name for s in trials if recipe.global_batch and recipe.with_batch(s.batch).global_batch % s.workers]
+    if uneven:
+        raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
+                        "cannot split evenly over its replicas; choose --workers that divide it.")
+    return trials
+
+
+def _task_settings(recipe, args) -> dict:
+    """Epochs, steps, seed and precision: the flag, else a --set, else --quick's or the recipe's default."""
+    epochs = chosen(recipe, args, "epochs")
+    epochs = C.check_positive("epochs", epochs if epochs is not None else (1 if args.quick else recipe.epochs))
+    steps = chosen(recipe, args, "steps_per_epoch")
+    steps = steps if steps is not None else (None if args.quick else recipe.steps_per_epoch)
+    if steps is not None and steps < 0:
+        raise UserError(f"--steps-per-epoch is {steps}; give a positive number of steps, or 0 for one pass over the data.")
+    seed, precision = chosen(recipe, args, "seed"), chosen(recipe, args, "precision")
+    return {"epochs": epochs, "steps_per_epoch": steps or None,
+            "seed": recipe.seed if seed is None else seed, "precision": precision or recipe.precision,
+            "window": 1 if args.step_latency else C.check_positive("window", args.window)}
+
+
+def _run_settings(args) -> dict:
+    """Where the trials run, where they are recorded, and how they survive failures."""
+    return {
+        "threads": C.check_positive("threads", args.threads), "quick": args.quick, "device": args.device,
+        "tracking_uri": args.tracking_uri or C.default_tracking_uri(), "experiment": args.experiment,
+        "json_path": args.json, "tpu_fallback": args.tpu_fallback, "ps": C.check_positive("ps", args.ps),
+        "tpu_type": parse_tpu_type(args.tpu_type), "tpu_topology": parse_topology(args.tpu_topology),
+        "repeats": C.check_positive("repeats", args.repeats), "baseline": args.baseline,
+        "max_failures": check_failures(args.max_failures),
+        "checkpoint_every_min": check_minutes(args.checkpoint_every), "storage": args.storage,
+        "concurrency": args.concurrency,
+    }
+
+
+def _check_combinations(args) -> None:
+    if args.baseline and args.device != "cpu":
+        raise UserError("--baseline runs the plain scripts on CPU only; drop --baseline or use --device cpu.")
+    if args.json is not None and not args.json.parent.resolve().is_dir():
+        raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")
+
+
+def check_failures(n: int) -> int:
+    if n < -1:
+        raise UserError(f"--max-failures is {n}; give 0 (fail at once), a number of restarts, or -1 (no limit).")
+    return n
+
+
+def check_minutes(m: float) -> float:
+    if not m >= 0:
+        raise UserError(f"--checkpoint-every is {m}; give minutes >= 0 (0: checkpoint at epoch ends only).")
+    return m
+
+
+def resumed_argv(recipe, args, argv: list[str]) -> tuple[list[str], str]:
+    """(the recorded command line of the invocation --resume names, its parent run id); UserError if that
+    run is not a raylab invocation or other flags were given beside --resume."""
+    from raylab.cli.recipe_flags import recipe_parser
+    from raylab.tracking import Tracker
+
+    defaults = recipe_parser(recipe).parse_args([])
+    extra = sorted(k for k, v in vars(args).items() if k not in RESUME_FLAGS and v != getattr(defaults, k))
+    if extra:
+        flags = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise UserError(f"--resume runs the recorded command of the run it resumes; drop {flags} "
+                        "(only --tracking-uri, --experiment, --address and --json go with it).")
+    tracker = Tracker(args.tracking_uri or C.default_tracking_uri(), args.experiment)
+    parent = tracker.parent_run(args.resume)
+    recorded = parent.data.tags.get("raylab.argv")
+    if recorded is None:
+        raise UserError(f"run {parent.info.run_id} has no recorded command (it is not a raylab invocation, or "
+                        "was made before --resume existed); run the recipe again instead.")
+    return [*json.loads(recorded), *without_flags(argv, ("--resume",))], parent.info.run_id
+
+
+def without_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """argv less those flags and their values ('--flag value' and '--flag=value')."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        elif not a.startswith(tuple(f + "=" for f in flags)):
+            out.append(a)
+    return out

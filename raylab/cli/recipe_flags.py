@@ -1,0 +1,113 @@
+"""A training recipe's command line, in argument groups: what to run, the task, where, recording, failures."""
+
+from __future__ import annotations
+
+import argparse
+
+from raylab import config as C
+from raylab.cli import flags as F
+from raylab.task import OPTIMIZERS
+
+
+def recipe_parser(recipe) -> argparse.ArgumentParser:
+    p = F.parser(recipe.name, recipe.doc)
+    _what_to_run(p.add_argument_group("what to run"), recipe)
+    _task(p.add_argument_group("the task (the recipe's, edited for this run)"), recipe)
+    where = p.add_argument_group("where to run")
+    F.add_where(where, "replica")
+    _placement(where)
+    recording = p.add_argument_group("recording")
+    F.add_recording(recording, recipe.name)
+    recording.add_argument("--verbose", action="store_true",
+                           help="also show Ray's, TensorFlow's, XLA's and gloo's output live; by default it goes "
+                                "only to a log file per trial under raylab-logs/ (an artifact of the trial's MLflow "
+                                "run, named when a trial fails)")
+    _fault_tolerance(p.add_argument_group("fault tolerance"))
+    return p
+
+
+def _what_to_run(g, recipe) -> None:
+    """The trial matrix and how each trial is measured."""
+    g.add_argument("--trials", default=",".join(recipe.default_trials),
+                   help="comma-separated framework:strategy list, each on every --workers count it supports, "
+                        "or with its own count: 'tf:none,tf:mwms x2' (default: %(default)s); "
+                        f"known: {', '.join(sorted(C.STRATEGIES))}")
+    g.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
+                   help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
+    g.add_argument("--ps", type=F.integer, default=1,
+                   help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)")
+    g.add_argument("--quick", action="store_true",
+                   help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch")
+    F.add_repeats(g)
+    g.add_argument("--baseline", action="store_true",
+                   help="also run each framework's 1-worker job as a plain script (no Ray, no raylab; same model, "
+                        "data, batch, threads, seed), beside the trials: the comparison shows raylab's overhead")
+    g.add_argument("--window", type=F.integer, default=C.DEFAULT_WINDOW, metavar="K",
+                   help="training steps between host reads: loss and metrics add up on the device and are read "
+                        "once per K steps (and at each epoch's end); TF runs the K steps as one tf.function call "
+                        "(default: %(default)s)")
+    g.add_argument("--step-latency", action="store_true",
+                   help="read back after every step (--window 1) so step_time_p50/p90 are per-step latencies; "
+                        "slower, and recorded as step_timing='per step (synced)'")
+
+
+def _task(g, recipe) -> None:
+    """What people sweep or change in a recipe's task. A flag that is also a --set key defaults to None, so
+    the recipe as --set edited it decides unless the flag is given (make_config resolves them)."""
+    batch_what = "global batch (split over the replicas)" if recipe.global_batch else "batch per replica"
+    g.add_argument("--batch", default=None, metavar="B[,B...]",
+                   help=f"{batch_what}; several sizes make a sweep axis like --workers: every trial runs at each, "
+                        f"named '... bB' (default: {recipe.global_batch or recipe.batch_per_replica})")
+    opt = recipe.optimizer
+    g.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
+                   help="the optimizer, keeping the recipe's learning rate and the arguments it takes (default: "
+                        f"{getattr(opt, 'name', 'custom')})")
+    g.add_argument("--lr", type=float, default=None,
+                   help=f"learning rate (default: {getattr(opt, 'lr', 'set by the custom optimizer')})")
+    g.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="change any recipe field for this run, e.g. --set epochs=3, --set optimizer.momentum=0.9, "
+                        "--set schedule.name=cosine, --set schedule.warmup=100 (repeatable; recorded as params); "
+                        "a flag given beside it (--epochs, --seed, ...) wins")
+    g.add_argument("--epochs", type=F.integer, default=None,
+                   help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)")
+    g.add_argument("--steps-per-epoch", type=F.integer, default=None, metavar="N",
+                   help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
+                        "shard (default: " + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
+                        + "; one pass with --quick)")
+    F.add_seed(g, "init, shuffle and shard seed", recipe.seed, set_key=True)
+    F.add_precision(g, "where supported (xla on TPU)", recipe.precision, set_key=True)
+
+
+def _placement(g) -> None:
+    """TPU slices, checkpoint storage and how many trials share the cluster at once."""
+    g.add_argument("--tpu-fallback", choices=["error", "mirrored"], default="error",
+                   help="tf:tpu where no TPU is found: 'error' stops before training (default); 'mirrored' runs "
+                        "MirroredStrategy instead and records requested_strategy=tpu, actual_strategy=mirrored")
+    g.add_argument("--tpu-type", default=None, metavar="TYPE",
+                   help="TPU slice type for TPU trials, e.g. v4-8: tf:tpu asks Ray for TPU-TYPE-head")
+    g.add_argument("--tpu-topology", default=None, metavar="AxBxC",
+                   help="the slice's chip topology, e.g. 2x2x1: with --tpu-type, Ray reserves the whole slice for "
+                        "multi-worker TPU trials (xla:ddp with PJRT_DEVICE=TPU)")
+    g.add_argument("--storage", default=None, metavar="PATH|URI",
+                   help="where Ray Train keeps each trial's checkpoints: a directory every node can reach, or a URI "
+                        "Ray Train accepts such as gs://bucket/path (default: ~/ray_results)")
+    g.add_argument("--concurrency", type=F.concurrency, default=1, metavar="N|auto",
+                   help="run up to N trials at the same time, each on whole nodes no other running trial uses "
+                        "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
+                        "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
+                        "with. On a single-node cluster trials still run one at a time (default: 1)")
+
+
+def _fault_tolerance(g) -> None:
+    g.add_argument("--max-failures", type=F.integer, default=1, metavar="N",
+                   help="worker-group restarts per trial after a lost worker or node: Ray Train restarts the trial "
+                        "from its last checkpoint (restarts, recovery_s and lost_s are recorded); 0 = fail at once "
+                        "and take no checkpoints; -1 = no limit (default: %(default)s)")
+    g.add_argument("--checkpoint-every", type=float, default=10.0, metavar="MIN",
+                   help="besides every epoch's end, checkpoint inside an epoch every MIN minutes of training "
+                        "(0 = at epoch ends only; default: %(default)s)")
+    g.add_argument("--resume", default=None, metavar="RUN_ID|last",
+                   help="go on with an interrupted invocation (driver crash, `ray job stop`, lost head node): run "
+                        "the trials of that parent run that did not finish, under the same parent, each from its "
+                        "last checkpoint; finished trials are not run again. The rest of the command is the "
+                        "recorded one ('last': the experiment's latest invocation)")

@@ -1,0 +1,70 @@
+"""A recipe's own command line, run: validate everything, then Ray, then the trials, then compare."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from raylab import config as C
+from raylab.cli.configure import edited, make_config, resumed_argv, without_flags
+from raylab.cli.recipe_flags import recipe_parser
+from raylab.errors import UserError
+
+
+def recipe_main(recipe, argv: list[str] | None = None) -> int:
+    """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
+    from raylab.cli.session import run_to_end
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = recipe_parser(recipe).parse_args(argv)
+    from raylab import console
+
+    console.install(console.Console(verbose=args.verbose, name=args.experiment)).quiet_libraries()
+    try:
+        argv, recipe, cfg, ds, tracker = _at_the_door(recipe, args, argv)
+    except UserError as e:
+        print(f"raylab: error: {e}", file=sys.stderr)
+        return e.exit_code
+    _announce(recipe, cfg, ds)
+    from raylab import invocation
+
+    # The command as given (less --resume and where-to-look flags): what --resume runs again.
+    recorded = json.dumps(without_flags([a for a in argv if a != "--verbose"],
+                                        ("--resume", "--tracking-uri", "--experiment", "--json", "--address")))
+    return run_to_end(cfg, tracker, lambda tags: invocation.run_recipe(recipe, cfg, ds, tracker,
+                                                                       {**tags, "raylab.argv": recorded}))
+
+
+def _at_the_door(recipe, args, argv: list[str]):
+    """(argv, edited recipe, config, data, tracker): the recorded command if --resume, every check before Ray."""
+    from raylab.cli.session import connect
+
+    resume = None
+    if args.resume:
+        argv, resume = resumed_argv(recipe, args, argv)
+        args = recipe_parser(recipe).parse_args(argv)
+        args.resume = resume
+    recipe = edited(recipe, args)
+    cfg = make_config(recipe, args)
+    cfg.resume = resume
+    ds = load_data(recipe, cfg)
+    return argv, recipe, cfg, ds, connect(cfg, args.address)
+
+
+def _announce(recipe, cfg: C.RunConfig, ds) -> None:
+    from raylab.data import num_items
+
+    for note in cfg.notes + ([ds.note] if ds.note else []):
+        print(f"raylab: note: {note}")
+    print(f"raylab: {recipe.name} on {ds.name} ({num_items(ds.x_train)} train / {num_items(ds.x_test)} test items from "
+          f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
+
+
+def load_data(recipe, cfg: C.RunConfig):
+    """The recipe's data, checked, and its task checked against it: UserErrors before Ray starts."""
+    from raylab.data import as_dataset
+    from raylab.task import check
+
+    ds = as_dataset(recipe.data, recipe.name)
+    check(recipe.task(ds.target_names), ds.target_names)
+    return ds.subset(recipe.quick_train, recipe.quick_test) if cfg.quick else ds

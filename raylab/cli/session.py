@@ -1,0 +1,127 @@
+"""What a recipe's and a step benchmark's invocations share on the driver: connect, run to the end, finish."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from raylab import config as C
+
+SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
+                "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s",
+                "host_syncs", "steps_per_host_sync", "nodes_held", "overlapped_with"]
+
+
+def connect(cfg: C.RunConfig, address: str | None):
+    """The MLflow store, then Ray, then every trial's resource check: UserErrors before anything runs.
+
+    A sqlite store's path is checked first; opening it (a new file's schema takes about 3 s) then overlaps Ray's
+    start, and Ray is stopped again if the store fails. A server's store is reached before Ray starts."""
+    from raylab import cluster
+    from raylab.resources import check_resources
+    from raylab.tracking import Tracker, check_local_store
+
+    if not check_local_store(cfg.tracking_uri):
+        tracker = Tracker(cfg.tracking_uri, cfg.experiment)
+        cluster.init_ray(address or os.environ.get("RAY_ADDRESS"))
+    else:
+        tracker = _open_store_while_ray_starts(cfg, address)
+    check_resources(cfg)
+    return tracker
+
+
+def _open_store_while_ray_starts(cfg: C.RunConfig, address: str | None):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import ray
+
+    from raylab import cluster
+    from raylab.tracking import Tracker
+
+    started = not ray.is_initialized()
+    with ThreadPoolExecutor(1, thread_name_prefix="raylab-store") as pool:
+        opening = pool.submit(Tracker, cfg.tracking_uri, cfg.experiment)
+        try:
+            cluster.init_ray(address or os.environ.get("RAY_ADDRESS"))
+        finally:
+            try:
+                tracker = opening.result()
+            except BaseException:
+                if started and ray.is_initialized():
+                    ray.shutdown()
+                raise
+    return tracker
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """`ray job stop` and schedulers send SIGTERM: end the runs as KILLED, as Ctrl-C does."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_tags(recipe_file: str | None) -> dict:
+    from raylab.tracking import driver_versions, git_commit
+    from raylab.worker import host_facts
+
+    where = Path(recipe_file).resolve().parent if recipe_file else Path.cwd()
+    facts = host_facts()
+    return {**driver_versions(), "git_commit": git_commit(where), "driver_host": facts["host"],
+            "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
+
+
+def run_to_end(cfg: C.RunConfig, tracker, run) -> int:
+    """run(tags) -> (parent id, outcomes), with SIGTERM taken as Ctrl-C; then the summary and comparison."""
+    from raylab.outcome import INTERRUPTS
+
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    try:
+        with _sigterm_as_interrupt():
+            parent_id, outcomes = run(run_tags(main_file))
+    except INTERRUPTS:
+        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow; "
+              "go on with it later with --resume last", file=sys.stderr)
+        tracker.close(wait_s=10)
+        return 130
+    return finish(cfg, tracker, parent_id, outcomes)
+
+
+def summary(cfg: C.RunConfig, parent_id: str, outcomes: list) -> dict:
+    return {
+        "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
+        "trials": [{"trial": o.ran_name, "framework": o.spec.framework, "strategy": o.ran or o.spec.strategy,
+                    "requested_strategy": o.spec.strategy,
+                    "workers": o.spec.workers, "repeat": o.repeat, "status": o.status, "run_id": o.run_id,
+                    **{k: o.result.get(k) for k in SUMMARY_KEYS}} for o in outcomes],
+    }
+
+
+def finish(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> int:
+    """The JSON summary, the comparison and the MLflow hint; the exit status."""
+    if cfg.json_path:
+        cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))
+    from raylab.compare import compare
+
+    code = 0 if all(o.status == "FINISHED" for o in outcomes) else 1
+    if tracker.close() is not None:  # the server is still away: nothing to compare from yet
+        return code
+    parent_id = tracker.ids.get(parent_id, parent_id)
+    chart = Path(f"raylab-{cfg.experiment}-{parent_id[:8]}.png")
+    print("\n" + compare(tracker, cfg.experiment, parent_id, "table", chart))
+    tracker.close()
+    print(tracker.ui_hint(cfg.experiment))
+    return code

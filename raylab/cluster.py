@@ -1,0 +1,89 @@
+"""Connecting the driver to Ray: reach or start a cluster, and set what every trial's Ray Train inherits.
+
+`init_ray` joins RAY_ADDRESS / --address (e.g. under `ray job submit`) or starts an in-process cluster;
+`driver_env` sets Ray Train's settings on the driver, where each trial's controller reads them;
+`driver_imports` pays the driver's own imports once, before the first trial starts.
+"""
+
+from __future__ import annotations
+
+import os
+
+import ray
+
+from raylab import console
+from raylab.backends import get_strategy
+from raylab.errors import UserError
+
+# How often Ray Train's controller polls its workers (Ray's default 2 s): a trial's end is noticed up to one
+# poll late, and its worker group started one poll late after a restart. The driver's value reaches the
+# controller of every trial (Ray Train passes it on); a user's own setting wins. Recorded as train_poll_s.
+TRAIN_POLL_ENV, TRAIN_POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
+# Ray Train starts a preemption watcher actor per trial (it acts on a node's drain notice, so the trial's other
+# nodes go on). Where every node is this one machine (an in-process cluster, `ray start` here, a simulated
+# multi-node cluster) there are no other machines to go on with, and it is one more process per trial to start:
+# it is turned off there (a user's own setting wins). Recorded as train_preemption_watcher.
+PREEMPTION_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+
+
+def init_ray(address: str | None = None) -> None:
+    """Connects to RAY_ADDRESS (e.g. under `ray job submit`) or starts an in-process cluster."""
+    if ray.is_initialized():
+        return
+    if address and address not in ("auto", "local"):
+        reachable(address)
+    try:
+        # "local": always a new in-process cluster; plain ray.init() would silently join any cluster
+        # `ray start` left registered on this machine (even a dead one, and then hang).
+        # A cluster raylab starts runs its workers at normal priority (Ray's default is nice 15, which puts
+        # the training step behind Ray's own control plane on a small machine); the worker records its niceness.
+        extra = {} if address else {"_system_config": {"worker_niceness": 0}}
+        # Workers' output still comes to the driver; the console sends it to each trial's log file.
+        ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
+                 logging_level="WARNING", **extra)
+        console.get().take_worker_output()
+    except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+        raise UserError(f"cannot start or reach {where} ({first}); check RAY_ADDRESS / --address, "
+                        "or start one with `ray start --head`.") from None
+
+
+def reachable(address: str, timeout_s: float = 10.0) -> None:
+    """UserError unless something listens at a cluster address (HOST:PORT or ray://HOST:PORT): ray.init
+    would otherwise wait for minutes on an address where nothing answers."""
+    import socket
+
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"the Ray address '{address}' is not HOST:PORT; give e.g. --address 127.0.0.1:6379, "
+                        "or 'auto' for the cluster `ray start` started here.")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise UserError(f"nothing answers at the Ray address {address} ({e.strerror or e}); start the cluster "
+                        "(`ray start --head`) or fix --address / RAY_ADDRESS.") from None
+
+
+def one_machine() -> bool:
+    """Whether every alive node of the cluster is on one machine (in-process, `ray start` here, simulated)."""
+    return len({n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}) == 1
+
+
+def driver_env() -> bool:
+    """Sets Ray Train's poll interval (and, on one machine, no preemption watcher) where the user has not;
+    returns whether the cluster is one machine."""
+    os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)
+    alone = one_machine()
+    if alone:
+        os.environ.setdefault(PREEMPTION_ENV, "0")
+    return alone
+
+
+def driver_imports(kinds: list[str], device: str) -> None:
+    """What the driver imports to build the trials' trainers (Ray Train's trainer, each backend's config, e.g.
+    ray.train.torch, which imports torch), once before the first trial rather than inside its start-up."""
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer  # noqa: F401
+
+    for kind in kinds:
+        get_strategy(kind).backend_config(device)

@@ -1,0 +1,146 @@
+"""One invocation of a recipe: its parent run (new, or reopened by --resume), the data hand-off, then the matrix.
+
+The driver reads the data once and puts it in the object store (raylab/data.py), then runs every trial of the
+matrix, one after another or (--concurrency) several at once on separate nodes (raylab/matrix.py); a trial
+that fails is recorded FAILED and the others still run (raylab/trial.py, raylab/baseline.py).
+"""
+
+from __future__ import annotations
+
+import time
+
+from raylab import cluster, console, matrix
+from raylab.baseline import baseline_specs, run_baseline
+from raylab.config import RunConfig, TrialSpec
+from raylab.data import Dataset, put_dataset
+from raylab.outcome import INTERRUPTS, TrialOutcome
+from raylab.recipe import Recipe
+from raylab.resources import need
+from raylab.tracking import Tracker
+from raylab.trial import run_trial
+
+EPOCH_KEYS = ("epoch_time_s", "elapsed_s")  # with train_* and val_*: the metrics logged once per epoch
+
+
+def logged_epochs(client, run) -> list[dict]:
+    """The epochs a trial's run holds in MLflow, as the sink's epoch fields (what --resume does not log again)."""
+    keys = [k for k in run.data.metrics if k in EPOCH_KEYS or k.startswith(("train_", "val_"))]
+    epochs: dict[int, dict] = {}
+    for key in keys:
+        for m in client.get_metric_history(run.info.run_id, key):
+            epochs.setdefault(m.step, {"epoch": m.step})[key] = m.value
+    return [epochs[e] for e in sorted(epochs) if "epoch_time_s" in epochs[e]]
+
+
+def earlier_trials(tracker: Tracker, parent: str) -> tuple[dict, dict]:
+    """What an interrupted invocation left: ({trial key: finished run}, {trial key: (run id, logged epochs)} of
+    trials to go on with). A plain baseline that did not finish runs again from the start: its old run ends KILLED."""
+    children = tracker.client.search_runs([tracker.experiment_id],
+                                          filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    finished, unfinished = {}, {}
+    for run in sorted(children, key=lambda r: r.info.start_time):
+        key = run.data.tags.get("raylab.trial_key")
+        if key is None:
+            continue
+        if run.info.status == "FINISHED":
+            finished[key] = run
+        elif run.data.tags.get("actual_strategy") == "plain" or run.data.params.get("trial", "").endswith(":plain"):
+            if run.info.status == "RUNNING":
+                tracker.end(run.info.run_id, "KILLED", "interrupted; run again by --resume")
+        else:
+            unfinished[key] = (run.info.run_id, logged_epochs(tracker.client, run))
+    return finished, unfinished
+
+
+def finished_outcome(spec: TrialSpec, repeat: int, run) -> TrialOutcome:
+    """A trial an earlier run of this invocation finished, as this one reports it (not run again)."""
+    outcome = TrialOutcome(spec, run.info.run_id, "FINISHED", result=dict(run.data.metrics), repeat=repeat)
+    outcome.ran = run.data.tags.get("actual_strategy", spec.strategy)
+    return outcome
+
+
+class Invocation:
+    """The parent run and what every item of its matrix shares: recipe, config, data, tracker, tags."""
+
+    def __init__(self, recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict):
+        self.recipe, self.cfg, self.ds, self.tracker = recipe, cfg, ds, tracker
+        self.tags = {**tags, "data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
+        self.parent = ""  # the parent MLflow run, once open
+        self.refs: dict = {}  # the data's object refs, once handed off
+        self.unfinished: dict = {}  # --resume: trial key -> (run id, epochs it logged)
+
+    def open_parent(self, limit: int, nodes: list) -> dict:
+        """Starts the parent run, or reopens the one --resume names; returns {trial key: finished outcome}."""
+        cfg, ds = self.cfg, self.ds
+        if not cfg.resume:
+            params = {"recipe": self.recipe.name, "trials": ",".join(s.name for s in cfg.trials),
+                      "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick,
+                      "device": cfg.device, "repeats": cfg.repeats, "baseline": cfg.baseline, "data": ds.name,
+                      "max_failures": cfg.max_failures, "concurrency": limit, "cluster_nodes": len(nodes)}
+            name = f"{self.recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
+            self.parent = self.tracker.start_run(name, params, self.tags)
+            return {}
+        self.parent = cfg.resume
+        finished, self.unfinished = earlier_trials(self.tracker, self.parent)
+        self.tracker.reopen(self.parent)
+        print(f"raylab: resuming invocation {self.parent}: {len(finished)} trial(s) finished before are not run "
+              f"again, {len(self.unfinished)} go on from their last checkpoint", flush=True)
+        specs = {matrix.item_key(s, r): (s, r) for r, s in matrix.schedule(cfg, self.plain())}
+        return {key: finished_outcome(*specs[key], run) for key, run in finished.items() if key in specs}
+
+    def plain(self) -> list[TrialSpec]:
+        return baseline_specs(self.cfg) if self.cfg.baseline else []
+
+    def run_item(self, repeat: int, item: TrialSpec, key: str, nodes: list | None, started) -> TrialOutcome:
+        """One matrix item: a plain baseline, or a trial (going on from its checkpoint under --resume)."""
+        tags = {**self.tags, "raylab.trial_key": key}
+        if item.strategy == "plain":
+            return run_baseline(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
+                                started=started)
+        return run_trial(self.recipe, self.cfg, item, self.ds, self.refs, self.tracker, self.parent, tags, repeat,
+                         resume=self.unfinished.get(key), nodes=nodes, started=started)
+
+    def end_parent(self, outcomes: list[TrialOutcome], status: str) -> None:
+        failed = [o.spec.name for o in outcomes if o.status != "FINISHED"]
+        self.tracker.set_tags(self.parent, {"failed_trials": ",".join(failed) or "none",
+                                            **({"resumed": "true"} if self.cfg.resume else {})})
+        self.tracker.end(self.parent, status)
+
+
+def say_concurrency(asked: int | None, limit: int, nodes: list, one_machine: bool) -> None:
+    out = console.get()
+    if asked != 1 and limit == 1:
+        out.line(f"raylab: --concurrency {asked or 'auto'}: the cluster has {len(nodes)} node(s) "
+                 "to run trials on, so they run one at a time (each trial holds whole nodes).")
+    elif limit > 1:
+        out.line(f"raylab: up to {limit} trials at a time, each on whole nodes of its own ({len(nodes)} nodes)")
+        if one_machine:
+            out.line("raylab: WARNING: every node is on this one machine (a simulated cluster): trials "
+                     "that run at the same time share its cores, so their timings are not comparable "
+                     "with trials run alone; recorded as the tag shared_machine=true.")
+
+
+def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
+    """Runs the trial matrix under one parent run; returns (parent run id, outcomes). With cfg.resume, under that
+    parent: finished trials are not run again, unfinished ones go on from their last checkpoints."""
+    one_machine = cluster.driver_env()
+    inv = Invocation(recipe, cfg, ds, tracker, tags)
+    inv.refs = put_dataset(ds)
+    cluster.driver_imports([s.kind for s in cfg.trials], cfg.device)
+    nodes = matrix.cluster_nodes()
+    limit = matrix.concurrency_limit(cfg.concurrency, nodes)
+    finished = inv.open_parent(limit, nodes)
+    tracker.show_in_ui(inv.parent)
+    say_concurrency(cfg.concurrency, limit, nodes, one_machine)
+    run = matrix.Matrix(nodes, limit, inv.run_item, lambda item: need(cfg, item))
+    status = "FAILED"
+    try:
+        run.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
+        run.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1)
+        status = "FINISHED" if all(o.status == "FINISHED" for o in run.done()) else "FAILED"
+    except INTERRUPTS:
+        status = "KILLED"
+        raise
+    finally:
+        inv.end_parent(run.done(), status)
+    return inv.parent, run.done()

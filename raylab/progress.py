@@ -1,0 +1,70 @@
+"""Watching a running trial: a thread polls its sink, prints progress and logs each epoch to MLflow."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import ray
+
+from raylab import console
+from raylab.tracking import Tracker
+
+POLL_S = 2.0  # how often the driver logs new epochs to MLflow
+PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs
+
+
+class Progress(threading.Thread):
+    """Polls the sink while fit() runs: prints progress, logs each epoch as it arrives."""
+
+    def __init__(self, sink, tracker: Tracker, run_id: str, label: str, synthetic: bool = False, log=None):
+        super().__init__(daemon=True)
+        self.sink, self.tracker, self.run_id, self.label, self.log = sink, tracker, run_id, label, log
+        self.synthetic = synthetic  # random labels: the accuracy is chance, so it is not printed
+        self.logged, self.stopping, self.last_line, self.printed = 0, threading.Event(), None, 0.0
+        self.first: tuple[float, int] | None = None  # (time, steps done) at the first progress report
+
+    def run(self):
+        while not self.stopping.wait(POLL_S):
+            self.poll()
+
+    def poll(self) -> tuple[list, dict | None]:
+        try:
+            (latest, epochs, final), pids = ray.get([self.sink.poll.remote(), self.sink.pids.remote()], timeout=30)
+        except Exception:  # noqa: BLE001 - a slow poll is retried next time
+            return [], None
+        if self.log is not None:
+            for pid, ip in pids:
+                console.get().claim(ip, pid, self.log)
+        self.log_epochs(epochs)
+        if latest and latest != self.last_line and final is None:
+            self.show(latest)
+        return epochs, final
+
+    def log_epochs(self, epochs: list[dict]) -> None:
+        for e in epochs[self.logged :]:
+            metrics = {k: v for k, v in e.items() if k != "epoch"}
+            self.tracker.log_metrics(self.run_id, metrics, step=e["epoch"])
+            # Synthetic data has random labels: its metrics are chance and are not printed.
+            val = "" if self.synthetic else "".join(f" {k} {v:.4g}" for k, v in e.items() if k.startswith("val_"))
+            console.get().line(f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s "
+                               f"loss {e['train_loss']:.4f}{val}")
+        self.logged = len(epochs)
+
+    def show(self, latest: dict) -> None:
+        out = console.get()
+        every = POLL_S if out.tty else PRINT_EVERY_S  # a bar redrawn in place; plain lines less often
+        now = time.monotonic()
+        if now - self.printed < every:
+            return
+        done, total = console.steps_done(latest)
+        self.first = self.first or (now, done)
+        self.last_line, self.printed = latest, now
+        out.bar(self.label, latest, console.time_left(done, total, self.first, now))
+
+    def finish(self) -> tuple[list, dict | None]:
+        self.stopping.set()
+        self.join(timeout=60)
+        polled = self.poll()
+        console.get().clear_bar()
+        return polled

@@ -1,0 +1,73 @@
+"""What a trial reserves on the Ray cluster, and the check that every trial fits before any starts."""
+
+from __future__ import annotations
+
+import ray
+
+from raylab import matrix
+from raylab.backends import get_strategy
+from raylab.backends.tpu import slice_scaling
+from raylab.config import RunConfig, TrialSpec
+from raylab.errors import UserError
+
+
+def reservation(strategy, layout, cluster: dict) -> tuple[float, bool]:
+    """(CPUs each process reserves, oversubscribed?).
+
+    Parameter-server trials have more processes than replicas; where the cluster has fewer CPUs
+    than their threads need, they still run, on an equal share of the CPUs, and say so.
+    """
+    cpus = cluster.get("CPU", 0)
+    if strategy.ps_roles is None or layout.cpus <= cpus:
+        return layout.cpus_per_worker, False
+    share = cpus / layout.ray_workers
+    return (int(share) if share >= 1 else int(share * 100) / 100), True
+
+
+def worker_resources(strategy, layout, cfg: RunConfig) -> tuple[float, int, dict]:
+    """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves."""
+    total = ray.cluster_resources()
+    cpus, _ = reservation(strategy, layout, total)
+    gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
+    return cpus, gpus, strategy.resources(cfg, total) if strategy.resources else {}
+
+
+def max_failures(strategy, cfg: RunConfig) -> int:
+    """The restarts a trial may make: --max-failures, or 0 where its loop cannot checkpoint (tf:ps, xla:*)."""
+    return cfg.max_failures if strategy.checkpoints else 0
+
+
+def check_resources(cfg: RunConfig) -> None:
+    """Every trial must fit on the cluster, and pass its backend's checks, before any trial starts."""
+    total = ray.cluster_resources()
+    for spec in cfg.trials:
+        check_trial(cfg, spec, total)
+
+
+def check_trial(cfg: RunConfig, spec: TrialSpec, total: dict) -> None:
+    strategy = get_strategy(spec.kind)
+    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    cpus, oversubscribed = reservation(strategy, layout, total)
+    if (layout.cpus > total.get("CPU", 0) and not oversubscribed) or cpus <= 0:
+        raise UserError(
+            f"{spec.name} needs {layout.cpus} CPUs ({layout.ray_workers} worker(s) x {layout.cpus_per_worker} "
+            f"thread(s)) but the Ray cluster has {int(total.get('CPU', 0))}; lower --workers or --threads, "
+            "or add nodes."
+        )
+    if strategy.preflight is not None:
+        strategy.preflight(cfg, total)
+    if strategy.resources is not None and strategy.resources(cfg, total).get("TPU"):
+        slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers)  # raises if the slice is unnamed
+    if cfg.device == "gpu" and spec.workers > total.get("GPU", 0):
+        raise UserError(f"{spec.name} needs {spec.workers} GPUs but the Ray cluster has "
+                        f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
+
+
+def need(cfg: RunConfig, item: TrialSpec) -> matrix.Need:
+    """The nodes a matrix item needs: its worker processes' resources; a plain baseline, every node."""
+    if item.strategy == "plain":
+        return matrix.Need(whole=True)
+    strategy = get_strategy(item.kind)
+    layout = strategy.layout(item.workers, cfg.threads, cfg.ps)
+    cpus, gpus, extra = worker_resources(strategy, layout, cfg)
+    return matrix.Need(layout.ray_workers, {"CPU": cpus, "GPU": gpus, **extra})

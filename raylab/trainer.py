@@ -1,0 +1,93 @@
+"""A trial's Ray Train trainer: its workers' config, their resources and placement, its backend, its run.
+
+Names used here (the same in raylab/trial.py): a strategy's *kind* is "framework:strategy" ("tf:mwms",
+`Strategy.kind`, `TrialSpec.kind`); its *short* name is the part after the colon ("mwms", `Strategy.name`,
+`TrialSpec.strategy`); a *trial name* is the run name with replicas and batch ("tf:mwms x2 b64", `TrialSpec.name`).
+Test the framework with `strategy.framework`, never with the short name.
+"""
+
+from __future__ import annotations
+
+from raylab import matrix, prewarm
+from raylab.backends import get_strategy
+from raylab.backends.tpu import slice_scaling
+from raylab.config import RunConfig, TrialSpec
+from raylab.recipe import Recipe
+from raylab.resources import max_failures, worker_resources
+from raylab.worker import WorkerConfig
+
+
+def train_run_name(run_id: str) -> str:
+    """The Ray Train run of a trial's MLflow run: the same name under the same storage resumes from its last
+    checkpoint (what --resume relies on); a new trial's run id makes a new name."""
+    return f"raylab-{run_id}"
+
+
+def worker_env(strategy, backend, cfg: RunConfig) -> dict:
+    """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
+    framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
+    if strategy.framework == "tf" and (cfg.device == "cpu" or strategy.ps_roles):
+        return {"CUDA_VISIBLE_DEVICES": ""}  # what ran is what's recorded: no GPU may sneak into a CPU trial
+    if strategy.framework == "xla":
+        # PJRT reads these at `import torch_xla`, which the prewarm thread starts as the process starts.
+        from raylab.backends.xla import worker_env as xla_env
+
+        return xla_env(backend.pjrt, backend.threads)
+    return {}
+
+
+def worker_config(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink,
+                  start: float) -> WorkerConfig:
+    """The small picklable config every worker of the trial receives."""
+    strategy = get_strategy(spec.kind)
+    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    return WorkerConfig(
+        trial=spec.name, strategy=strategy.name, task=task, data_refs=refs,
+        replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas),
+        epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
+        warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
+        precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
+        window=cfg.window, checkpoint=max_failures(strategy, cfg) != 0,
+        checkpoint_every_s=60 * cfg.checkpoint_every_min,
+    )
+
+
+def scaling_config(cfg: RunConfig, spec: TrialSpec, nodes: list | None):
+    """Its worker processes and what each reserves; nodes: the matrix.Node list the trial holds when trials
+    run at once (its workers are placed only there)."""
+    from ray.train import ScalingConfig
+
+    strategy = get_strategy(spec.kind)
+    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    cpus, gpus, extra = worker_resources(strategy, layout, cfg)
+    tpu = slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers) if extra.get("TPU") else {}
+    pinned = {"label_selector": matrix.label_selector(nodes)} if nodes and not tpu else {}
+    return ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu, **pinned,
+                         resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {}), **extra})
+
+
+def backend_config(strategy, cfg: RunConfig):
+    backend = strategy.backend_config(cfg.device)
+    if hasattr(backend, "threads"):
+        backend.threads = cfg.threads  # XLA's CPU flags follow the trial's threads
+    if strategy.ps_roles == "chief":
+        backend.ps = cfg.ps  # TF_CONFIG gets chief / ps / worker roles
+    return backend
+
+
+def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink, start: float,
+                  run_id: str, nodes: list | None = None):
+    """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig as RayRunConfig
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    strategy = get_strategy(spec.kind)
+    backend = backend_config(strategy, cfg)
+    # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
+    run = RayRunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
+                       failure_config=FailureConfig(max_failures=max_failures(strategy, cfg)),
+                       checkpoint_config=CheckpointConfig(num_to_keep=1),
+                       worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
+    wcfg = worker_config(recipe, cfg, spec, task, refs, sink, start)
+    return DataParallelTrainer(strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
+                               scaling_config=scaling_config(cfg, spec, nodes), run_config=run)

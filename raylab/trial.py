@@ -1,0 +1,228 @@
+"""One trial as an MLflow child run: open its run (or reopen it, --resume), watch it, fit(), record what ran.
+
+Three names, not to be confused:
+- a strategy's *kind*, "framework:strategy" ("tf:none"; `TrialSpec.kind`, `Strategy.kind`): what a trial asks for;
+- its *short* name, the strategy half alone ("none"; `TrialSpec.strategy`, `Strategy.name`, the `strategy`
+  param): compared with what rank 0 says actually ran;
+- the *trial name*, "tf:mwms x2" (with " b64" in a batch sweep; `TrialSpec.name`): the MLflow run name.
+
+`trial_record` turns what the workers reported into what is recorded; it is a pure function (no Ray, no MLflow).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import ray
+
+from raylab import cluster, console, prewarm
+from raylab import floor as startup_floor
+from raylab.backends import get_strategy
+from raylab.config import RunConfig, TrialSpec
+from raylab.data import Dataset
+from raylab.outcome import TrialOutcome, recorded
+from raylab.params import common_params
+from raylab.progress import Progress
+from raylab.protocol import time_to_target
+from raylab.recipe import Recipe
+from raylab.resources import max_failures, reservation
+from raylab.sink import TrialSink, restart_figures, sink_name
+from raylab.tracking import Tracker
+from raylab.trainer import build_trainer
+
+
+def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -> dict:
+    """The MLflow params of a trial: the same names for every framework."""
+    strategy = get_strategy(spec.kind)
+    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    # A strategy whose replicas are the devices it finds (tf:tpu) logs global_batch once its worker has said.
+    per_replica = recipe.per_replica(layout.replicas)
+    batch = {} if strategy.replicas_found else {"global_batch": per_replica * layout.replicas}
+    cpus, oversubscribed = reservation(strategy, layout, ray.cluster_resources())
+    ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
+    return {
+        **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
+        "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
+        "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
+        "max_failures": max_failures(strategy, cfg), "checkpoint_every_min": cfg.checkpoint_every_min,
+        "storage": cfg.storage or "~/ray_results",
+        "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S), "prewarm": prewarm.enabled(),
+        "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
+    }
+
+
+@dataclass
+class TrialRecord:
+    """What a finished trial records, from what its workers reported."""
+
+    result: dict  # the trial's figures: rank 0's final report, the last epoch's train_*/val_*, wall_s, ...
+    metrics: dict  # the result less the per-epoch names (those carry their history, step = epoch)
+    tags: dict  # what rank 0 says was built and ran, and the short strategy name asked for
+    params: dict  # `strategy`: the short name that actually ran (and global_batch where replicas were found)
+    ran: str  # the short strategy name that actually ran
+
+
+def trial_record(final: dict | None, epochs: list[dict], wall_s: float, target: float | None,
+                 floor: float | None, asked: str, replicas_found: bool = False) -> TrialRecord:
+    """What to record of a trial: final (rank 0's final report, with `actual`: what ran), the epochs logged,
+    wall_s (start to fit()'s return), target accuracy, startup floor (None: not measured), asked (the short
+    strategy name asked for). A pure function."""
+    if final is None:
+        raise RuntimeError("training ended without rank 0's final report")
+    actual = final["actual"]
+    result = {**{k: v for k, v in final.items() if k != "actual"}, "wall_s": wall_s}
+    last = epochs[-1]
+    result.update({k: v for k, v in last.items() if k.startswith(("val_", "train_"))})
+    result["time_to_target_s"] = time_to_target(epochs, target)
+    if floor is not None:
+        result["startup_floor_s"] = floor
+    # Per-epoch names already carry their history (step = epoch); log only the new ones, as single values
+    # at step 0 (the MLflow UI draws those as bars, one per trial, rather than one-point lines).
+    metrics = {k: v for k, v in result.items() if k not in last}
+    # What ran is what's recorded: the `strategy` param and the run name say what ran, not what was asked.
+    ran = actual["actual_strategy"]
+    params = {"strategy": ran, **({"global_batch": actual["global_batch"]} if replicas_found else {})}
+    return TrialRecord(result, metrics, {**actual, "requested_strategy": asked}, params, ran)
+
+
+def agreement(per_rank: list, nodes: list) -> dict:
+    """Whether every replica ended with the same parameters (it must, in sync). With one copy of the
+    weights (one replica, asynchronous updates) there is nothing to compare: `n/a`."""
+    sums = [float(v) for c in per_rank if c is not None for v in (c if isinstance(c, list) else [c])]
+    same = "n/a" if len(sums) < 2 else max(sums) - min(sums) <= 1e-9 * max(abs(v) for v in sums)
+    return {"replicas_consistent": same, "param_checksums": ",".join(f"{v:.10g}" for v in sums),
+            "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
+
+
+def start_env_tag(envs: list[dict]) -> str:
+    """The environments the trial's worker processes started with, each distinct one once ("K=V,K=V | ...")."""
+    distinct = dict.fromkeys(",".join(f"{k}={v}" for k, v in sorted(env.items())) for env in envs)
+    return " | ".join(distinct) or "none"
+
+
+@dataclass
+class Trial:
+    """One trial of the matrix: its run, its sink, its progress thread and its outcome."""
+
+    recipe: Recipe  # with the trial's batch applied
+    cfg: RunConfig
+    spec: TrialSpec
+    ds: Dataset
+    refs: dict  # the data's object refs (raylab/data.py put_dataset)
+    tracker: Tracker
+    repeat: int = 1  # which of --repeats
+    run_id: str = ""  # its MLflow run, once open
+    logged: list = field(default_factory=list)  # epochs an interrupted run already logged (--resume)
+    log: object = None  # its log file (raylab/console.py)
+    sink: object = None  # its TrialSink actor
+    progress: Progress | None = None
+    outcome: TrialOutcome | None = None
+
+    def open(self, parent_id: str, tags: dict, resume: tuple[str, list] | None) -> TrialOutcome:
+        """Starts its child run, or reopens an interrupted one (resume = (run id, epochs it logged))."""
+        spec, cfg = self.spec, self.cfg
+        if resume:
+            self.run_id, self.logged = resume
+            self.tracker.reopen(self.run_id)
+        else:
+            params = {**trial_params(self.recipe, cfg, spec, self.ds), "repeat": self.repeat}
+            self.run_id = self.tracker.start_run(spec.name, params, tags, parent=parent_id)
+        again = f", repeat {self.repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
+        went_on = f", resumed after epoch {len(self.logged)}" if resume else ""
+        print(f"\n=== {spec.name}: {self.recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica{again} "
+              f"(MLflow run {self.run_id}{went_on}) ===", flush=True)
+        self.log = console.get().begin_trial(spec.name)
+        # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
+        self.sink = TrialSink.options(name=sink_name(self.run_id)).remote(self.logged)
+        self.outcome = TrialOutcome(spec, self.run_id, "FAILED", repeat=self.repeat)
+        return self.outcome
+
+    def run(self, nodes: list | None = None) -> TrialOutcome:
+        """fit() and record; whatever happens, its run ends (raylab/outcome.py), then its sink goes."""
+        # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
+        with recorded(self.outcome, self.tracker, before_end=self.last_progress, after_end=self.after_end,
+                      log=self.log):
+            final, wall = self.fit(nodes)
+            self.record(final, wall)
+        return self.outcome
+
+    def fit(self, nodes: list | None) -> tuple[dict | None, float]:
+        """Runs the trainer, watched by a progress thread; (rank 0's final report, wall seconds)."""
+        start = time.time()
+        self.progress = Progress(self.sink, self.tracker, self.run_id, self.spec.name, synthetic=self.ds.synthetic,
+                                 log=self.log)
+        self.progress.logged = len(self.logged)
+        trainer = build_trainer(self.recipe, self.cfg, self.spec, self.recipe.task(self.ds.target_names), self.refs,
+                                self.sink, start, self.run_id, nodes)
+        self.progress.start()
+        result = trainer.fit()
+        if result.checkpoint is not None:
+            self.tracker.set_tags(self.run_id, {"checkpoint_path": result.checkpoint.path})
+        wall = time.time() - start
+        self.outcome.epochs, final = self.progress.finish()
+        return final, wall
+
+    def record(self, final: dict | None, wall: float) -> None:
+        spec, run_id = self.spec, self.run_id
+        floor = startup_floor.floor_for(spec.framework, startup_floor.load())  # `raylab floor` measured it here
+        rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.strategy,
+                           get_strategy(spec.kind).replicas_found)
+        self.outcome.result, self.outcome.ran = rec.result, rec.ran
+        self.tracker.log_metrics(run_id, rec.metrics, step=0)
+        self.tracker.set_tags(run_id, {**rec.tags, **self.replica_agreement()})
+        self.tracker.log_params(run_id, rec.params)
+        if rec.ran != spec.strategy:
+            self.tracker.rename(run_id, self.outcome.ran_name)
+            reason = final["actual"].get("fallback_reason", "")
+            console.get().line(f"[{spec.name}] ran as {self.outcome.ran_name}: {reason}")
+        if rec.result.get("compiles_after_warmup"):
+            self.tracker.set_tags(run_id, {"recompiled_after_warmup": "true"})
+            console.get().line(f"[{spec.name}] WARNING: {rec.result['compiles_after_warmup']} compilation(s) "
+                               "after warm-up: a training step's graph changed (shapes, control flow); see the "
+                               "compile_* metrics.")
+
+    def replica_agreement(self) -> dict:
+        per_rank = ray.get(self.sink.replica_checksums.remote(), timeout=60)
+        nodes = ray.get(self.sink.worker_nodes.remote(), timeout=60)
+        return agreement(per_rank, nodes)
+
+    def last_progress(self) -> None:
+        """Before the run ends: the last epochs, restarts and the workers' start environment, whether the trial
+        finished or ran out of restarts."""
+        if self.progress is not None and self.progress.is_alive():
+            self.progress.finish()
+        try:
+            history, envs = ray.get([self.sink.history.remote(), self.sink.started_envs.remote()], timeout=30)
+        except Exception:  # noqa: BLE001 - a dead cluster: nothing more to learn
+            return
+        self.tracker.set_tags(self.run_id, {"worker_start_env": start_env_tag(envs)})
+        figures = restart_figures(history)
+        self.outcome.result.update(figures)
+        if figures["restarts"]:
+            self.tracker.log_metrics(self.run_id, figures, step=0)
+            self.tracker.set_tags(self.run_id, {"restarted": figures["restarts"]})
+            console.get().line(f"[{self.spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
+                               f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training "
+                               "done again")
+
+    def after_end(self) -> None:
+        console.get().end_trial(self.log)
+        self.tracker.log_artifact(self.run_id, self.log)
+        ray.kill(self.sink)
+
+
+def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs: dict,
+              tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
+              resume: tuple[str, list] | None = None, nodes: list | None = None,
+              started: Callable[[TrialOutcome], None] | None = None) -> TrialOutcome:
+    """One trial as a child run. resume=(run id, epochs it logged): an interrupted trial's run goes on
+    (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
+    while other trials run (its workers are placed there); started: told the outcome once the run exists."""
+    trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, refs, tracker, repeat)
+    outcome = trial.open(parent_id, tags, resume)
+    if started is not None:
+        started(outcome)
+    return trial.run(nodes)

@@ -1,0 +1,92 @@
+"""A trial's driver side without Ray or MLflow: what it records (raylab/trial.py), its workers' start
+environment (raylab/trainer.py, raylab/prewarm.py) and the sink's roles (raylab/sink.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from raylab import prewarm
+from raylab.backends import get_strategy
+from raylab.sink import Attempts, ServerRegistry, TrialLog
+from raylab.trainer import worker_env
+from raylab.trial import agreement, start_env_tag, trial_record
+
+FINAL = {"samples_per_sec": 900.0, "startup_s": 4.0,
+         "actual": {"actual_strategy": "none", "global_batch": 32, "strategy_class": "X"}}
+EPOCHS = [{"epoch": 1, "epoch_time_s": 3.0, "elapsed_s": 7.0, "train_loss": 0.9, "val_accuracy": 0.5},
+          {"epoch": 2, "epoch_time_s": 2.0, "elapsed_s": 9.0, "train_loss": 0.5, "val_accuracy": 0.8}]
+
+
+def test_the_result_is_the_final_report_the_last_epoch_and_the_wall_time():
+    rec = trial_record(FINAL, EPOCHS, 12.5, 0.75, floor=7.0, asked="none")
+    assert rec.result == {"samples_per_sec": 900.0, "startup_s": 4.0, "wall_s": 12.5, "train_loss": 0.5,
+                          "val_accuracy": 0.8, "time_to_target_s": 9.0, "startup_floor_s": 7.0}
+    # Per-epoch names keep their history (step = epoch): only the rest is logged once more.
+    assert set(rec.metrics) == {"samples_per_sec", "startup_s", "wall_s", "time_to_target_s", "startup_floor_s"}
+    assert rec.tags == {**FINAL["actual"], "requested_strategy": "none"}
+    assert rec.params == {"strategy": "none"} and rec.ran == "none"
+
+
+def test_what_ran_is_recorded_not_what_was_asked():
+    final = {**FINAL, "actual": {"actual_strategy": "mirrored", "global_batch": 256}}
+    rec = trial_record(final, EPOCHS, 1.0, None, floor=None, asked="tpu", replicas_found=True)
+    assert rec.ran == "mirrored" and rec.params == {"strategy": "mirrored", "global_batch": 256}
+    assert rec.tags["requested_strategy"] == "tpu" and "startup_floor_s" not in rec.result
+
+
+def test_no_final_report_is_an_error():
+    with pytest.raises(RuntimeError, match="without rank 0's final report"):
+        trial_record(None, EPOCHS, 1.0, None, None, "none")
+
+
+def test_replicas_agree_or_there_is_nothing_to_compare():
+    assert agreement([1.5, 1.5], ["a", "b"])["replicas_consistent"] is True
+    assert agreement([1.5, 2.5], ["a", "a"])["replicas_consistent"] is False
+    one = agreement([[1.0]], ["node-1234567890abc"])
+    assert one["replicas_consistent"] == "n/a" and one["worker_nodes"] == 1 and one["worker_node_ids"] == "node-1234567"
+
+
+@pytest.mark.parametrize("kind,device,expected", [
+    ("tf:none", "cpu", {"CUDA_VISIBLE_DEVICES": ""}),
+    ("tf:mwms", "cpu", {"CUDA_VISIBLE_DEVICES": ""}),
+    ("tf:ps", "gpu", {"CUDA_VISIBLE_DEVICES": ""}),  # parameter servers never hold a GPU
+    ("tf:none", "gpu", {}),
+    ("torch:none", "cpu", {}),
+    ("torch:ddp", "cpu", {}),
+])
+def test_worker_env_tests_the_framework_not_the_short_name(kind, device, expected):
+    assert worker_env(get_strategy(kind), None, SimpleNamespace(device=device)) == expected
+
+
+def test_an_xla_trial_starts_with_pjrt_set():
+    env = worker_env(get_strategy("xla:ddp"), SimpleNamespace(pjrt="CPU", threads=2), SimpleNamespace(device="cpu"))
+    assert env == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"}
+
+
+def test_a_process_reports_the_environment_it_started_with(tmp_path, monkeypatch):
+    environ = tmp_path / "environ"
+    environ.write_bytes(b"PATH=/bin\0CUDA_VISIBLE_DEVICES=\0PJRT_DEVICE=CPU\0")
+    monkeypatch.setenv("PJRT_DEVICE", "TPU")  # set later in the process: not what it started with
+    assert prewarm.start_env(str(environ)) == {"CUDA_VISIBLE_DEVICES": "", "PJRT_DEVICE": "CPU"}
+    assert start_env_tag([{"CUDA_VISIBLE_DEVICES": "", "A": "1"}] * 2) == "A=1,CUDA_VISIBLE_DEVICES="
+    assert start_env_tag([]) == "none"
+
+
+def test_the_sink_keeps_each_epochs_first_arrival_and_each_attempt():
+    log = TrialLog([{"epoch": 2, "x": "first"}])
+    log.epoch({"epoch": 1, "x": "a"})
+    log.epoch({"epoch": 2, "x": "again"})
+    assert [e["x"] for e in log.epochs] == ["a", "first"]
+    tries = Attempts()
+    tries.start(0.0)
+    tries.alive(1.0)
+    tries.checkpointed(2.0)
+    tries.set_interval(10)
+    tries.set_interval(20)
+    assert tries.attempts == [{"start": 0.0, "alive": 2.0, "first_step": 1.0, "checkpointed": 2.0}]
+    assert tries.steps_interval == 10
+    ps = ServerRegistry()
+    ps.servers["s0"] = ("handle", [0])
+    assert ps.lookup(["s0"]) == [("handle", [0])] and ps.lookup(["s0", "s1"]) is None
