@@ -138,7 +138,7 @@ def run_torch(spec, task, x, y, xt, yt, xla=False) -> dict:
             for _ in range(k):
                 xb, yb = next_batch()
                 opt.zero_grad(set_to_none=True)
-                loss = tt.per_example_loss(model(xb), yb).mean()
+                loss = tt.per_example_loss(yb, model(xb)).mean()
                 loss.backward()
                 opt.step()
                 if scheduler is not None:

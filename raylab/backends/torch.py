@@ -154,13 +154,13 @@ def train_fn(task, model, optimizer, scheduler, next_batch):
         xb, yb = next_batch()
         optimizer.zero_grad(set_to_none=True)
         pred = model(xb)
-        per_example = task.per_example_loss(pred, yb)
+        per_example = task.per_example_loss(yb, pred)
         loss = per_example.mean()  # over the replica's batch; DDP averages across ranks
         loss.backward()
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
-        return task.step_stats(loss, pred, yb)
+        return task.step_stats(loss, yb, pred)
 
     def train(k: int):
         total = step()

@@ -168,10 +168,10 @@ def xla_train(task, model, optimizer, scheduler, next_batch, path: str, bf16: bo
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast("xla", dtype=torch.bfloat16, enabled=bf16):
             pred = model(xb)
-            per_example = task.per_example_loss(pred, yb)
+            per_example = task.per_example_loss(yb, pred)
         loss = per_example.mean()
         loss.backward()
-        total = total + task.step_stats(loss, pred, yb)
+        total = total + task.step_stats(loss, yb, pred)
         if path == "gloo-cpu":
             torch_xla.sync()  # materialise gradients (and stats) in one graph before leaving XLA
             average_grads_on_cpu()

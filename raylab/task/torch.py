@@ -67,7 +67,7 @@ class TorchTask(TaskBuilder):
         return built, torch.optim.lr_scheduler.LambdaLR(built, factor)
 
     # --- loss and metrics ---------------------------------------------------------------------------
-    def per_example_loss(self, pred, y):
+    def per_example_loss(self, y, pred):
         """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
         preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
         weights, total = self.task.loss_weights or {}, 0.0
@@ -81,21 +81,21 @@ class TorchTask(TaskBuilder):
             total = total + weights.get(output, 1.0) * value.float().reshape(value.shape[0], -1).mean(1)
         return total
 
-    def batch_stats(self, pred, y):
+    def batch_stats(self, y, pred):
         import torch
 
-        out = self._stats(pred, y)
+        out = self._stats(y, pred)
         return torch.stack(out) if out else torch.zeros(0, device=next(iter(self.named(pred).values())).device)
 
-    def step_stats(self, loss, pred, y):
+    def step_stats(self, loss, y, pred):
         """[mean loss, metric sums...] of one training batch, detached: one stack of a few small ops (every
         step runs this; each op costs a few microseconds of Python and dispatch)."""
         import torch
 
         with torch.no_grad():
-            return torch.stack([loss.detach(), *self._stats(pred, y)])
+            return torch.stack([loss.detach(), *self._stats(y, pred)])
 
-    def _stats(self, pred, y) -> list:
+    def _stats(self, y, pred) -> list:
         """[numerator, denominator] per metric, as 0-d float tensors."""
         preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
         out = []
@@ -120,7 +120,7 @@ class TorchTask(TaskBuilder):
                 xb = tree_map(lambda a: a[i : i + size].to(device), x)
                 yb = tree_map(lambda a: a[i : i + size].to(device), y)
                 pred = module(xb)
-                part = torch.cat([self.per_example_loss(pred, yb).sum().reshape(1), self.batch_stats(pred, yb)])
+                part = torch.cat([self.per_example_loss(yb, pred).sum().reshape(1), self.batch_stats(yb, pred)])
                 sync()
                 sums = sums + part.cpu().double().numpy()
             module.train()

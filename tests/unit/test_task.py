@@ -41,8 +41,8 @@ def test_each_portable_loss_is_the_same_number_in_both_frameworks(loss, y, pred)
     tft, tot = both(task_of(loss=loss))
     y = y.astype("int32" if y.dtype.kind == "i" else "float32")
     a = tft.per_example_loss(tf.constant(y), tf.constant(pred, tf.float32)).numpy()
-    b = tot.per_example_loss(torch.tensor(pred, dtype=torch.float32), torch.from_numpy(y.astype(
-        "int64" if y.dtype.kind == "i" else "float32"))).numpy()
+    b = tot.per_example_loss(torch.from_numpy(y.astype("int64" if y.dtype.kind == "i" else "float32")),
+                             torch.tensor(pred, dtype=torch.float32)).numpy()
     assert a.shape == b.shape == (len(y),)
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -54,7 +54,7 @@ def test_weighted_sum_over_named_outputs():
     y = {"mask": (RNG.random((3, 4, 4, 1)) > 0.5).astype("float32"), "depth": RNG.random((3, 4, 4, 1)).astype("float32")}
     pred = [RNG.normal(size=(3, 4, 4, 1)).astype("float32"), RNG.random((3, 4, 4, 1)).astype("float32")]
     a = tft.per_example_loss({k: tf.constant(v) for k, v in y.items()}, [tf.constant(p) for p in pred]).numpy()
-    b = tot.per_example_loss(tuple(torch.from_numpy(p) for p in pred), {k: torch.from_numpy(v) for k, v in y.items()})
+    b = tot.per_example_loss({k: torch.from_numpy(v) for k, v in y.items()}, tuple(torch.from_numpy(p) for p in pred))
     np.testing.assert_allclose(a, b.numpy(), rtol=1e-5)
     bce = np.mean(np.maximum(pred[0], 0) - pred[0] * y["mask"] + np.log1p(np.exp(-np.abs(pred[0]))), axis=(1, 2, 3))
     np.testing.assert_allclose(a, 2.0 * bce + 0.5 * np.abs(pred[1] - y["depth"]).mean(axis=(1, 2, 3)), rtol=1e-5)
@@ -72,7 +72,7 @@ def test_each_portable_metric_gives_the_same_ratio_in_both_frameworks(metric, y,
     y_tf = tf.constant(y.astype("int32" if y.dtype.kind == "i" else "float32"))
     y_torch = torch.from_numpy(y.astype("int64" if y.dtype.kind == "i" else "float32"))
     a = tft.batch_stats(y_tf, tf.constant(pred, tf.float32)).numpy()
-    b = tot.batch_stats(torch.tensor(pred, dtype=torch.float32), y_torch).numpy()
+    b = tot.batch_stats(y_torch, torch.tensor(pred, dtype=torch.float32)).numpy()
     np.testing.assert_allclose(a, b)
     assert a[0] / a[1] == pytest.approx(expected)
 
@@ -83,8 +83,8 @@ def test_native_metric_and_loss_per_framework():
     tft, tot = both(task)
     y, pred = np.zeros((2, 3), "float32"), np.arange(6, dtype="float32").reshape(2, 3)
     assert tft.per_example_loss(tf.constant(y), tf.constant(pred)).numpy().tolist() == [3.0, 12.0]
-    assert tot.per_example_loss(torch.from_numpy(pred), torch.from_numpy(y)).tolist() == [3.0, 12.0]
-    assert tot.batch_stats(torch.from_numpy(pred), torch.from_numpy(y)).tolist() == [10.0, 2.0]  # mean 5 x 2 items
+    assert tot.per_example_loss(torch.from_numpy(y), torch.from_numpy(pred)).tolist() == [3.0, 12.0]
+    assert tot.batch_stats(torch.from_numpy(y), torch.from_numpy(pred)).tolist() == [10.0, 2.0]  # mean 5 x 2 items
     assert task.metric_names() == ["peak"]
 
 
@@ -148,3 +148,13 @@ def test_nothing_scales_inputs_unless_the_recipe_says_so():
 def test_bad_declarations_are_one_clear_user_error(task, targets, message):
     with pytest.raises(UserError, match=message):
         check(task, targets)
+
+
+def test_both_frameworks_take_the_target_first():
+    """One argument order for every framework's task, Keras' (y_true, y_pred): the next backend can't mix them up."""
+    import inspect
+
+    for method in ("per_example_loss", "batch_stats"):
+        for cls in (TFTask, TorchTask):
+            assert list(inspect.signature(getattr(cls, method)).parameters)[1:] == ["y", "pred"], (cls, method)
+    assert list(inspect.signature(TorchTask.step_stats).parameters)[1:] == ["loss", "y", "pred"]

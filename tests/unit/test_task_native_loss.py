@@ -15,8 +15,8 @@ def test_native_torch_loss_scalar_or_per_example():
     per_example = (pred.reshape(-1) - y).square()
     scalar = TorchTask(Task(models={}, loss=Native(torch=lambda t, p: (p.reshape(-1) - t).square().mean()), optimizer=None), 1)
     each = TorchTask(Task(models={}, loss=Native(torch=lambda t, p: (p.reshape(-1) - t).square()), optimizer=None), 1)
-    assert scalar.per_example_loss(pred, y).shape == (4,)
-    assert torch.allclose(scalar.per_example_loss(pred, y).mean(), per_example.mean())
-    assert torch.allclose(each.per_example_loss(pred, y), per_example)
-    scalar.per_example_loss(pred, y).mean().backward()  # gradients flow through the expanded mean
+    assert scalar.per_example_loss(y, pred).shape == (4,)
+    assert torch.allclose(scalar.per_example_loss(y, pred).mean(), per_example.mean())
+    assert torch.allclose(each.per_example_loss(y, pred), per_example)
+    scalar.per_example_loss(y, pred).mean().backward()  # gradients flow through the expanded mean
     assert torch.allclose(pred.grad.reshape(-1), 2 * (pred.reshape(-1) - y).detach() / 4)
