@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from raylab.timing import Chrono
-from raylab.worker import windows
+from raylab.loop.state import windows
 
 
 def steps_of(spec: dict, n: int) -> int:
@@ -95,7 +95,7 @@ def run_tf(spec, task, x, y, xt, yt) -> dict:
 def run_torch(spec, task, x, y, xt, yt, xla=False) -> dict:
     import torch
 
-    from raylab.task.torch import TorchTask, take, to_tensors
+    from raylab.task.torch import TorchTask, to_tensors
 
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(spec["seed"])
@@ -103,28 +103,8 @@ def run_torch(spec, task, x, y, xt, yt, xla=False) -> dict:
     steps = steps_of(spec, n)
     tt = TorchTask(task, steps * spec["epochs"], xla=xla)
     test = (to_tensors(tt.inputs(xt)), to_tensors(tt.targets(yt)))
-    model, device, sync = tt.build_model(), torch.device("cpu"), (lambda: None)
-    if xla:
-        import torch_xla
-
-        from raylab.backends.xla_worker import device_batches
-
-        device, sync = torch_xla.device(), torch_xla.sync
-        cfg = type("Batching", (), {"batch_per_replica": spec["batch"], "seed": spec["seed"]})
-        next_batch = device_batches(tt.inputs(x), tt.targets(y), cfg, 0, device)
-    else:
-        xs, ys = to_tensors(tt.inputs(x)), to_tensors(tt.targets(y))
-        gen, batches = torch.Generator().manual_seed(spec["seed"]), iter(())
-
-        def next_batch():
-            nonlocal batches
-            try:
-                return next(batches)
-            except StopIteration:
-                order = torch.randperm(n, generator=gen)[: n // spec["batch"] * spec["batch"]]
-                batches = ((take(xs, i), take(ys, i)) for i in order.split(spec["batch"]))
-                return next(batches)
-
+    model = tt.build_model()
+    next_batch, device, sync = _batches(spec, tt, x, y, n, xla)
     model = model.to(device).train()
     opt, scheduler = tt.build_optimizer(model.parameters())
     evaluate = tt.evaluator(model, device, sync)
@@ -153,6 +133,36 @@ def run_torch(spec, task, x, y, xt, yt, xla=False) -> dict:
         epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
     return {**timed(chrono, spec["batch"], spec.get("trace")), "epochs": epochs, "parameters": sum(p.numel() for p in model.parameters()),
             "steps_per_epoch": steps, **extra, **tt.built(opt, scheduler, test[0])}
+
+
+def _batches(spec, tt, x, y, n: int, xla: bool):
+    """(next_batch, device, sync): shuffled batches of the whole training split, as a careful user writes
+    them (XLA: a DataLoader behind MpDeviceLoader, as the xla trials)."""
+    import torch
+
+    from raylab.task.torch import take, to_tensors
+
+    if xla:
+        import torch_xla
+
+        from raylab.backends.xla_worker import device_batches
+
+        device = torch_xla.device()
+        cfg = type("Batching", (), {"batch_per_replica": spec["batch"], "seed": spec["seed"]})
+        return device_batches(tt.inputs(x), tt.targets(y), cfg, 0, device).next, device, torch_xla.sync
+    xs, ys = to_tensors(tt.inputs(x)), to_tensors(tt.targets(y))
+    gen, batches = torch.Generator().manual_seed(spec["seed"]), iter(())
+
+    def next_batch():
+        nonlocal batches
+        try:
+            return next(batches)
+        except StopIteration:
+            order = torch.randperm(n, generator=gen)[: n // spec["batch"] * spec["batch"]]
+            batches = ((take(xs, i), take(ys, i)) for i in order.split(spec["batch"]))
+            return next(batches)
+
+    return next_batch, torch.device("cpu"), (lambda: None)
 
 
 def _arrays(x):

@@ -49,15 +49,9 @@ class BenchContext:
     bf16: bool = False  # torch builders: autocast to bf16 (applied on CUDA and XLA TPU; recorded)
 
 
-def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, warmup: int, threads: int,
-                seed: int, precision: str, trial_start: float, gpu: bool = False) -> dict:
-    """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
-    from raylab.timing import summarize
-    from raylab.worker import builtins_only, host_facts
-
-    t_enter = time.time()
-    ctx = BenchContext(framework, batch, threads, seed)
-    facts = {"intra_op_threads": threads}
+def _set_up(ctx: BenchContext, facts: dict, precision: str, gpu: bool):
+    """Threads, seed and device of the bench's framework, into ctx and facts; torch_xla's metrics (XLA) or None."""
+    framework, threads = ctx.framework, ctx.threads
     met = None
     if framework == "tf":
         if not gpu:
@@ -76,7 +70,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
         import torch
 
         torch.set_num_threads(threads)
-        torch.manual_seed(seed)
+        torch.manual_seed(ctx.seed)
         facts["framework_version"] = torch.__version__
         ctx.device = torch.device("cpu")
         if framework == "torch" and gpu:
@@ -93,6 +87,20 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
             ctx.sync = lambda: (torch_xla.sync(), xm.wait_device_ops())
             ctx.bf16 = precision == "bf16" and os.environ.get("PJRT_DEVICE") == "TPU"
             facts.update(torch_xla_version=torch_xla.__version__, pjrt_device=os.environ.get("PJRT_DEVICE"))
+    return met
+
+
+def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, warmup: int, threads: int,
+                seed: int, precision: str, trial_start: float, gpu: bool = False) -> dict:
+    """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
+    from raylab.loop.report import builtins_only
+    from raylab.timing import summarize
+    from raylab.worker import host_facts
+
+    t_enter = time.time()
+    ctx = BenchContext(framework, batch, threads, seed)
+    facts = {"intra_op_threads": threads}
+    met = _set_up(ctx, facts, precision, gpu)
     run_once, built = bench.builders["tf" if framework == "tf" else "torch"](ctx)
     # The same names as training trials' device_kind: cpu, gpu (TF), cuda (torch), xla:cpu / xla:cuda / xla:tpu.
     kind = ("xla:" + os.environ.get("PJRT_DEVICE", "").lower() if framework == "xla"

@@ -14,7 +14,8 @@ import os
 import numpy as np
 
 from raylab.backends.base import Strategy
-from raylab.backends.tensorflow import MultiWorkerConfig, _threads, shuffled_dataset, tf_facts
+from raylab.backends.tensorflow import MultiWorkerConfig
+from raylab.backends.tf_worker import _threads, shuffled_dataset, tf_facts
 from raylab.data import num_items
 from raylab.prewarm import hello
 
@@ -70,7 +71,7 @@ def _chief(tf, cfg) -> None:
 
     from raylab.data import worker_shard
     from raylab.task.tf import TFTask
-    from raylab.worker import run_epochs
+    from raylab.loop import Training, run_epochs
 
     tf.get_logger().setLevel(logging.WARNING)  # the coordinator logs every join at INFO
     threads = _threads(tf, cfg.threads, 1)
@@ -115,8 +116,8 @@ def _chief(tf, cfg) -> None:
 
     # One copy of the weights (on the ps): nothing to compare across replicas. The chief reads each
     # worker's window sums once (a fetch per worker per window).
-    run_epochs(cfg, 0, steps_per_epoch, train, lambda: evaluate(x_test, y_test), actual, lambda: None, task.results,
-               extra=figures, read=lambda sums: sums, syncs=lambda: lags["fetches"])
+    run_epochs(cfg, 0, Training(steps_per_epoch, train, lambda: evaluate(x_test, y_test), task.results, actual,
+                                lambda: None, read=lambda sums: sums, syncs=lambda: lags["fetches"], extra=figures))
 
 
 def _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags: dict):

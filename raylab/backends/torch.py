@@ -39,11 +39,12 @@ def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0)
         skip = 0
 
 
-def torch_saver(module, optimizer, scheduler, restart_batches, device=None):
+def torch_saver(module, optimizer, scheduler, device=None):
     """Checkpoints in torch's own format (torch.save of state dicts): model, optimizer, learning-rate schedule
-    and the RNG (dropout); rank 0 writes, every rank loads it (all replicas hold the same state), and
-    restart_batches(done) restarts the data order after `done` steps."""
+    and the RNG (dropout); rank 0 writes, every rank loads it (all replicas hold the same state)."""
     import torch
+
+    from raylab.loop import Saver
 
     def save(directory: str, rank: int) -> None:
         if rank == 0:
@@ -51,18 +52,30 @@ def torch_saver(module, optimizer, scheduler, restart_batches, device=None):
                         "scheduler": scheduler.state_dict() if scheduler is not None else None,
                         "rng": torch.get_rng_state()}, f"{directory}/torch.pt")
 
-    def load(directory: str, done: int) -> None:
+    def load(directory: str) -> None:
         state = torch.load(f"{directory}/torch.pt", map_location=device or "cpu", weights_only=False)
         module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if scheduler is not None:
             scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"].cpu())
-        restart_batches(done)
-
-    from raylab.worker import Saver
 
     return Saver(save, load)
+
+
+def shard_batches(x, y, batch: int, seed: int, device=None):
+    """The worker's in-memory shard as a batch source: shuffled index batches (seeded per rank) gathered from
+    the shard's tensors, where they are (on the device for torch:none and torch:ddp)."""
+    import torch
+
+    from raylab.data import num_items
+    from raylab.loop import Batches
+
+    def start(done: int):
+        order = shuffled_batches(num_items(x), batch, torch.Generator().manual_seed(seed), device, start=done)
+        return (take_batch(x, y, idx) for idx in order)
+
+    return Batches(start)
 
 
 def torch_worker_loop(config: dict) -> None:
@@ -71,9 +84,8 @@ def torch_worker_loop(config: dict) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from raylab.data import num_items
+    from raylab.loop import StepContext, Training, run_epochs
     from raylab.task.torch import to_tensors
-    from raylab.worker import run_epochs
 
     rank = ctx.get_world_rank()
     device = torch.device(f"cuda:{ctx.get_local_rank()}" if cfg.device == "gpu" else "cpu")
@@ -81,7 +93,9 @@ def torch_worker_loop(config: dict) -> None:
         torch.cuda.set_device(device)
     phases.mark("setup")
     task, steps_per_epoch, (x, y, x_test, y_test) = shard_and_task(cfg, ctx)
-    x, y = to_tensors(x, device), to_tensors(y, device)
+    batches = shard_batches(to_tensors(x, device), to_tensors(y, device), cfg.batch_per_replica, cfg.seed + rank,
+                            device)
+    test = (to_tensors(x_test), to_tensors(y_test))
     phases.mark("data")
 
     module = task.build_model().to(device)
@@ -89,25 +103,19 @@ def torch_worker_loop(config: dict) -> None:
     model.train()
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
-    def batches_from(done: int):
-        gen = torch.Generator().manual_seed(cfg.seed + rank)
-        return shuffled_batches(num_items(x), cfg.batch_per_replica, gen, device, start=done)
-
-    batches = [batches_from(0)]
-    train = train_fn(task, model, optimizer, scheduler, lambda: take_batch(x, y, next(batches[0])))
-    saver = torch_saver(module, optimizer, scheduler, lambda done: batches.__setitem__(0, batches_from(done)), device)
-
+    step = StepContext()  # fp32: nothing wraps the step
     evaluate = task.evaluator(module, device)
-    test = (to_tensors(x_test), to_tensors(y_test))
     actual = {
         "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
         "device_kind": device.type,
         **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
-        **torch_facts(module), **task.built(optimizer, scheduler, x_test),
+        **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, x_test),
     }
-    run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, lambda: param_checksum(module),
-               task.results, phases=phases, read=host_copy, saver=saver)
+    run_epochs(cfg, rank, Training(
+        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step), lambda: evaluate(*test),
+        task.results, actual, lambda: param_checksum(module), read=host_copy, batches=batches, step=step,
+        saver=torch_saver(module, optimizer, scheduler, device), phases=phases))
 
 
 def start_worker(config: dict):
@@ -146,15 +154,17 @@ def take_batch(x, y, idx):
     return take(x, idx), take(y, idx)
 
 
-def train_fn(task, model, optimizer, scheduler, next_batch):
+def train_fn(task, model, optimizer, scheduler, batches, context):
     """train(k) -> [loss, metric sums...] of k optimizer updates, summed on the device and not read:
-    nothing in a step waits on the host (DDP averages gradients)."""
+    nothing in a step waits on the host (DDP averages gradients). Batches come from `batches` (a
+    BatchSource); the forward pass and loss run in the StepContext's precision context."""
 
     def step():
-        xb, yb = next_batch()
+        xb, yb = batches.next()
         optimizer.zero_grad(set_to_none=True)
-        pred = model(xb)
-        per_example = task.per_example_loss(yb, pred)
+        with context.forward():
+            pred = model(xb)
+            per_example = task.per_example_loss(yb, pred)
         loss = per_example.mean()  # over the replica's batch; DDP averages across ranks
         loss.backward()
         optimizer.step()

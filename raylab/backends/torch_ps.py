@@ -154,21 +154,20 @@ def _host_server(cfg, index: int, workers: int, total_updates: int, group: str) 
 PS_FILE = "parameter_servers.pt"
 
 
-def ps_saver(servers: list, restart_batches, group: str, sink):
+def ps_saver(servers: list, group: str, sink):
     """Checkpoints of a ps trial, in torch's format: every server's shard (weights, optimizer, schedule, version)
     and the worker RNG, written by worker rank 0; a restarted group's hosts start their servers from it."""
     import torch
 
-    from raylab.worker import Saver
+    from raylab.loop import Saver
 
     def save(directory: str, rank: int) -> None:
         if rank == 0:
             states = ray.get([h.state.remote() for h, _ in servers], timeout=WAIT_S)
             torch.save({"servers": states, "rng": torch.get_rng_state()}, f"{directory}/{PS_FILE}")
 
-    def load(directory: str, done: int) -> None:
+    def load(directory: str) -> None:
         torch.set_rng_state(torch.load(f"{directory}/{PS_FILE}", weights_only=False)["rng"])
-        restart_batches(done)
 
     return Saver(save, load, before_report=lambda: ray.get(sink.report_round.remote(group), timeout=60))
 
@@ -180,10 +179,7 @@ def torch_ps_loop(config: dict) -> None:
     import ray.train
     import torch
 
-    from raylab.backends.torch import host_copy, param_checksum, shuffled_batches, take_batch, torch_facts, train_fn
-    from raylab.data import num_items, worker_shard
-    from raylab.task.torch import TorchTask, to_tensors
-    from raylab.worker import run_epochs
+    from raylab.data import num_items
 
     cfg = config["cfg"]
     torch.set_num_threads(cfg.threads)
@@ -197,23 +193,33 @@ def torch_ps_loop(config: dict) -> None:
     group = os.environ.get("RAYLAB_GROUP", "")
     if rank >= workers:
         return _host_server(cfg, rank - workers, workers, total_updates, group)
+    try:
+        _train(cfg, rank, workers, sync, steps_per_epoch, total_updates, group)
+    finally:
+        ray.get(cfg.sink.finish.remote(group), timeout=60)
+
+
+def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total_updates: int, group: str) -> None:
+    """A ps worker: its shard, the model pulled from the servers, the shared loop."""
+    import torch
+
+    from raylab.backends.torch import host_copy, param_checksum, shard_batches, torch_facts, train_fn
+    from raylab.data import worker_shard
+    from raylab.loop import StepContext, Training, run_epochs
+    from raylab.task.torch import TorchTask, to_tensors
 
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
     task = TorchTask(cfg.task, total_updates)
     x, y, x_test, y_test = worker_shard(cfg.data_refs, workers, rank, cfg.seed)
-    x, y = to_tensors(task.inputs(x)), to_tensors(task.targets(y))
+    batches = shard_batches(to_tensors(task.inputs(x)), to_tensors(task.targets(y)), cfg.batch_per_replica,
+                            cfg.seed + rank)
     test = (to_tensors(task.inputs(x_test)), to_tensors(task.targets(y_test)))
     model = task.build_model().train()
     servers = _find_servers(cfg, group)
     remote = ServerOptimizer(servers, list(model.parameters()))  # starts from the servers' weights
 
-    def batches_from(done: int):
-        return shuffled_batches(num_items(x), cfg.batch_per_replica, torch.Generator().manual_seed(cfg.seed + rank),
-                                start=done)
-
-    batches = [batches_from(0)]
-    train = train_fn(task, model, remote, None, lambda: take_batch(x, y, next(batches[0])))
-    saver = ps_saver(servers, lambda done: batches.__setitem__(0, batches_from(done)), group, cfg.sink)
+    step = StepContext()
+    train = train_fn(task, model, remote, None, batches, step)
     evaluate = task.evaluator(model, torch.device("cpu"))
     actual = {
         "strategy_class": f"ParameterServer({'sync' if sync else 'async'})", "replicas_in_sync": workers if sync else 1,
@@ -223,19 +229,18 @@ def torch_ps_loop(config: dict) -> None:
     # Sync: the weights each worker holds after its last pull, as they are (they must agree). Async workers
     # pull at different versions by design: nothing to compare.
     checksum = (lambda: param_checksum(model)) if sync else (lambda: None)
-    try:
-        # Every step's gradients leave the worker for the servers: a host read per step besides the window's.
-        reads = [0]
+    # Every step's gradients leave the worker for the servers: a host read per step besides the window's.
+    reads = [0]
 
-        def read(sums):
-            reads[0] += 1
-            return host_copy(sums)
+    def read(sums):
+        reads[0] += 1
+        return host_copy(sums)
 
-        run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, checksum, task.results,
-                   extra=lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
-                   read=read, syncs=lambda: reads[0] + remote.comm["steps"], saver=saver)
-    finally:
-        ray.get(cfg.sink.finish.remote(group), timeout=60)
+    run_epochs(cfg, rank, Training(
+        steps_per_epoch, train, lambda: evaluate(*test), task.results, actual, checksum, read=read,
+        batches=batches, step=step, saver=ps_saver(servers, group, cfg.sink),
+        syncs=lambda: reads[0] + remote.comm["steps"],
+        extra=lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync)))
 
 
 class ServerOptimizer:

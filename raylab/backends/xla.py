@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 
 from raylab.backends.base import Strategy
-from raylab.backends.xla_worker import xla_worker_loop
+from raylab.backends.xla_worker import sync_path, xla_worker_loop  # noqa: F401 - sync_path: the backend's too
 from raylab.errors import UserError
 
 PJRT_FOR_DEVICE = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
@@ -32,12 +32,6 @@ RAY_RESOURCE = {"CUDA": "GPU", "TPU": "TPU"}  # the Ray resource a PJRT device n
 def pjrt_device(device: str) -> str:
     """The PJRT device for a run: $PJRT_DEVICE if the user set it, else from --device."""
     return os.environ.get("PJRT_DEVICE") or PJRT_FOR_DEVICE[device]
-
-
-def sync_path(pjrt: str, world: int) -> str:
-    if world == 1:
-        return "none"
-    return "gloo-cpu" if pjrt == "CPU" else "xla-collectives"
 
 
 def worker_env(pjrt: str, threads: int) -> dict:

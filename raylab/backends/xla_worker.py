@@ -8,27 +8,36 @@ from __future__ import annotations
 import os
 
 
+def sync_path(pjrt: str, world: int) -> str:
+    """How gradients are synchronised: none (one worker), gloo on the host (CPU), XLA collectives (TPU)."""
+    if world == 1:
+        return "none"
+    return "gloo-cpu" if pjrt == "CPU" else "xla-collectives"
+
+
 def xla_worker_loop(config: dict) -> None:
     from raylab.backends.torch import param_checksum, shard_and_task, start_worker, torch_facts
-    from raylab.backends.xla import sync_path
 
     cfg, phases, ctx = start_worker(config)
+    import torch
     import torch.distributed as dist
     import torch_xla
     import torch_xla.debug.metrics as met
 
+    from raylab.loop import StepContext, Training, run_epochs
     from raylab.task.torch import to_tensors
-    from raylab.worker import run_epochs
 
     phases.mark("imports")
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     pjrt = os.environ["PJRT_DEVICE"]
     path = sync_path(pjrt, world)
     device = _device(pjrt, ctx)
-    bf16 = cfg.precision == "bf16" and pjrt == "TPU"  # autocast bf16 is TPU-only in 2.9
+    # autocast bf16 is TPU-only in torch_xla 2.9
+    step = (StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16))
+            if cfg.precision == "bf16" and pjrt == "TPU" else StepContext())
     phases.mark("setup")
     task, steps_per_epoch, (x, y, x_test, y_test) = shard_and_task(cfg, ctx, xla=True)
-    next_batch = device_batches(x, y, cfg, rank, device)
+    batches = device_batches(x, y, cfg, rank, device)
     test = (to_tensors(x_test), to_tensors(y_test))
     phases.mark("data")
 
@@ -41,7 +50,7 @@ def xla_worker_loop(config: dict) -> None:
     phases.mark("model")
 
     compiles = CompileWatch(met, cfg.warmup_steps)
-    train = xla_train(task, model, optimizer, scheduler, next_batch, path, bf16, compiles, device)
+    train = xla_train(task, model, optimizer, scheduler, batches, path, step, compiles, device)
 
     evaluate = compiles.apart(task.evaluator(model, device, sync=torch_xla.sync))
     actual = {
@@ -50,24 +59,27 @@ def xla_worker_loop(config: dict) -> None:
         "device_kind": "xla:" + pjrt.lower(),
         "pjrt_device": pjrt,
         "sync_path": path,
-        **torch_facts(model), "precision_applied": "bf16" if bf16 else "fp32",
+        **torch_facts(model), "precision_applied": step.precision,
         "torch_xla_version": torch_xla.__version__,
         "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
         **task.built(optimizer, scheduler, test[0]),
     }
 
-    run_epochs(cfg, rank, steps_per_epoch, train, lambda: evaluate(*test), actual, lambda: param_checksum(model),
-               task.results, extra=compiles.figures, phases=phases, read=lambda sums: sums.double().cpu().numpy(),
-               syncs=lambda: device_reads(met))
+    run_epochs(cfg, rank, Training(
+        steps_per_epoch, train, lambda: evaluate(*test), task.results, actual, lambda: param_checksum(model),
+        read=lambda sums: sums.double().cpu().numpy(), batches=batches, step=step, syncs=lambda: device_reads(met),
+        extra=compiles.figures, phases=phases))
 
 
 def device_batches(x, y, cfg, rank: int, device):
-    """next_batch() -> (x, y) on the XLA device, endlessly: a drop_last DataLoader behind MpDeviceLoader
-    (every step has the same shapes, so the step graph compiles once)."""
+    """A batch source of (x, y) on the XLA device, endlessly: a drop_last DataLoader behind MpDeviceLoader
+    (every step has the same shapes, so the step graph compiles once). It starts only from the beginning:
+    xla trials don't checkpoint."""
     import torch
     import torch_xla.distributed.parallel_loader as pl
 
     from raylab.data import num_items
+    from raylab.loop import Batches
     from raylab.task.torch import to_tensors
 
     xs, ys = to_tensors(x), to_tensors(y)  # prepared (numpy) by the task
@@ -82,17 +94,15 @@ def device_batches(x, y, cfg, rank: int, device):
 
     loader = torch.utils.data.DataLoader(Rows(), batch_size=cfg.batch_per_replica, shuffle=True, drop_last=True,
                                          generator=torch.Generator().manual_seed(cfg.seed + rank))
-    device_loader, batches = pl.MpDeviceLoader(loader, device), iter(())
+    device_loader = pl.MpDeviceLoader(loader, device)
 
-    def next_batch():
-        nonlocal batches
-        try:
-            return next(batches)
-        except StopIteration:
-            batches = iter(device_loader)
-            return next(batches)
+    def start(done: int):
+        if done:
+            raise ValueError("xla batches start only from the beginning (xla trials don't checkpoint)")
+        while True:
+            yield from device_loader
 
-    return next_batch
+    return Batches(start)
 
 
 class CompileWatch:
@@ -145,7 +155,7 @@ def _device(pjrt: str, ctx):
     return torch_xla.device()
 
 
-def xla_train(task, model, optimizer, scheduler, next_batch, path: str, bf16: bool, compiles, device):
+def xla_train(task, model, optimizer, scheduler, batches, path: str, context, compiles, device):
     """train(k) -> [loss, metric sums...] of k updates, summed on the device and not read: each step is one
     graph (cut by torch_xla.sync()), gradients synchronised the way `path` says."""
     import torch
@@ -164,9 +174,9 @@ def xla_train(task, model, optimizer, scheduler, next_batch, path: str, bf16: bo
             p.grad.copy_(chunk.view_as(p).to(p.device))
 
     def step(total):
-        xb, yb = next_batch()
+        xb, yb = batches.next()
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("xla", dtype=torch.bfloat16, enabled=bf16):
+        with context.forward():
             pred = model(xb)
             per_example = task.per_example_loss(yb, pred)
         loss = per_example.mean()

@@ -82,7 +82,7 @@ def test_handoff_sends_only_after_the_controller_took_the_report():
     import queue
     import threading
 
-    from raylab.worker import Handoff
+    from raylab.loop import Handoff
 
     handoff = Handoff()  # outside a Ray Train worker: no queue, sends at once
     sent: list[str] = []

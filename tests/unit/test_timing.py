@@ -7,7 +7,7 @@ import time
 import pytest
 
 from raylab.timing import Chrono, summarize, summarize_windows
-from raylab.worker import windows
+from raylab.loop import windows
 
 
 def test_summarize_excludes_warmup_and_uses_total_time():

@@ -1,4 +1,4 @@
-"""raylab.worker.builtins_only: what rank 0 reports unpickles without importing any framework."""
+"""raylab.loop.builtins_only: what rank 0 reports unpickles without importing any framework."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from raylab.worker import builtins_only
+from raylab.loop import builtins_only
 
 
 class Version(str):

@@ -1,0 +1,155 @@
+"""The training loop every backend shares: windows of steps, an epoch's end, the final report.
+
+A backend hands run_epochs one Training: train(k) runs k steps, taking their batches from its
+BatchSource, and returns their stats summed and left where they were computed; read(sums) is the
+window's one host copy. The loop cuts each epoch into windows of cfg.window steps, times them with
+one Chrono, reports the same names for every framework and checkpoints through its Checkpointer.
+Only rank 0 reports: one child run per trial, never one per rank.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from raylab.loop.batches import BatchSource
+from raylab.loop.checkpoint import Checkpointer, Saver
+from raylab.loop.report import HostReads, Reporter, builtins_only
+from raylab.loop.state import windows
+from raylab.loop.step import StepContext
+from raylab.timing import Chrono, Phases
+from raylab.worker import WorkerConfig, host_facts
+
+
+@dataclass
+class Training:
+    """What a backend hands the loop.
+
+    train(k) runs k synchronous training steps and returns their stats summed, unread: [sum of the steps'
+    mean losses, metric numerator, denominator, ...] of this worker's batches; read(sums) copies them to the
+    host, the only wait on the device between steps. results(sums, steps, "train_") names an epoch's figures;
+    evaluate() returns val_loss and val_<metric> on the test split (called on rank 0 only). checksum() sums
+    |parameters| of this worker (a list: one per in-process replica; None: nothing to compare), so the driver
+    can check that every replica ended with the same model. syncs(), where given, counts every
+    device-to-host read of the process (the framework's own counter). extra() adds backend figures to the
+    result; phases holds the start-up breakdown the backend marked.
+    """
+
+    steps_per_epoch: int
+    train: Callable[[int], Any]
+    evaluate: Callable[[], dict]
+    results: Callable[[Any, float, str], dict]
+    actual: dict  # what ran, as the backend found it (strategy class, device, versions, threads, ...)
+    checksum: Callable[[], float | list[float] | None]
+    read: Callable[[Any], Any] = np.asarray
+    batches: BatchSource | None = None  # where train(k) takes its batches (moved on after a restore)
+    step: StepContext = field(default_factory=StepContext)  # the step's precision context and profiler
+    saver: Saver | None = None  # checkpoints in the framework's format (None: this trial can't checkpoint)
+    syncs: Callable[[], int] | None = None
+    extra: Callable[[], dict] | None = None
+    phases: Phases | None = None
+
+
+def run_epochs(cfg: WorkerConfig, rank: int, training: Training) -> None:
+    """Train cfg.epochs epochs on this worker and report them (rank 0).
+
+    With a saver and cfg.checkpoint, the loop checkpoints at every epoch's end (and every
+    cfg.checkpoint_every_s inside long epochs) through ray.train.report, and a restarted worker group
+    resumes from ray.train.get_checkpoint(): same position in the data, same sums, the steady windows
+    timed so far. An epoch's metrics go to the driver only once its checkpoint is taken (and again from
+    the checkpoint after a restart: the driver keeps each epoch's first arrival), so MLflow holds each
+    epoch once.
+    """
+    import logging
+
+    logging.getLogger("ray.train").setLevel(logging.WARNING)  # a line per report and checkpoint otherwise
+    Loop(cfg, rank, training).run()
+
+
+class Loop:
+    def __init__(self, cfg: WorkerConfig, rank: int, training: Training):
+        self.cfg, self.rank, self.t = cfg, rank, training
+        self.phases = training.phases or Phases(cfg.trial_start)
+        self.chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
+        self.reporter = Reporter(cfg.sink, rank, cfg.epochs, cfg.global_batch)
+        self.checkpointer = Checkpointer(cfg, rank, training.saver)
+        self.train = training.step.window(training.train)
+        self.own = 0  # steps this attempt trained (the warm-up counts from the attempt's start)
+
+    def run(self) -> None:
+        if self.rank == 0:
+            self.cfg.sink.attempt.remote(time.time())
+        self.state = self.checkpointer.restore(self.chrono, self.t.batches)
+        self.host = HostReads(self.t.syncs, self.state.reads, self.state.host_syncs)
+        for fields in self.state.epochs:  # lost if the failure came between the checkpoint and its send
+            self.reporter.epoch(fields)
+        for epoch in range(self.state.epoch + 1, self.cfg.epochs + 1):
+            self.end_epoch(epoch, *self.windows(epoch))
+        self.checkpointer.finish()
+        self.report()
+
+    def windows(self, epoch: int) -> tuple[Any, float]:
+        """One epoch's windows (from a restored checkpoint's position inside it): (its sums, its seconds)."""
+        state, steps, read = self.state, self.t.steps_per_epoch, self.t.read
+        i, sums = state.step, state.epoch_sums()
+        t_epoch = time.perf_counter() - (state.epoch_s if i else 0.0)
+        self.host.begin()
+        for k in windows(steps - i, self.cfg.window, self.chrono.warmup, self.own):
+            self.chrono.start()
+            part = np.asarray(read(self.train(k)), dtype=np.float64)
+            self.chrono.stop(k)
+            self.host.read()
+            state.done, self.own, i, sums = state.done + k, self.own + k, i + k, sums + part
+            self.reporter.progress(epoch, i, steps, float(part[0]) / k, k)
+            if self.checkpointer.due(state, self.own, self.chrono, i, steps):
+                self.host.settle()
+                self.checkpoint(epoch - 1, i, sums, time.perf_counter() - t_epoch)
+        self.host.settle()
+        return sums, time.perf_counter() - t_epoch
+
+    def end_epoch(self, epoch: int, sums, seconds: float) -> None:
+        """The epoch's figures (and evaluation, on rank 0), sent once its checkpoint is safe."""
+        fields = {"epoch": epoch, "epoch_time_s": seconds, **self.t.results(sums, self.t.steps_per_epoch, "train_")}
+        if self.rank == 0:
+            fields.update(self.t.evaluate(), elapsed_s=self.chrono.elapsed())
+        if not self.checkpointer.on:
+            self.reporter.epoch(fields)
+            return
+        self.state.epochs.append(builtins_only(fields))
+        self.checkpoint(epoch, 0, 0.0, 0.0, after=(lambda: self.reporter.epoch(fields),))
+
+    def checkpoint(self, epochs_done: int, step: int, sums, epoch_s: float, after=()) -> None:
+        state = self.state
+        state.epoch, state.step, state.sums, state.epoch_s = epochs_done, step, sums, epoch_s
+        state.reads, state.host_syncs = self.host.reads, self.host.counted
+        self.checkpointer.save(state, self.chrono, self.phases, after)
+
+    def report(self) -> None:
+        """Every rank's checksum and node; rank 0's result: timing, start-up, what ran."""
+        import ray
+
+        where = ray.get_runtime_context()
+        # Waited for: the driver reads every rank's checksum and node after fit().
+        ray.get(self.cfg.sink.checksum.remote(self.rank, self.t.checksum(), where.get_node_id()))
+        if self.rank != 0:
+            return
+        timing = self.chrono.summary(self.cfg.global_batch)
+        carried = self.chrono.carried
+        startup = carried["phases"] if carried else self.phases.summary(timing["startup_s"])
+        waited = self.t.batches.wait_s if self.t.batches is not None else None
+        self.reporter.result({
+            **timing, **startup, **(self.t.extra() if self.t.extra else {}), **self.checkpointer.figures(self.state),
+            **({"input_wait_s": waited} if waited is not None else {}),
+            "steps_per_epoch": self.t.steps_per_epoch, "host_syncs": self.host.total,
+            "steps_per_host_sync": self.state.done / max(self.host.total, 1), "actual": self.actual(where)})
+
+    def actual(self, where) -> dict:
+        held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}
+        window = self.cfg.window
+        return {"actual_strategy": self.cfg.strategy, **self.t.actual, **host_facts(),
+                "step_timing": "per step (synced)" if window == 1 else f"window mean ({window} steps per host read)",
+                "checkpointing": self.checkpointer.describe(),
+                "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items())}

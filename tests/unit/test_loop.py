@@ -1,0 +1,104 @@
+"""The worker loop's parts on their own: its state, host-read counting, batch sources, the step context."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from raylab.loop import Batches, LoopState, StepContext
+from raylab.loop.checkpoint import Checkpointer, Saver
+from raylab.loop.report import HostReads
+
+
+def test_loop_state_survives_its_json_round_trip():
+    state = LoopState(epoch=2, step=64, sums=[1.5, 3.0, 4.0], epoch_s=1.25, done=448, reads=14, host_syncs=20,
+                      epochs=[{"epoch": 1, "val_accuracy": 0.8}], checkpoints=3, checkpoint_s=0.5, interval=64)
+    back = LoopState.from_json(json.loads(json.dumps(state.to_json())))
+    assert back == state
+    np.testing.assert_array_equal(back.epoch_sums(), [1.5, 3.0, 4.0])
+    assert LoopState(sums=[1.0], step=0).epoch_sums() == 0.0  # a checkpoint at an epoch's end: start afresh
+
+
+def test_host_reads_count_the_loop_reads_without_a_framework_counter():
+    reads = HostReads(None, reads=3)
+    reads.begin()
+    reads.read(), reads.read()
+    reads.settle()
+    assert reads.total == 5
+
+
+def test_host_reads_count_the_framework_counter_between_begin_and_settle_only():
+    counter = [10]
+    reads = HostReads(lambda: counter[0], counted=4)
+    reads.begin()
+    counter[0] += 7  # training windows
+    reads.read()
+    reads.settle()
+    counter[0] += 100  # evaluation: between settle() and the next begin()
+    reads.begin()
+    counter[0] += 2
+    reads.settle()
+    assert reads.total == 4 + 7 + 2 and reads.reads == 1
+
+
+def test_batches_restart_after_done_and_time_their_waits():
+    source = Batches(lambda done: iter(range(done, 100)))
+    assert [source.next() for _ in range(3)] == [0, 1, 2]
+    source.restart(40)
+    assert source.next() == 40
+    assert source.wait_s >= 0.0
+    assert Batches(lambda done: iter(range(3)), timed=False).wait_s is None  # read inside a graph: not timed
+
+
+def test_torch_shard_batches_restart_where_an_uninterrupted_run_would_be():
+    torch = pytest.importorskip("torch")
+    from raylab.backends.torch import shard_batches
+
+    x, y = torch.arange(40.0).reshape(20, 2), torch.arange(20)
+    whole = shard_batches(x, y, 3, seed=7)
+    seen = [whole.next()[1].tolist() for _ in range(14)]  # past one pass of 6 batches
+    again = shard_batches(x, y, 3, seed=7)
+    again.restart(8)
+    assert [again.next()[1].tolist() for _ in range(6)] == seen[8:]
+
+
+def test_step_context_wraps_nothing_unless_asked():
+    def train(k):
+        return k * 2
+
+    plain = StepContext()
+    assert plain.window(train) is train
+    assert isinstance(plain.forward(), contextlib.nullcontext)
+    entered = []
+
+    @contextlib.contextmanager
+    def profile(k):
+        entered.append(k)
+        yield
+
+    profiled = StepContext(profile=profile).window(train)
+    assert profiled(16) == 32 and entered == [16]
+    assert StepContext("bf16", autocast=lambda: contextlib.nullcontext("bf16")).forward().enter_result == "bf16"
+
+
+@pytest.mark.parametrize("saver, checkpoint, every, said", [
+    (Saver(print, print), True, 600.0, "epoch ends and every 600 s"),
+    (Saver(print, print), True, 0.0, "epoch ends"),
+    (Saver(print, print), False, 600.0, "off (--max-failures 0)"),
+    (None, True, 600.0, "not supported by this trial"),
+])
+def test_checkpointer_says_what_it_does(saver, checkpoint, every, said):
+    cfg = SimpleNamespace(checkpoint=checkpoint, checkpoint_every_s=every, window=32)
+    checkpointer = Checkpointer(cfg, 1, saver)  # rank 1: no Ray Train context needed to describe itself
+    assert checkpointer.describe() == said
+    assert checkpointer.figures(LoopState(checkpoints=2, checkpoint_s=1.0)) == (
+        {"checkpoints": 2, "checkpoint_s": 1.0} if checkpointer.on else {})
+    state, chrono = LoopState(done=96, interval=64), SimpleNamespace(warmup=5)
+    assert checkpointer.due(state, 96, chrono, 50, 100) == (checkpointer.on and every > 0)
+    assert not checkpointer.due(state, 96, chrono, 100, 100)  # an epoch's end checkpoints anyway
+    checkpointer.saved_done = 64
+    assert not checkpointer.due(state, 96, chrono, 50, 100)  # 32 steps since the last: not yet
