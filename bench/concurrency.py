@@ -66,9 +66,9 @@ def ceiling(framework: str, epochs: int, tmp: Path) -> float:
     from fashion import RECIPE
 
     from raylab.baseline import run_plain
-    from raylab.config import RunConfig, TrialSpec
+    from raylab.config import Settings, TrialSpec
 
-    cfg = RunConfig(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,
+    cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,
                     tracking_uri="", experiment="")
     ds = RECIPE.data()
     (tmp / "a").mkdir()

@@ -41,10 +41,10 @@ def one_round(framework: str, epochs: int, tmp: Path) -> tuple[float, float, int
     from mlflow.tracking import MlflowClient
 
     from raylab.baseline import run_plain
-    from raylab.config import RunConfig, TrialSpec
+    from raylab.config import Settings, TrialSpec
 
     ds = RECIPE.data()
-    cfg = RunConfig(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,
+    cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,
                     tracking_uri="", experiment="")
     plain: dict = {}
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from raylab import console
-from raylab.config import RunConfig, TrialSpec
+from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.outcome import TrialOutcome, recorded
 from raylab.recipe import Recipe
@@ -26,7 +26,7 @@ from raylab.tracking import Tracker
 PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
 
 
-def baseline_specs(cfg: RunConfig) -> list[TrialSpec]:
+def baseline_specs(cfg: Settings) -> list[TrialSpec]:
     """One plain baseline per framework among the trials (xla beside torch: its own loop) and batch size."""
     return list(dict.fromkeys(TrialSpec(s.framework, "plain", 1, s.batch) for s in cfg.trials))
 
@@ -42,7 +42,7 @@ def plain_env(framework: str, threads: int) -> dict:
     return env
 
 
-def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workdir: Path, trace: bool = False,
+def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdir: Path, trace: bool = False,
               log: Path | None = None) -> dict:
     import cloudpickle
 
@@ -63,7 +63,7 @@ def run_plain(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, workd
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
 
 
-def baseline_params(recipe: Recipe, cfg: RunConfig, ds: Dataset, framework: str, repeat: int) -> dict:
+def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, repeat: int) -> dict:
     """The same param names as a trial's (raylab/trial.py trial_params), for one plain process."""
     from raylab.params import common_params
 
@@ -90,7 +90,7 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
     return result
 
 
-def run_baseline(recipe: Recipe, cfg: RunConfig, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
+def run_baseline(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
                  tags: dict, repeat: int = 1, started=None):
     """A plain script as a child run; started: told the outcome once the run exists (the driver ends it KILLED
     if the invocation is interrupted while it runs beside others)."""

@@ -49,8 +49,8 @@ class TrialSpec:
 
 
 @dataclass
-class RunConfig:
-    """Everything one invocation of a recipe needs; built by parse_* below."""
+class Settings:
+    """Everything one invocation of a recipe needs, as the command line settled it (not Ray Train's RunConfig)."""
 
     trials: list[TrialSpec]  # the trial matrix, in the order it runs (each repeated `repeats` times)
     epochs: int  # passes over each worker's shard

@@ -11,7 +11,7 @@ import time
 
 from raylab import cluster, console, matrix
 from raylab.baseline import baseline_specs, run_baseline
-from raylab.config import RunConfig, TrialSpec
+from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset, put_dataset
 from raylab.outcome import INTERRUPTS, TrialOutcome
 from raylab.recipe import Recipe
@@ -62,7 +62,7 @@ def finished_outcome(spec: TrialSpec, repeat: int, run) -> TrialOutcome:
 class Invocation:
     """The parent run and what every item of its matrix shares: recipe, config, data, tracker, tags."""
 
-    def __init__(self, recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict):
+    def __init__(self, recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tags: dict):
         self.recipe, self.cfg, self.ds, self.tracker = recipe, cfg, ds, tracker
         self.tags = {**tags, "data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
         self.parent = ""  # the parent MLflow run, once open
@@ -120,7 +120,7 @@ def say_concurrency(asked: int | None, limit: int, nodes: list, one_machine: boo
                      "with trials run alone; recorded as the tag shared_machine=true.")
 
 
-def run_recipe(recipe: Recipe, cfg: RunConfig, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
+def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
     """Runs the trial matrix under one parent run; returns (parent run id, outcomes). With cfg.resume, under that
     parent: finished trials are not run again, unfinished ones go on from their last checkpoints."""
     one_machine = cluster.driver_env()

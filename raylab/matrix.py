@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 from raylab.outcome import INTERRUPTED, INTERRUPTS, TrialOutcome
 
 if TYPE_CHECKING:
-    from raylab.config import RunConfig, TrialSpec
+    from raylab.config import Settings, TrialSpec
     from raylab.tracking import Tracker
 
 
@@ -136,7 +136,7 @@ def overlaps(spans: dict[str, tuple[float, float]]) -> dict[str, list[str]]:
     return out
 
 
-def schedule(cfg: RunConfig, plain: list[TrialSpec]) -> list[tuple[int, TrialSpec]]:
+def schedule(cfg: Settings, plain: list[TrialSpec]) -> list[tuple[int, TrialSpec]]:
     """(repeat, trial spec or plain baseline's spec) in run order.
 
     Repeats are interleaved (A B A B ...), every other repeat in reverse (A B B A), so drift on a

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from raylab.config import RunConfig
+from raylab.config import Settings
 from raylab.data import Dataset, num_items
 from raylab.recipe import Recipe
 
 
-def common_params(recipe: Recipe, cfg: RunConfig, ds: Dataset) -> dict:
+def common_params(recipe: Recipe, cfg: Settings, ds: Dataset) -> dict:
     """What was asked for: the recipe's task as declared, the run's settings and the data.
 
     What each worker actually built is recorded beside it as built_* tags; the parity report compares those.

@@ -7,7 +7,7 @@ import ray
 from raylab import matrix
 from raylab.backends import get_strategy
 from raylab.backends.tpu import slice_scaling
-from raylab.config import RunConfig, TrialSpec
+from raylab.config import Settings, TrialSpec
 from raylab.errors import UserError
 
 
@@ -24,7 +24,7 @@ def reservation(strategy, layout, cluster: dict) -> tuple[float, bool]:
     return (int(share) if share >= 1 else int(share * 100) / 100), True
 
 
-def worker_resources(strategy, layout, cfg: RunConfig) -> tuple[float, int, dict]:
+def worker_resources(strategy, layout, cfg: Settings) -> tuple[float, int, dict]:
     """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves."""
     total = ray.cluster_resources()
     cpus, _ = reservation(strategy, layout, total)
@@ -32,19 +32,19 @@ def worker_resources(strategy, layout, cfg: RunConfig) -> tuple[float, int, dict
     return cpus, gpus, strategy.resources(cfg, total) if strategy.resources else {}
 
 
-def max_failures(strategy, cfg: RunConfig) -> int:
+def max_failures(strategy, cfg: Settings) -> int:
     """The restarts a trial may make: --max-failures, or 0 where its loop cannot checkpoint (tf:ps, xla:*)."""
     return cfg.max_failures if strategy.checkpoints else 0
 
 
-def check_resources(cfg: RunConfig) -> None:
+def check_resources(cfg: Settings) -> None:
     """Every trial must fit on the cluster, and pass its backend's checks, before any trial starts."""
     total = ray.cluster_resources()
     for spec in cfg.trials:
         check_trial(cfg, spec, total)
 
 
-def check_trial(cfg: RunConfig, spec: TrialSpec, total: dict) -> None:
+def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     cpus, oversubscribed = reservation(strategy, layout, total)
@@ -63,7 +63,7 @@ def check_trial(cfg: RunConfig, spec: TrialSpec, total: dict) -> None:
                         f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
 
 
-def need(cfg: RunConfig, item: TrialSpec) -> matrix.Need:
+def need(cfg: Settings, item: TrialSpec) -> matrix.Need:
     """The nodes a matrix item needs: its worker processes' resources; a plain baseline, every node."""
     if item.strategy == "plain":
         return matrix.Need(whole=True)

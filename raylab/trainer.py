@@ -11,7 +11,7 @@ from __future__ import annotations
 from raylab import matrix, prewarm
 from raylab.backends import get_strategy
 from raylab.backends.tpu import slice_scaling
-from raylab.config import RunConfig, TrialSpec
+from raylab.config import Settings, TrialSpec
 from raylab.recipe import Recipe
 from raylab.resources import max_failures, worker_resources
 from raylab.worker import WorkerConfig
@@ -23,7 +23,7 @@ def train_run_name(run_id: str) -> str:
     return f"raylab-{run_id}"
 
 
-def worker_env(strategy, backend, cfg: RunConfig) -> dict:
+def worker_env(strategy, backend, cfg: Settings) -> dict:
     """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
     framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
     if strategy.framework == "tf" and (cfg.device == "cpu" or strategy.ps_roles):
@@ -36,7 +36,7 @@ def worker_env(strategy, backend, cfg: RunConfig) -> dict:
     return {}
 
 
-def worker_config(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink,
+def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: dict, sink,
                   start: float) -> WorkerConfig:
     """The small picklable config every worker of the trial receives."""
     strategy = get_strategy(spec.kind)
@@ -52,7 +52,7 @@ def worker_config(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: d
     )
 
 
-def scaling_config(cfg: RunConfig, spec: TrialSpec, nodes: list | None):
+def scaling_config(cfg: Settings, spec: TrialSpec, nodes: list | None):
     """Its worker processes and what each reserves; nodes: the matrix.Node list the trial holds when trials
     run at once (its workers are placed only there)."""
     from ray.train import ScalingConfig
@@ -66,7 +66,7 @@ def scaling_config(cfg: RunConfig, spec: TrialSpec, nodes: list | None):
                          resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {}), **extra})
 
 
-def backend_config(strategy, cfg: RunConfig):
+def backend_config(strategy, cfg: Settings):
     backend = strategy.backend_config(cfg.device)
     if hasattr(backend, "threads"):
         backend.threads = cfg.threads  # XLA's CPU flags follow the trial's threads
@@ -75,16 +75,16 @@ def backend_config(strategy, cfg: RunConfig):
     return backend
 
 
-def build_trainer(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, task, refs: dict, sink, start: float,
+def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: dict, sink, start: float,
                   run_id: str, nodes: list | None = None):
     """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there."""
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig as RayRunConfig
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     strategy = get_strategy(spec.kind)
     backend = backend_config(strategy, cfg)
     # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
-    run = RayRunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
+    run = RunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
                        failure_config=FailureConfig(max_failures=max_failures(strategy, cfg)),
                        checkpoint_config=CheckpointConfig(num_to_keep=1),
                        worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))

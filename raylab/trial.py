@@ -21,7 +21,7 @@ import ray
 from raylab import cluster, console, prewarm
 from raylab import floor as startup_floor
 from raylab.backends import get_strategy
-from raylab.config import RunConfig, TrialSpec
+from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.outcome import TrialOutcome, recorded
 from raylab.params import common_params
@@ -34,7 +34,7 @@ from raylab.tracking import Tracker
 from raylab.trainer import build_trainer
 
 
-def trial_params(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset) -> dict:
+def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) -> dict:
     """The MLflow params of a trial: the same names for every framework."""
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
@@ -108,7 +108,7 @@ class Trial:
     """One trial of the matrix: its run, its sink, its progress thread and its outcome."""
 
     recipe: Recipe  # with the trial's batch applied
-    cfg: RunConfig
+    cfg: Settings
     spec: TrialSpec
     ds: Dataset
     refs: dict  # the data's object refs (raylab/data.py put_dataset)
@@ -214,7 +214,7 @@ class Trial:
         ray.kill(self.sink)
 
 
-def run_trial(recipe: Recipe, cfg: RunConfig, spec: TrialSpec, ds: Dataset, refs: dict,
+def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs: dict,
               tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
               resume: tuple[str, list] | None = None, nodes: list | None = None,
               started: Callable[[TrialOutcome], None] | None = None) -> TrialOutcome:

@@ -2,7 +2,7 @@
 
     flags.py         flag types and the argument groups both command lines share (where to run, recording)
     recipe_flags.py  a recipe's parser, group by group
-    configure.py     parsed flags -> the edited recipe and its RunConfig (every mistake a UserError)
+    configure.py     parsed flags -> the edited recipe and its Settings (every mistake a UserError)
     run.py           recipe_main: at the door, then Ray, then the trials
     bench.py         a step benchmark's parser and bench_main
     session.py       what both share on the driver: connect, run to the end, the summary and comparison

@@ -30,12 +30,12 @@ def bench_parser(bench) -> argparse.ArgumentParser:
     return p
 
 
-def bench_config(bench, args) -> C.RunConfig:
+def bench_config(bench, args) -> C.Settings:
     from raylab.stepbench import check_trials
 
     kinds = C.parse_trials(args.trials)
     check_trials(bench, kinds)
-    return C.RunConfig(trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds], epochs=1,
+    return C.Settings(trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds], epochs=1,
                        threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
                        tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
                        json_path=args.json, precision=args.precision, device=args.device,

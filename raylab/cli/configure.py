@@ -1,4 +1,4 @@
-"""From a parsed command line to the edited recipe and its RunConfig: every user mistake a UserError.
+"""From a parsed command line to the edited recipe and its Settings: every user mistake a UserError.
 
 A recipe field that is both a flag and a --set key (epochs, steps_per_epoch, seed, precision; --batch
 and --lr edit the recipe directly) is decided in one place, `chosen`: the flag when given, else the
@@ -37,12 +37,12 @@ def chosen(recipe, args, name: str):
     return getattr(recipe, name) if name in set_fields(args.set) else None
 
 
-def make_config(recipe, args) -> C.RunConfig:
+def make_config(recipe, args) -> C.Settings:
     """The invocation's config; `recipe` is the one edited() returned for these args."""
     notes: list[str] = []
     trials = _trials(recipe, args, notes)
     _check_combinations(args)
-    return C.RunConfig(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args))
+    return C.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args))
 
 
 def _trials(recipe, args, notes: list[str]) -> list[C.TrialSpec]:

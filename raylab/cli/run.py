@@ -51,7 +51,7 @@ def _at_the_door(recipe, args, argv: list[str]):
     return argv, recipe, cfg, ds, connect(cfg, args.address)
 
 
-def _announce(recipe, cfg: C.RunConfig, ds) -> None:
+def _announce(recipe, cfg: C.Settings, ds) -> None:
     from raylab.data import num_items
 
     for note in cfg.notes + ([ds.note] if ds.note else []):
@@ -60,7 +60,7 @@ def _announce(recipe, cfg: C.RunConfig, ds) -> None:
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
 
 
-def load_data(recipe, cfg: C.RunConfig):
+def load_data(recipe, cfg: C.Settings):
     """The recipe's data, checked, and its task checked against it: UserErrors before Ray starts."""
     from raylab.data import as_dataset
     from raylab.task import check

@@ -17,7 +17,7 @@ SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "star
                 "host_syncs", "steps_per_host_sync", "nodes_held", "overlapped_with"]
 
 
-def connect(cfg: C.RunConfig, address: str | None):
+def connect(cfg: C.Settings, address: str | None):
     """The MLflow store, then Ray, then every trial's resource check: UserErrors before anything runs.
 
     A sqlite store's path is checked first; opening it (a new file's schema takes about 3 s) then overlaps Ray's
@@ -35,7 +35,7 @@ def connect(cfg: C.RunConfig, address: str | None):
     return tracker
 
 
-def _open_store_while_ray_starts(cfg: C.RunConfig, address: str | None):
+def _open_store_while_ray_starts(cfg: C.Settings, address: str | None):
     from concurrent.futures import ThreadPoolExecutor
 
     import ray
@@ -84,7 +84,7 @@ def run_tags(recipe_file: str | None) -> dict:
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
 
 
-def run_to_end(cfg: C.RunConfig, tracker, run) -> int:
+def run_to_end(cfg: C.Settings, tracker, run) -> int:
     """run(tags) -> (parent id, outcomes), with SIGTERM taken as Ctrl-C; then the summary and comparison."""
     from raylab.outcome import INTERRUPTS
 
@@ -100,7 +100,7 @@ def run_to_end(cfg: C.RunConfig, tracker, run) -> int:
     return finish(cfg, tracker, parent_id, outcomes)
 
 
-def summary(cfg: C.RunConfig, parent_id: str, outcomes: list) -> dict:
+def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
     return {
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
         "trials": [{"trial": o.ran_name, "framework": o.spec.framework, "strategy": o.ran or o.spec.strategy,
@@ -110,7 +110,7 @@ def summary(cfg: C.RunConfig, parent_id: str, outcomes: list) -> dict:
     }
 
 
-def finish(cfg: C.RunConfig, tracker, parent_id: str, outcomes: list) -> int:
+def finish(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
     """The JSON summary, the comparison and the MLflow hint; the exit status."""
     if cfg.json_path:
         cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))

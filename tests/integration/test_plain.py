@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raylab.baseline import run_plain
-from raylab.config import RunConfig, TrialSpec
+from raylab.config import Settings, TrialSpec
 from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration
@@ -17,7 +17,7 @@ def test_plain_script_reads_back_once_per_window(framework, tmp_path):
     still learns and reports what it built."""
     recipe = load_recipe("fashion").variant(warmup_steps=8)
     ds = recipe.data().subset(4096, 1000)
-    cfg = RunConfig(trials=[TrialSpec(framework, "plain", 1)], epochs=2, threads=1, seed=0, quick=True,
+    cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=2, threads=1, seed=0, quick=True,
                     tracking_uri="", experiment="", steps_per_epoch=40, window=8)
     result = run_plain(recipe, cfg, ds, framework, tmp_path, trace=True)
     steps = [s for _, _, s in result["trace"]]

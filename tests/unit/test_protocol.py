@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raylab import protocol
-from raylab.config import RunConfig, TrialSpec
+from raylab.config import Settings, TrialSpec
 from raylab.matrix import schedule
 
 
@@ -94,7 +94,7 @@ def test_time_to_target_is_the_first_epoch_at_or_above_it():
 
 def test_repeats_interleave_and_alternate_order():
     a, b = TrialSpec("tf", "none", 1), TrialSpec("torch", "none", 1)
-    cfg = RunConfig(trials=[a, b], epochs=1, threads=1, seed=0, quick=True, tracking_uri="x", experiment="e", repeats=3)
+    cfg = Settings(trials=[a, b], epochs=1, threads=1, seed=0, quick=True, tracking_uri="x", experiment="e", repeats=3)
     p = TrialSpec("tf", "plain", 1)
     assert schedule(cfg, [p]) == [(1, a), (1, b), (1, p), (2, p), (2, b), (2, a), (3, a), (3, b), (3, p)]
 
