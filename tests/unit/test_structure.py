@@ -1,0 +1,89 @@
+"""The shape of the code: no import circle between raylab's modules, no function a reader gets lost in."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+RAYLAB = Path(__file__).resolve().parents[2] / "raylab"
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 420
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in RAYLAB.rglob("*.py"):
+        name = ".".join(path.relative_to(RAYLAB.parent).with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def imports(name: str, path: Path, known: dict) -> set[str]:
+    """The raylab modules `name` imports, at its top or inside a function (`from pkg import mod` names mod)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            subs = {f"{module}.{a.name}" for a in node.names} & known.keys()
+            found |= subs if len(subs) == len(node.names) else subs | {module}
+    return {m for m in found if m in known and m != name}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circles():
+    known = modules()
+    graph = {name: imports(name, path, known) for name, path in known.items()}
+    assert circles(graph) == []
+
+
+def test_no_long_functions_or_modules():
+    long = []
+    for path in sorted(RAYLAB.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long.append(f"{path.name}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(RAYLAB)}:{node.name}: {lines} lines")
+    assert long == []
