@@ -1,4 +1,4 @@
-"""As a user does it: `ray start --head` on loopback, `ray job submit` a recipe, results in MLflow.
+"""As a user sets it up: `ray start --head` on loopback with token authentication, a client that holds the token.
 
 Token authentication as a user sets it up (README, docs/clusters.md): `ray get-auth-token --generate` on the head,
 `RAY_AUTH_MODE=token ray start --head`; the submitting side has a HOME of its own, as a laptop
@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
 
 pytestmark = pytest.mark.e2e
 
@@ -51,37 +50,22 @@ def head(tmp_path):
         subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
 
 
-def test_job_submit_runs_every_trial_under_one_parent(head, tmp_path):
-    """The submitted recipe's trials all land in MLflow under one parent run, FINISHED."""
+def test_a_client_with_the_token_gets_in_and_one_without_is_turned_away(head, tmp_path):
+    """A client machine (a HOME of its own) reaches the head's job server with the head's token in
+    RAY_AUTH_TOKEN, and is refused without it. (The submitted job itself, its trials FINISHED under one
+    parent run, is the README's own `ray job submit`: tests/e2e/test_readme.py.)"""
     head_env, address = head
     token = (Path(head_env["HOME"]) / ".ray" / "auth_token").read_text().strip()
     (tmp_path / "client").mkdir()
-    env = {**head_env, "HOME": str(tmp_path / "client")}
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    env["RAY_AUTH_TOKEN"] = token
-    cmd = [str(BIN / "ray"), "job", "submit", f"--address={address}", f"--working-dir={ROOT}", "--",
-           "python", "recipes/fashion.py", "--quick", "--trials", "tf:none,torch:ddp", "--workers", "1",
-           "--tracking-uri", uri, "--experiment", "e2e"]
+    env = {**head_env, "HOME": str(tmp_path / "client"), "RAY_AUTH_TOKEN": token}
+    listing = [str(BIN / "ray"), "job", "list", f"--address={address}"]
     deadline = time.monotonic() + 120
-    while True:  # the dashboard can answer before its job agent takes submissions
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if "No available agent to submit job" not in done.stderr + done.stdout or time.monotonic() > deadline:
+    while True:  # the dashboard can answer before its job agent is up
+        allowed = subprocess.run(listing, env=env, capture_output=True, text=True, timeout=120)
+        if allowed.returncode == 0 or time.monotonic() > deadline:
             break
         time.sleep(3)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "succeeded" in done.stdout
-    # Without the token the same client is turned away.
+    assert allowed.returncode == 0, allowed.stdout[-3000:] + allowed.stderr[-3000:]
     env.pop("RAY_AUTH_TOKEN")
-    refused = subprocess.run([str(BIN / "ray"), "job", "list", f"--address={address}"], env=env,
-                             capture_output=True, text=True, timeout=120)
+    refused = subprocess.run(listing, env=env, capture_output=True, text=True, timeout=120)
     assert refused.returncode != 0 and "token-auth" in refused.stdout + refused.stderr  # Ray names its auth docs
-
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("e2e")
-    runs = client.search_runs([exp.experiment_id])
-    parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
-    assert len(parents) == 1
-    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
-    assert sorted(r.info.run_name for r in children) == ["tf:none x1", "torch:ddp x1"]
-    assert all(r.info.status == "FINISHED" for r in runs)
-    assert all(r.data.metrics["val_accuracy"] > 0.6 for r in children)

@@ -150,4 +150,11 @@ def test_readme_commands_run_as_written(tmp_path):
     runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
     assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
     assert {"tf:mwms x2", "torch:ddp x2"} <= {r.info.run_name for r in runs}
+    # The submitted job's trials, under one parent run of their own, learned.
+    parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
+    families = {p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
+                for p in parents}
+    job = [kids for kids in families.values() if sorted(r.info.run_name for r in kids) == ["tf:mwms x2", "torch:ddp x2"]]
+    assert len(parents) == 2 and len(job) == 1, {p: [r.info.run_name for r in k] for p, k in families.items()}
+    assert all(r.data.metrics["val_accuracy"] > 0.6 for r in job[0]), [r.data.metrics for r in job[0]]
     assert not any(port_busy(p) for p in PORTS)
