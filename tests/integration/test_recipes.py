@@ -27,10 +27,14 @@ def children(client, summary):
 
 def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
     """The 5-layer CNN trains a step through raylab (torch's model is checked against it in tests/unit)."""
-    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none")
+    # --set seed and precision reach the trial (they were once accepted and then ignored)
+    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none",
+                                       "--set", "seed=5", "--set", "precision=bf16")
     assert code == 0, capsys.readouterr().err[-2000:]
     for run in children(client, summary):
         assert run.info.status == "FINISHED"
+        assert run.data.params["seed"] == "5" and run.data.params["precision"] == "bf16"
+        assert run.data.tags["precision_applied"] == "fp32"  # asked bf16; TF on CPU applies fp32, and says so
         assert run.data.tags["parameters"] == "1619084"
         assert run.data.params["global_batch"] == "1024" and run.data.params["target_accuracy"] == "0.88"
         assert run.data.metrics["steps_per_epoch"] == 2  # --quick: one pass over 2048 items
