@@ -1,0 +1,202 @@
+"""What raylab's loop costs a 1-worker trial against the best plain code, torch and TF, interleaved.
+
+For each framework and round it runs, one after the other (the order alternating between rounds, so the
+machine's drift falls on both sides alike), each as its own process:
+
+- the raylab trial: `recipes/fashion.py --trials torch:none|tf:none --workers 1 --batch 32 --threads 1`
+  (its own in-process Ray cluster), its steady-state samples/s as the trial records it (raylab/timing.py
+  Chrono: windows of 32 steps from one host read to the next, after the warm-up, evaluation left out);
+- the plain script a careful user writes, no Ray and no raylab loop, same model, data, loss, optimizer,
+  batch, seed and intra-op threads (the task as raylab.baseline hands it to raylab/plain.py):
+  - torch: the usual loop keeping the running loss and accuracy sums on the device (`loss_sum +=
+    loss.detach()`, `correct += (logits.argmax(1) == y).sum()`) and reading them once every 32 steps,
+    as Keras fit does; defined below (`plain_torch`);
+  - tf: Keras `compile(steps_per_execution=32)` and `fit` (raylab/plain.py `run_tf`, loss only).
+
+Both sides are timed the same way: the same Chrono over the same windows (raylab.loop.windows: the
+first step alone, then windows of 32 steps from one host read to the next, the recipe's warm-up left out,
+the epoch-end evaluation outside every window). Prints each round's trial/plain ratio of steady-state
+samples/s and the median, with what each side ran at (niceness, CPU affinity, the GIL switch interval,
+intra/inter-op threads; the trial's from its MLflow tags).
+
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py                  # torch and tf, 3 rounds
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --frameworks torch --epochs 3 --rounds 3
+
+Target: median >= 0.97x for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIAL = {"torch": "torch:none", "tf": "tf:none"}
+
+
+def process_facts() -> dict:
+    """What this process ran at: the conditions a fair comparison must share (and record)."""
+    return {"niceness": os.nice(0), "affinity": sorted(os.sched_getaffinity(0)), "switch_interval": sys.getswitchinterval()}
+
+
+# --- the plain side (runs in its own process: `loop_cost.py --plain SPEC.json`) --------------------------------
+
+def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
+    """The usual torch loop, the running loss and accuracy sums kept on the device, read every `window` steps."""
+    import torch
+
+    from raylab.loop import windows
+    from raylab.task.torch import TorchTask, take, to_tensors
+    from raylab.timing import Chrono
+
+    torch.set_num_threads(spec["threads"])
+    torch.manual_seed(spec["seed"])
+    n, batch = len(y), spec["batch"]
+    steps = n // batch
+    tt = TorchTask(task, steps * spec["epochs"])
+    xs, ys = to_tensors(tt.inputs(x)), to_tensors(tt.targets(y))
+    test = (to_tensors(tt.inputs(xt)), to_tensors(tt.targets(yt)))
+    model = tt.build_model().train()
+    opt, scheduler = tt.build_optimizer(model.parameters())
+    evaluate = tt.evaluator(model, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(spec["seed"])
+    chrono, done, epochs = Chrono(spec["start"], spec["warmup"]), 0, []
+    for epoch in range(1, spec["epochs"] + 1):
+        order = torch.randperm(n, generator=gen)[: steps * batch].split(batch)
+        it = iter(order)
+        loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.int64)
+        for k in windows(steps, spec["window"], chrono.warmup, done):
+            chrono.start()
+            for _ in range(k):
+                idx = next(it)
+                xb, yb = take(xs, idx), take(ys, idx)
+                opt.zero_grad(set_to_none=True)
+                logits = model(xb)
+                loss = tt.per_example_loss(yb, logits).mean()
+                loss.backward()
+                opt.step()
+                if scheduler is not None:
+                    scheduler.step()
+                with torch.no_grad():
+                    loss_sum += loss.detach()
+                    correct += (logits.argmax(1) == yb).sum()
+            running = torch.stack([loss_sum, correct.to(loss_sum.dtype)]).tolist()  # the window's one read
+            chrono.stop(k)
+            done += k
+        epochs.append({"epoch": epoch, "train_loss": running[0] / steps, "train_accuracy": running[1] / (steps * batch),
+                       **evaluate(*test)})
+    s = chrono.summary(batch)
+    return {"samples_per_sec": s["samples_per_sec"], "steady_steps": s["steady_steps"], "epochs": epochs,
+            "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
+
+
+def plain_main(spec_path: str) -> None:
+    import cloudpickle
+
+    start = time.time()
+    spec = json.loads(Path(spec_path).read_text())
+    with open(spec["task"], "rb") as f:
+        task, (x, y, xt, yt) = cloudpickle.load(f)
+    spec = {**spec, "start": start}
+    if spec["framework"] == "tf":
+        from raylab.plain import run_tf
+
+        result = run_tf(spec, task, x, y, xt, yt)
+    else:
+        result = plain_torch(spec, task, x, y, xt, yt)
+    print(json.dumps({**result, **process_facts()}))
+
+
+# --- the driver ------------------------------------------------------------------------------------------------
+
+def run_trial(framework: str, args, tmp: Path) -> dict:
+    from mlflow.tracking import MlflowClient
+
+    out, uri = tmp / "trial.json", f"sqlite:///{tmp}/mlflow.db"
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", TRIAL[framework], "--workers", "1",
+           "--epochs", str(args.epochs), "--batch", str(args.batch), "--threads", str(args.threads),
+           "--experiment", "bench-loop-cost", "--tracking-uri", uri, "--json", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this tree's raylab (and its workers'), not the venv's editable one
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
+    if done.returncode != 0 or not out.exists():
+        raise SystemExit(f"{TRIAL[framework]}: exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    (trial,) = json.loads(out.read_text())["trials"]
+    tags = MlflowClient(uri).get_run(trial["run_id"]).data.tags
+    facts = {k: tags.get(k) for k in ("niceness", "intra_op_threads", "inter_op_threads", "worker_affinity",
+                                       "worker_switch_interval") if tags.get(k) is not None}
+    return {"samples_per_sec": trial["samples_per_sec"], "val_accuracy": trial["val_accuracy"], **facts}
+
+
+def run_plain(framework: str, args, tmp: Path, data) -> dict:
+    from raylab.baseline import plain_env
+
+    spec = {"framework": framework, "task": str(tmp / "task.pkl"), "threads": args.threads, "epochs": args.epochs,
+            "steps_per_epoch": None, "batch": args.batch, "seed": 0, "warmup": data["warmup"], "window": 32}
+    (tmp / "spec.json").write_text(json.dumps(spec))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--plain", str(tmp / "spec.json")]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=plain_env(framework, args.threads))
+    if done.returncode != 0:
+        raise SystemExit(f"plain {framework}: exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["val_accuracy"] = result["epochs"][-1].get("val_accuracy")
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--plain", metavar="SPEC", help=argparse.SUPPRESS)  # the plain side's own process
+    args = p.parse_args()
+    sys.path[:0] = [str(ROOT), str(ROOT / "recipes")]
+    if args.plain:
+        return plain_main(args.plain)
+    import cloudpickle
+    from fashion import RECIPE
+
+    recipe = RECIPE.with_batch(args.batch)
+    ds = recipe.data()
+    frameworks = [f.strip() for f in args.frameworks.split(",")]
+    print(f"fashion MLP, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s), {args.rounds} "
+          f"round(s), interleaved; driver: {process_facts()}, load {os.getloadavg()[0]:.2f}", flush=True)
+    ratios: dict[str, list[float]] = {f: [] for f in frameworks}
+    with tempfile.TemporaryDirectory(prefix="raylab-loop-cost-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
+            (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
+        data = {"warmup": recipe.warmup_steps}
+        for r in range(args.rounds):
+            for framework in frameworks:
+                sides = ["trial", "plain"] if r % 2 == 0 else ["plain", "trial"]
+                got = {}
+                for side in sides:
+                    got[side] = run_trial(framework, args, tmp) if side == "trial" else run_plain(framework, args, tmp, data)
+                t, pl = got["trial"], got["plain"]
+                ratio = t["samples_per_sec"] / pl["samples_per_sec"]
+                ratios[framework].append(ratio)
+                tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy")}
+                pfacts = {k: pl[k] for k in ("niceness", "affinity", "switch_interval", "intra_op_threads",
+                                             "inter_op_threads") if k in pl}
+                print(f"round {r + 1} {framework:<5} ({' then '.join(sides)}): {TRIAL[framework]} "
+                      f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
+                      f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}\n"
+                      f"      trial ran at {tfacts}; plain at {pfacts}", flush=True)
+    print()
+    for framework in frameworks:
+        rows = ratios[framework]
+        print(f"{TRIAL[framework]:<11} / plain, steady-state samples/s: median {statistics.median(rows):.3f}x "
+              f"(rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.97x")
+
+
+if __name__ == "__main__":
+    main()
