@@ -75,6 +75,7 @@ class Settings:
     checkpoint_every_min: float = 10.0  # checkpoints inside long epochs this often (0: at epoch ends only)
     storage: str | None = None  # Ray Train storage for checkpoints (None: Ray's default, ~/ray_results)
     resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
+    streamed: bool = False  # the data streams through Ray Data (raylab/stream.py): it needs CPUs of its own
     concurrency: int | None = 1  # trials at once, each on whole nodes of its own (None: as many as nodes allow)
 
 

@@ -119,6 +119,7 @@ class Dataset:
     source: str  # where it was read from (recorded in MLflow)
     synthetic: bool = False
     note: str = ""  # a caveat for the user (a fallback dataset, synthetic data), empty when none
+    streamed = False  # (a class attribute) raylab.stream.Stream says True
 
     def subset(self, n_train: int, n_test: int) -> "Dataset":
         """The first n items of each split (the smoke-run subset)."""
@@ -130,6 +131,14 @@ class Dataset:
             tree_map(head(n_test), self.x_test), tree_map(head(n_test), self.y_test), self.source, self.synthetic,
             self.note,
         )
+
+    @property
+    def train_items(self) -> int:
+        return num_items(self.x_train)
+
+    @property
+    def test_items(self) -> int:
+        return num_items(self.x_test)
 
     @property
     def target_names(self) -> tuple[str, ...]:
@@ -292,8 +301,14 @@ SPLITS = ("x_train", "y_train", "x_test", "y_test")
 def as_dataset(data, name: str) -> Dataset:
     """A recipe's data as a checked Dataset: a Dataset, (x_train, y_train, x_test, y_test) or a dict with
     those keys (each an array or a dict of named arrays), or a function returning any of them."""
+    from raylab.stream import Stream
+
     if callable(data) and not isinstance(data, Dataset):
         data = data()
+    if isinstance(data, Stream):
+        if data.check is not None:
+            data.check()
+        return data
     if isinstance(data, Dataset):
         ds = data
     elif isinstance(data, (tuple, list)) and len(data) == 4:
@@ -302,7 +317,7 @@ def as_dataset(data, name: str) -> Dataset:
         ds = Dataset(name, *(data[k] for k in SPLITS), source="the recipe's arrays")
     else:
         raise UserError(f"recipe '{name}': data must be (x_train, y_train, x_test, y_test), a dict with those keys, "
-                        "a raylab.data.Dataset, or a function returning one of them.")
+                        "a raylab.data.Dataset, a raylab.stream source, or a function returning one of them.")
     for split in SPLITS:
         for key, a in (getattr(ds, split).items() if isinstance(getattr(ds, split), dict) else [("", getattr(ds, split))]):
             where = f"{split}[{key!r}]" if key else split

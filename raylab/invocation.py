@@ -1,6 +1,7 @@
 """One invocation of a recipe: its parent run (new, or reopened by --resume), the data hand-off, then the matrix.
 
-The driver reads the data once and puts it in the object store (raylab/data.py), then runs every trial of the
+The driver reads the data once and puts it in the object store (raylab/data.py), or opens a stream of it
+(raylab/stream.py), then runs every trial of the
 matrix, one after another or (--concurrency) several at once on separate nodes (raylab/matrix.py); a trial
 that fails is recorded FAILED and the others still run (raylab/trial.py, raylab/baseline.py).
 """
@@ -19,7 +20,7 @@ from raylab.resources import need
 from raylab.tracking import Tracker
 from raylab.trial import run_trial
 
-EPOCH_KEYS = ("epoch_time_s", "elapsed_s")  # with train_* and val_*: the metrics logged once per epoch
+EPOCH_KEYS = ("epoch_time_s", "elapsed_s", "epoch_input_wait_s")  # with train_* and val_*: the metrics logged once per epoch
 
 
 def logged_epochs(client, run) -> list[dict]:
@@ -120,12 +121,24 @@ def say_concurrency(asked: int | None, limit: int, nodes: list, one_machine: boo
                      "with trials run alone; recorded as the tag shared_machine=true.")
 
 
+def hand_off(recipe: Recipe, cfg: Settings, ds):
+    """What the trials' workers read: in-memory arrays put into the object store once, or a stream opened as
+    lazy Ray Data datasets (only its size is read here; --quick takes its first items)."""
+    if not ds.streamed:
+        return put_dataset(ds)
+    from raylab.stream import open_stream
+
+    streamed = open_stream(ds, (recipe.quick_train, recipe.quick_test) if cfg.quick else None)
+    ds.train_items, ds.test_items = streamed.info.train_items, streamed.info.test_items
+    return streamed
+
+
 def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tags: dict) -> tuple[str, list]:
     """Runs the trial matrix under one parent run; returns (parent run id, outcomes). With cfg.resume, under that
     parent: finished trials are not run again, unfinished ones go on from their last checkpoints."""
     one_machine = cluster.driver_env()
     inv = Invocation(recipe, cfg, ds, tracker, tags)
-    inv.refs = put_dataset(ds)
+    inv.refs = hand_off(recipe, cfg, ds)
     cluster.driver_imports([s.kind for s in cfg.trials], cfg.device)
     nodes = matrix.cluster_nodes()
     limit = matrix.concurrency_limit(cfg.concurrency, nodes)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raylab.config import Settings
-from raylab.data import Dataset, num_items
+from raylab.data import Dataset
 from raylab.recipe import Recipe
 
 
@@ -16,6 +16,7 @@ def common_params(recipe: Recipe, cfg: Settings, ds: Dataset) -> dict:
         "recipe": recipe.name, **recipe.task(ds.target_names).describe(),
         "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "threads": cfg.threads,
         "seed": cfg.seed, "precision": cfg.precision, "device": cfg.device, "quick": cfg.quick, "data": ds.name,
-        "data_synthetic": ds.synthetic, "train_samples": num_items(ds.x_train), "test_samples": num_items(ds.x_test),
+        "data_synthetic": ds.synthetic, "train_samples": ds.train_items, "test_samples": ds.test_items,
+        "data_streamed": ds.streamed,
         "warmup_steps": recipe.warmup_steps, "window": cfg.window, "target_accuracy": recipe.target(ds),
     }

@@ -11,23 +11,29 @@ from raylab.config import Settings, TrialSpec
 from raylab.errors import UserError
 
 
-def reservation(strategy, layout, cluster: dict) -> tuple[float, bool]:
+def reservation(strategy, layout, cluster: dict, streamed: bool = False) -> tuple[float, bool]:
     """(CPUs each process reserves, oversubscribed?).
 
     Parameter-server trials have more processes than replicas; where the cluster has fewer CPUs
     than their threads need, they still run, on an equal share of the CPUs, and say so.
+    A streamed trial leaves one CPU to Ray Data, which gets none of the CPUs Ray Train reserved (its reads
+    would wait forever): where the workers' threads would take every CPU, each worker reserves an equal share
+    of the rest and still runs its threads, and the trial says it is oversubscribed.
     """
-    cpus = cluster.get("CPU", 0)
-    if strategy.ps_roles is None or layout.cpus <= cpus:
+    cpus = cluster.get("CPU", 0) - (DATA_CPUS if streamed else 0)
+    if (strategy.ps_roles is None and not streamed) or layout.cpus <= cpus:
         return layout.cpus_per_worker, False
-    share = cpus / layout.ray_workers
+    share = max(cpus, 0) / layout.ray_workers
     return (int(share) if share >= 1 else int(share * 100) / 100), True
+
+
+DATA_CPUS = 1  # CPUs a streamed trial leaves free for Ray Data's read and map tasks
 
 
 def worker_resources(strategy, layout, cfg: Settings) -> tuple[float, int, dict]:
     """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves."""
     total = ray.cluster_resources()
-    cpus, _ = reservation(strategy, layout, total)
+    cpus, _ = reservation(strategy, layout, total, cfg.streamed)
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
     return cpus, gpus, strategy.resources(cfg, total) if strategy.resources else {}
 
@@ -47,7 +53,10 @@ def check_resources(cfg: Settings) -> None:
 def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
-    cpus, oversubscribed = reservation(strategy, layout, total)
+    cpus, oversubscribed = reservation(strategy, layout, total, cfg.streamed)
+    if cfg.streamed and total.get("CPU", 0) <= DATA_CPUS:
+        raise UserError(f"a streamed trial needs a CPU for Ray Data beside its workers, but the Ray cluster has "
+                        f"{int(total.get('CPU', 0))}; add a CPU (ray start --num-cpus) or run without --data.")
     if (layout.cpus > total.get("CPU", 0) and not oversubscribed) or cpus <= 0:
         raise UserError(
             f"{spec.name} needs {layout.cpus} CPUs ({layout.ray_workers} worker(s) x {layout.cpus_per_worker} "

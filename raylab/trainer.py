@@ -42,7 +42,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     return WorkerConfig(
-        trial=spec.name, strategy=strategy.name, task=task, data_refs=refs,
+        trial=spec.name, strategy=strategy.name, task=task, data_refs=getattr(refs, "info", refs),
         replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas),
         epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
@@ -90,4 +90,14 @@ def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
                        worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
     wcfg = worker_config(recipe, cfg, spec, task, refs, sink, start)
     return DataParallelTrainer(strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
-                               scaling_config=scaling_config(cfg, spec, nodes), run_config=run)
+                               scaling_config=scaling_config(cfg, spec, nodes), run_config=run, **datasets(refs))
+
+
+def datasets(refs) -> dict:
+    """A streamed dataset goes to Ray Train: the train split split equally between the workers, the test split
+    whole to each (rank 0 reads it)."""
+    if not hasattr(refs, "datasets"):
+        return {}
+    from ray.train import DataConfig
+
+    return {"datasets": refs.datasets, "dataset_config": DataConfig(datasets_to_split=["train"])}

@@ -12,8 +12,10 @@ Three names, not to be confused:
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import ray
@@ -41,12 +43,14 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
     # A strategy whose replicas are the devices it finds (tf:tpu) logs global_batch once its worker has said.
     per_replica = recipe.per_replica(layout.replicas)
     batch = {} if strategy.replicas_found else {"global_batch": per_replica * layout.replicas}
-    cpus, oversubscribed = reservation(strategy, layout, ray.cluster_resources())
+    total = ray.cluster_resources()
+    cpus, oversubscribed = reservation(strategy, layout, total, cfg.streamed)
+    data_cpus = {"data_cpus": round(total.get("CPU", 0) - cpus * layout.ray_workers, 2)} if cfg.streamed else {}
     ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
     return {
         **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
         "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
-        "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps,
+        "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps, **data_cpus,
         "max_failures": max_failures(strategy, cfg), "checkpoint_every_min": cfg.checkpoint_every_min,
         "storage": cfg.storage or "~/ray_results",
         "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S), "prewarm": prewarm.enabled(),
@@ -168,6 +172,7 @@ class Trial:
     def record(self, final: dict | None, wall: float) -> None:
         spec, run_id = self.spec, self.run_id
         floor = startup_floor.floor_for(spec.framework, startup_floor.load())  # `raylab floor` measured it here
+        self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.strategy,
                            get_strategy(spec.kind).replicas_found)
         self.outcome.result, self.outcome.ran = rec.result, rec.ran
@@ -183,6 +188,13 @@ class Trial:
             console.get().line(f"[{spec.name}] WARNING: {rec.result['compiles_after_warmup']} compilation(s) "
                                "after warm-up: a training step's graph changed (shapes, control flow); see the "
                                "compile_* metrics.")
+
+    def log_data_stats(self, stats: str | None) -> None:
+        """A streamed trial's Ray Data iterator statistics (rank 0's), as the artifact ray_data_stats.txt."""
+        if stats:
+            path = Path(tempfile.mkdtemp(prefix="raylab-stats-")) / "ray_data_stats.txt"
+            path.write_text(stats)
+            self.tracker.log_artifact(self.run_id, path)
 
     def replica_agreement(self) -> dict:
         per_rank = ray.get(self.sink.replica_checksums.remote(), timeout=60)

@@ -22,7 +22,7 @@ class WorkerConfig:
     trial: str  # e.g. "tf:mwms x2"
     strategy: str  # e.g. "mwms"
     task: Task  # the recipe's task as declared: models, loss, optimizer, schedule, metrics, preprocessing
-    data_refs: dict  # object refs of x_train, y_train, x_test, y_test
+    data_refs: Any  # object refs of x_train, y_train, x_test, y_test; a raylab.stream.StreamInfo when streamed
     replicas: int  # replicas in sync across the whole trial
     batch_per_replica: int
     epochs: int

@@ -15,6 +15,7 @@ import tempfile
 import numpy as np
 
 from raylab.data import num_items
+from raylab.loop.batches import BatchSource
 
 
 def trainable_parameters(model) -> int:
@@ -89,6 +90,57 @@ def shard_batches(tf, strategy, x, y, batch: int, seed: int):
         lambda _: shuffled_dataset(tf, x, y, batch, seed, start=done))), timed=False)
 
 
+def batch_source(tf, strategy, data, batch: int, local_replicas: int, seed: int, steps_per_epoch: int):
+    """The worker's batches: its in-memory shard as a tf.data pipeline per local replica, or its streamed split
+    (Ray Data batches of batch x local_replicas rows, fed through tf.data.Dataset.from_generator and split
+    between the local replicas)."""
+    from raylab.loop import StreamBatches
+
+    if not data.streamed:
+        return shard_batches(tf, strategy, data.x, data.y, batch, seed)
+    return TFStream(tf, strategy, StreamBatches(data.batches(batch * local_replicas, seed), steps_per_epoch))
+
+
+class TFStream(BatchSource):
+    """A streamed split read inside the window's tf.function: a from_generator pipeline whose generator takes
+    each batch from a StreamBatches (timed there: no tf.data prefetch sits between it and the step, so its wait
+    is the step's). The pipeline is made at the first trace, after any restart has moved the stream."""
+
+    def __init__(self, tf, strategy, source):
+        self.tf, self.strategy, self.source, self.iterator = tf, strategy, source, None
+
+    @property
+    def wait_s(self) -> float:
+        return self.source.wait_s
+
+    def figures(self) -> dict:
+        return self.source.figures()
+
+    def next(self):
+        if self.iterator is None:
+            self.iterator = iter(self.strategy.experimental_distribute_dataset(self._dataset()))
+        return next(self.iterator)
+
+    def restart(self, done: int) -> None:
+        self.source.restart(done)
+        self.iterator = None
+
+    def _dataset(self):
+        tf, source = self.tf, self.source
+        first = source.next()  # its shapes make the signature; it is still the first batch trained on
+
+        def batches():
+            yield first
+            while True:
+                yield source.next()
+
+        spec = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)), first)
+        ds = tf.data.Dataset.from_generator(batches, output_signature=spec)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF  # split by Ray
+        return ds.with_options(options)
+
+
 def replica_checksums(strategy, model) -> list[float]:
     """Sum of |weights| per in-process replica (MirroredStrategy keeps one copy per device)."""
     per: list[float] = []
@@ -103,8 +155,8 @@ def tf_worker_loop(config: dict) -> None:
     cfg, phases, tf = _start(config)
     import ray.train
 
-    from raylab.data import worker_shard
     from raylab.loop import Training, run_epochs
+    from raylab.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
     from raylab.task.tf import TFTask
 
     ctx = ray.train.get_context()
@@ -120,12 +172,11 @@ def tf_worker_loop(config: dict) -> None:
 
     phases.mark("imports")
     keras.utils.set_random_seed(cfg.seed)
-    x, y, x_test, y_test = worker_shard(cfg.data_refs, world, rank, cfg.seed)
-    steps_per_epoch = cfg.steps(num_items(x) // (cfg.batch_per_replica * local_replicas))
+    steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // (cfg.batch_per_replica * local_replicas))
     task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
-    # Already sharded by raylab: each pipeline reads its worker's shard, batched per replica.
-    batches = shard_batches(tf, strategy, task.inputs(x), task.targets(y), cfg.batch_per_replica, cfg.seed + rank)
-    x_test, y_test = task.inputs(x_test), task.targets(y_test)
+    data = worker_data(cfg, world, rank, lambda x, y: (task.inputs(x), task.targets(y)))
+    # Already sharded: each pipeline reads its worker's shard (or split), batched per replica.
+    batches = batch_source(tf, strategy, data, cfg.batch_per_replica, local_replicas, cfg.seed + rank, steps_per_epoch)
     phases.mark("data")
     with strategy.scope():
         model, optimizer = task.build_model(), task.build_optimizer()
@@ -134,16 +185,17 @@ def tf_worker_loop(config: dict) -> None:
         optimizer.build(model.trainable_variables)
     phases.mark("model")
     scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
-    evaluate = task.evaluator(model)
+    evaluate = evaluation(data, task.evaluator(model))
     actual = {
         "actual_strategy": ran, **fallback, "replicas_in_sync": strategy.num_replicas_in_sync,
         "local_replicas": local_replicas, "global_batch": cfg.global_batch, "steps_per_call": cfg.window,
-        **tf_facts(tf, keras.__version__, strategy, model, threads), **task.built(optimizer, x_test),
+        **tf_facts(tf, keras.__version__, strategy, model, threads), **task.built(optimizer, data.sample()),
+        **data_facts(data),
     }
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, _train_fn(tf, strategy, task, model, optimizer, batches, cfg), lambda: evaluate(x_test, y_test),
+        steps_per_epoch, _train_fn(tf, strategy, task, model, optimizer, batches, cfg), evaluate,
         task.results, actual, lambda: replica_checksums(strategy, model), read=lambda sums: sums.numpy() * scale,
-        batches=batches, saver=tf_saver(tf, strategy, model, optimizer), phases=phases))
+        batches=batches, saver=tf_saver(tf, strategy, model, optimizer), phases=phases, extra=stream_stats(data, rank)))
 
 
 def _start(config: dict):

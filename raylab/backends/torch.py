@@ -12,6 +12,7 @@ from __future__ import annotations
 from ray.train.backend import BackendConfig
 
 from raylab.backends.base import Strategy
+from raylab.shard import data_facts, evaluation, stream_stats
 
 
 def _backend_config(device: str):
@@ -78,6 +79,19 @@ def shard_batches(x, y, batch: int, seed: int, device=None):
     return Batches(start)
 
 
+def batch_source(data, batch: int, seed: int, steps_per_epoch: int, device=None):
+    """The worker's batches: its in-memory shard's tensors (moved to the device once), or its streamed split
+    through iter_torch_batches (prepared and made tensors on Ray Data's prefetch thread, then moved)."""
+    from raylab.loop import StreamBatches
+    from raylab.task.torch import to_tensors
+
+    if not data.streamed:
+        return shard_batches(to_tensors(data.x, device), to_tensors(data.y, device), batch, seed, device)
+    epoch = data.batches(batch, seed, convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])), torch=True)
+    move = (lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device))) if device is not None else (lambda xy: xy)
+    return StreamBatches(epoch, steps_per_epoch, move)
+
+
 def torch_worker_loop(config: dict) -> None:
     cfg, phases, ctx = start_worker(config)
     import torch
@@ -92,10 +106,9 @@ def torch_worker_loop(config: dict) -> None:
     if cfg.device == "gpu":
         torch.cuda.set_device(device)
     phases.mark("setup")
-    task, steps_per_epoch, (x, y, x_test, y_test) = shard_and_task(cfg, ctx)
-    batches = shard_batches(to_tensors(x, device), to_tensors(y, device), cfg.batch_per_replica, cfg.seed + rank,
-                            device)
-    test = (to_tensors(x_test), to_tensors(y_test))
+    task, steps_per_epoch, data = shard_and_task(cfg, ctx)
+    batches = batch_source(data, cfg.batch_per_replica, cfg.seed + rank, steps_per_epoch,
+                           device if device.type != "cpu" else None)
     phases.mark("data")
 
     module = task.build_model().to(device)
@@ -104,18 +117,19 @@ def torch_worker_loop(config: dict) -> None:
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
     step = StepContext()  # fp32: nothing wraps the step
-    evaluate = task.evaluator(module, device)
+    evaluate = evaluation(data, task.evaluator(module, device))
     actual = {
         "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
         "device_kind": device.type,
         **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
-        **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, x_test),
+        **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, data.sample()),
+        **data_facts(data),
     }
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step), lambda: evaluate(*test),
+        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step), evaluate,
         task.results, actual, lambda: param_checksum(module), read=host_copy, batches=batches, step=step,
-        saver=torch_saver(module, optimizer, scheduler, device), phases=phases))
+        saver=torch_saver(module, optimizer, scheduler, device), phases=phases, extra=stream_stats(data, rank)))
 
 
 def start_worker(config: dict):
@@ -138,14 +152,14 @@ def start_worker(config: dict):
 
 
 def shard_and_task(cfg, ctx, xla: bool = False):
-    """(TorchTask, steps per epoch, (x, y, x_test, y_test) prepared as numpy) for this rank's shard."""
-    from raylab.data import num_items, worker_shard
+    """(TorchTask, steps per epoch, this worker's data: raylab/shard.py's MemoryShard or StreamShard)."""
+    from raylab.shard import items_per_worker, worker_data
     from raylab.task.torch import TorchTask
 
-    x, y, x_test, y_test = worker_shard(cfg.data_refs, ctx.get_world_size(), ctx.get_world_rank(), cfg.seed)
-    steps_per_epoch = cfg.steps(num_items(x) // cfg.batch_per_replica)
+    world, rank = ctx.get_world_size(), ctx.get_world_rank()
+    steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // cfg.batch_per_replica)
     task = TorchTask(cfg.task, steps_per_epoch * cfg.epochs, xla=xla)
-    return task, steps_per_epoch, (task.inputs(x), task.targets(y), task.inputs(x_test), task.targets(y_test))
+    return task, steps_per_epoch, worker_data(cfg, world, rank, lambda x, y: (task.inputs(x), task.targets(y)))
 
 
 def take_batch(x, y, idx):

@@ -17,6 +17,7 @@ def sync_path(pjrt: str, world: int) -> str:
 
 def xla_worker_loop(config: dict) -> None:
     from raylab.backends.torch import param_checksum, shard_and_task, start_worker, torch_facts
+    from raylab.shard import data_facts, evaluation, stream_stats
 
     cfg, phases, ctx = start_worker(config)
     import torch
@@ -25,7 +26,6 @@ def xla_worker_loop(config: dict) -> None:
     import torch_xla.debug.metrics as met
 
     from raylab.loop import StepContext, Training, run_epochs
-    from raylab.task.torch import to_tensors
 
     phases.mark("imports")
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -36,9 +36,8 @@ def xla_worker_loop(config: dict) -> None:
     step = (StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16))
             if cfg.precision == "bf16" and pjrt == "TPU" else StepContext())
     phases.mark("setup")
-    task, steps_per_epoch, (x, y, x_test, y_test) = shard_and_task(cfg, ctx, xla=True)
-    batches = device_batches(x, y, cfg, rank, device)
-    test = (to_tensors(x_test), to_tensors(y_test))
+    task, steps_per_epoch, data = shard_and_task(cfg, ctx, xla=True)
+    batches = device_batches(data, cfg, rank, device, steps_per_epoch)
     phases.mark("data")
 
     module = task.build_model()
@@ -52,7 +51,7 @@ def xla_worker_loop(config: dict) -> None:
     compiles = CompileWatch(met, cfg.warmup_steps)
     train = xla_train(task, model, optimizer, scheduler, batches, path, step, compiles, device)
 
-    evaluate = compiles.apart(task.evaluator(model, device, sync=torch_xla.sync))
+    evaluate = evaluation(data, compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)))
     actual = {
         "strategy_class": "xla+gloo-allreduce" if path == "gloo-cpu" else ("xla-ddp" if world > 1 else "xla"),
         "replicas_in_sync": world,
@@ -62,27 +61,32 @@ def xla_worker_loop(config: dict) -> None:
         **torch_facts(model), "precision_applied": step.precision,
         "torch_xla_version": torch_xla.__version__,
         "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
-        **task.built(optimizer, scheduler, test[0]),
+        **task.built(optimizer, scheduler, data.sample()), **data_facts(data),
     }
-
+    stats = stream_stats(data, rank)
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, lambda: evaluate(*test), task.results, actual, lambda: param_checksum(model),
+        steps_per_epoch, train, evaluate, task.results, actual, lambda: param_checksum(model),
         read=lambda sums: sums.double().cpu().numpy(), batches=batches, step=step, syncs=lambda: device_reads(met),
-        extra=compiles.figures, phases=phases))
+        extra=lambda: {**compiles.figures(), **(stats() if stats else {})}, phases=phases))
 
 
-def device_batches(x, y, cfg, rank: int, device):
+def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
     """A batch source of (x, y) on the XLA device, endlessly: a drop_last DataLoader behind MpDeviceLoader
-    (every step has the same shapes, so the step graph compiles once). It starts only from the beginning:
-    xla trials don't checkpoint."""
+    (every step has the same shapes, so the step graph compiles once); a streamed split's whole batches, made
+    tensors on Ray Data's prefetch thread and moved to the device as the step takes them. It starts only from
+    the beginning: xla trials don't checkpoint."""
     import torch
     import torch_xla.distributed.parallel_loader as pl
 
     from raylab.data import num_items
-    from raylab.loop import Batches
+    from raylab.loop import Batches, StreamBatches
     from raylab.task.torch import to_tensors
 
-    xs, ys = to_tensors(x), to_tensors(y)  # prepared (numpy) by the task
+    if data.streamed:
+        epoch = data.batches(cfg.batch_per_replica, cfg.seed + rank,
+                             convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])), torch=True)
+        return StreamBatches(epoch, steps_per_epoch, lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device)))
+    xs, ys = to_tensors(data.x), to_tensors(data.y)  # prepared (numpy) by the task
 
     class Rows(torch.utils.data.Dataset):  # rows of a tensor or of a dict of tensors
         def __len__(self):

@@ -7,6 +7,7 @@
     bench.py         a step benchmark's parser and bench_main
     session.py       what both share on the driver: connect, run to the end, the summary and comparison
     store.py         compare_main and upload_main (MLflow only, no Ray)
+    data.py          `raylab data export`: a recipe's data as Parquet shards
 """
 
 from __future__ import annotations
@@ -25,15 +26,17 @@ __all__ = ["bench_main", "bench_parser", "connect", "edited", "finish", "main", 
 
 def main(argv: list[str] | None = None) -> int:
     """The `raylab` console command."""
+    from raylab.cli.data import data_main
     from raylab.cli.store import compare_main, upload_main
     from raylab.floor import floor_main
 
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main}
+    commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main, "data": data_main}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
               "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n"
-              "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n\n"
+              "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n"
+              "       raylab data export RECIPE DIR   (a recipe's data as Parquet, to train on with --data DIR)\n\n"
               "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stderr if argv else sys.stdout)
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
     return commands[argv[0]](argv[1:])

@@ -24,6 +24,10 @@ def edited(recipe, args):
     from raylab.overrides import apply_overrides
 
     recipe = apply_overrides(recipe, args.set, args.optimizer, args.lr)
+    if getattr(args, "data", None):
+        from raylab.stream import parquet
+
+        recipe = recipe.variant(data=parquet(args.data))
     batches = parse_batches(args.batch)
     return recipe.with_batch(batches[0]) if len(batches) == 1 else recipe
 

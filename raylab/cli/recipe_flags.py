@@ -36,6 +36,10 @@ def _what_to_run(g, recipe) -> None:
                    help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
     g.add_argument("--ps", type=F.integer, default=1,
                    help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)")
+    g.add_argument("--data", metavar="DIR",
+                   help="stream the data from Parquet files instead of the recipe's own: a directory `raylab data "
+                        "export` wrote (local, or a gs:// / s3:// URI holding train/ and test/ with columns x and y); "
+                        "Ray Data reads it as the trials train, nothing is loaded on the driver")
     g.add_argument("--quick", action="store_true",
                    help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch")
     F.add_repeats(g)

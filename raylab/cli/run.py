@@ -52,11 +52,10 @@ def _at_the_door(recipe, args, argv: list[str]):
 
 
 def _announce(recipe, cfg: C.Settings, ds) -> None:
-    from raylab.data import num_items
-
     for note in cfg.notes + ([ds.note] if ds.note else []):
         print(f"raylab: note: {note}")
-    print(f"raylab: {recipe.name} on {ds.name} ({num_items(ds.x_train)} train / {num_items(ds.x_test)} test items from "
+    items = f"{ds.train_items} train / {ds.test_items} test items" if ds.train_items is not None else "items counted"
+    print(f"raylab: {recipe.name} on {ds.name} ({items}{', streamed' if ds.streamed else ''} from "
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
 
 
@@ -67,4 +66,21 @@ def load_data(recipe, cfg: C.Settings):
 
     ds = as_dataset(recipe.data, recipe.name)
     check(recipe.task(ds.target_names), ds.target_names)
+    if ds.streamed:
+        check_streamed(cfg)
+        return ds  # --quick limits it when Ray Data opens it (raylab/invocation.py)
     return ds.subset(recipe.quick_train, recipe.quick_test) if cfg.quick else ds
+
+
+def check_streamed(cfg: C.Settings) -> None:
+    """What cannot run on a streamed dataset says so before Ray starts."""
+    from raylab.backends import get_strategy
+
+    cfg.streamed = True
+    for spec in cfg.trials:
+        if get_strategy(spec.kind).ps_roles:
+            raise UserError(f"{spec.kind} reads in-memory data only (its parameter-server workers take their own "
+                            "shards outside Ray Train's dataset splits); drop it from --trials or run without --data.")
+    if cfg.baseline:
+        raise UserError("--baseline runs plain scripts on in-memory arrays; run it without --data (or a streamed "
+                        "recipe), or drop --baseline.")

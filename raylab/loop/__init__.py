@@ -2,12 +2,12 @@
 (batches.py), what wraps a step (step.py), checkpoints (checkpoint.py), what rank 0 reports
 (report.py), and the loop that joins them (run.py)."""
 
-from raylab.loop.batches import Batches, BatchSource
+from raylab.loop.batches import Batches, BatchSource, StreamBatches
 from raylab.loop.checkpoint import Handoff, Saver
 from raylab.loop.report import builtins_only
 from raylab.loop.run import Training, run_epochs
 from raylab.loop.state import LoopState, windows
 from raylab.loop.step import StepContext
 
-__all__ = ["BatchSource", "Batches", "Handoff", "LoopState", "Saver", "StepContext", "Training", "builtins_only",
+__all__ = ["BatchSource", "Batches", "Handoff", "LoopState", "Saver", "StepContext", "StreamBatches", "Training", "builtins_only",
            "run_epochs", "windows"]

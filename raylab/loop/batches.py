@@ -29,6 +29,10 @@ class BatchSource:
     def restart(self, done: int) -> None:
         raise NotImplementedError
 
+    def figures(self) -> dict:
+        """What the trial records of its input, beside input_wait_s (a stream: batches skipped after a restart)."""
+        return {}
+
 
 class Batches(BatchSource):
     """A source from a function that makes an iterator of batches starting after `done` (timed per batch)."""
@@ -48,3 +52,49 @@ class Batches(BatchSource):
 
     def restart(self, done: int) -> None:
         self.iterator = self._start(done)
+
+
+class StreamBatches(BatchSource):
+    """A streamed shard as a source: epoch() starts one pass over this worker's split (Ray Data re-runs the pipeline
+    each epoch); every steps_per_epoch batches the next pass starts, as every worker of the trial does.
+
+    A stream cannot seek: restart(done) starts a new pass and reads past the batches the restored epoch had
+    already trained on (`skipped`: how many); the order inside a pass is Ray Data's, not a replay of the lost one.
+    wait_s: seconds next() waited for batches (after Ray Data's prefetching; conversion included).
+    """
+
+    def __init__(self, epoch: Callable[[], Any], steps_per_epoch: int, convert: Callable[[Any], Any] = lambda b: b):
+        self._epoch, self.steps, self._convert = epoch, steps_per_epoch, convert
+        self.wait_s, self.skipped, self.passes = 0.0, 0, 0
+        self.iterator, self.pos = None, 0
+
+    def _new_pass(self) -> None:
+        self.iterator, self.pos = iter(self._epoch()), 0
+        self.passes += 1
+
+    def _take(self):
+        if self.iterator is None or self.pos == self.steps:
+            self._new_pass()
+        try:
+            batch = next(self.iterator)
+        except StopIteration:
+            raise RuntimeError(f"this worker's stream split ended after {self.pos} batches of an epoch of {self.steps}; "
+                               "the split is smaller than the trial's items / workers said (a file changed while the "
+                               "trial ran?)") from None
+        self.pos += 1
+        return batch
+
+    def next(self) -> Any:
+        t0 = time.perf_counter()
+        batch = self._convert(self._take())
+        self.wait_s += time.perf_counter() - t0
+        return batch
+
+    def restart(self, done: int) -> None:
+        self._new_pass()
+        for _ in range(done % self.steps):
+            self._take()
+            self.skipped += 1
+
+    def figures(self) -> dict:
+        return {"stream_skipped_batches": self.skipped, "stream_passes": self.passes}

@@ -97,6 +97,7 @@ class Loop:
         i, sums = state.step, state.epoch_sums()
         t_epoch = time.perf_counter() - (state.epoch_s if i else 0.0)
         self.host.begin()
+        self.waited = self.input_wait()
         for k in windows(steps - i, self.cfg.window, self.chrono.warmup, self.own):
             self.chrono.start()
             part = np.asarray(read(self.train(k)), dtype=np.float64)
@@ -108,11 +109,17 @@ class Loop:
                 self.host.settle()
                 self.checkpoint(epoch - 1, i, sums, time.perf_counter() - t_epoch)
         self.host.settle()
+        self.waited = None if self.waited is None else self.input_wait() - self.waited
         return sums, time.perf_counter() - t_epoch
+
+    def input_wait(self) -> float | None:
+        """Seconds this attempt's steps have waited for their batches (None: not measurable apart, see BatchSource)."""
+        return self.t.batches.wait_s if self.t.batches is not None else None
 
     def end_epoch(self, epoch: int, sums, seconds: float) -> None:
         """The epoch's figures (and evaluation, on rank 0), sent once its checkpoint is safe."""
-        fields = {"epoch": epoch, "epoch_time_s": seconds, **self.t.results(sums, self.t.steps_per_epoch, "train_")}
+        fields = {"epoch": epoch, "epoch_time_s": seconds, **self.t.results(sums, self.t.steps_per_epoch, "train_"),
+                  **({"epoch_input_wait_s": self.waited} if self.waited is not None else {})}
         if self.rank == 0:
             fields.update(self.t.evaluate(), elapsed_s=self.chrono.elapsed())
         if not self.checkpointer.on:
@@ -139,12 +146,21 @@ class Loop:
         timing = self.chrono.summary(self.cfg.global_batch)
         carried = self.chrono.carried
         startup = carried["phases"] if carried else self.phases.summary(timing["startup_s"])
-        waited = self.t.batches.wait_s if self.t.batches is not None else None
         self.reporter.result({
             **timing, **startup, **(self.t.extra() if self.t.extra else {}), **self.checkpointer.figures(self.state),
-            **({"input_wait_s": waited} if waited is not None else {}),
+            **self.input_figures(),
             "steps_per_epoch": self.t.steps_per_epoch, "host_syncs": self.host.total,
             "steps_per_host_sync": self.state.done / max(self.host.total, 1), "actual": self.actual(where)})
+
+    def input_figures(self) -> dict:
+        """input_wait_s: seconds this attempt's steps waited for batches, and its share of the attempt's training
+        windows; a streamed source adds what it skipped after a restart."""
+        waited = self.input_wait()
+        if waited is None:
+            return {}
+        trained = sum(seconds for seconds, _ in self.chrono.windows)
+        return {"input_wait_s": waited, "input_wait_share": waited / trained if trained else 0.0,
+                **self.t.batches.figures()}
 
     def actual(self, where) -> dict:
         held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from raylab.data import tree_map
+from raylab.data import num_items, tree_map
 from raylab.task import OPTIMIZERS, Native, Scale, Task, describe_preprocess
 
 EVAL_BATCH_BYTES = 8_000_000  # an evaluation batch holds at most this much input (1000 28x28 images, 72 96x96x3)
@@ -50,6 +50,17 @@ def prepare_inputs(preprocess, x, family: str):
 def prepare_targets(y, int_dtype):
     """Class labels as the framework's index type, everything else float32."""
     return tree_map(lambda a: a.astype(int_dtype if a.dtype.kind in "biu" else np.float32, copy=False), y)
+
+
+def test_batches(x, y=None):
+    """The test split's batches for evaluation: (x, y) arrays cut into eval_batch_size pieces, or, when y is None,
+    x itself: an iterable of prepared (x, y) batches (a streamed test split)."""
+    if y is None:
+        yield from x
+        return
+    n, size = num_items(x), eval_batch_size(x)
+    for i in range(0, n, size):
+        yield tree_map(lambda a: a[i : i + size], x), tree_map(lambda a: a[i : i + size], y)
 
 
 def eval_batch_size(x) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 
 from raylab.data import num_items, tree_map
 from raylab.task import Metric, Native, Task, canonical_loss, describe_schedule, lr_factor
-from raylab.task.common import TaskBuilder, built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
+from raylab.task.common import TaskBuilder, built_report, prepare_inputs, prepare_targets, schedule_probe, test_batches
 
 
 class TFTask(TaskBuilder):
@@ -104,7 +104,8 @@ class TFTask(TaskBuilder):
         return tf.concat([[tf.reduce_mean(per_example)], self.batch_stats(yb, pred)], 0)
 
     def evaluator(self, model):
-        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared test split, in batches."""
+        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared test split, in batches; or evaluate(batches)
+        over an iterable of prepared (x, y) batches (a streamed test split)."""
         tf = self.tf
 
         @tf.function(reduce_retracing=True)
@@ -112,10 +113,10 @@ class TFTask(TaskBuilder):
             pred = model(xb, training=False)
             return tf.concat([[tf.reduce_sum(self.per_example_loss(yb, pred))], self.batch_stats(yb, pred)], 0)
 
-        def evaluate(x, y):
-            n, size = num_items(x), eval_batch_size(x)
-            sums = sum(batch(tree_map(lambda a: a[i : i + size], x), tree_map(lambda a: a[i : i + size], y)).numpy()
-                       .astype(np.float64) for i in range(0, n, size))
+        def evaluate(x, y=None):
+            n, sums = 0, 0.0
+            for xb, yb in test_batches(x, y):
+                sums, n = sums + batch(xb, yb).numpy().astype(np.float64), n + num_items(yb)
             return self.results(sums, n, "val_")
 
         return evaluate

@@ -13,14 +13,17 @@ import numpy as np
 
 from raylab.data import num_items, tree_map
 from raylab.task import PY_MATH, Metric, Native, Task, canonical_loss, lr_factor
-from raylab.task.common import TaskBuilder, built_report, eval_batch_size, prepare_inputs, prepare_targets, schedule_probe
+from raylab.task.common import TaskBuilder, built_report, prepare_inputs, prepare_targets, schedule_probe, test_batches
 
 
 def to_tensors(x, device=None):
     import torch
 
-    return tree_map(lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device) if device else
-                    torch.from_numpy(np.ascontiguousarray(a)), x)
+    def one(a):
+        t = a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
+        return t.to(device) if device else t
+
+    return tree_map(one, x)
 
 
 def take(x, idx):
@@ -109,20 +112,20 @@ class TorchTask(TaskBuilder):
         return out
 
     def evaluator(self, module, device, sync=lambda: None):
-        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared (cpu) test split, in batches."""
+        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared (cpu) test split, in batches; or
+        evaluate(batches) over an iterable of prepared (x, y) batches (a streamed test split)."""
         import torch
 
         @torch.no_grad()
-        def evaluate(x, y):
+        def evaluate(x, y=None):
             module.eval()
-            n, size, sums = num_items(x), eval_batch_size(x), 0.0
-            for i in range(0, n, size):
-                xb = tree_map(lambda a: a[i : i + size].to(device), x)
-                yb = tree_map(lambda a: a[i : i + size].to(device), y)
+            n, sums = 0, 0.0
+            for xc, yc in test_batches(x, y):
+                xb, yb = to_tensors(xc, device), to_tensors(yc, device)
                 pred = module(xb)
                 part = torch.cat([self.per_example_loss(yb, pred).sum().reshape(1), self.batch_stats(yb, pred)])
                 sync()
-                sums = sums + part.cpu().double().numpy()
+                sums, n = sums + part.cpu().double().numpy(), n + num_items(yc)
             module.train()
             return self.results(sums, n, "val_")
 

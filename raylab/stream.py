@@ -1,0 +1,234 @@
+"""Streamed datasets: data that need not fit in memory, read by Ray Data while a trial trains.
+
+A recipe's `data` may be a Stream instead of in-memory arrays. A Stream describes where the train and
+test splits come from and which columns hold the inputs and the targets; nothing is read on the driver
+but metadata. Each trial hands the two Ray Data datasets to Ray Train (`datasets=`): every training
+worker gets an equal streaming split of the train split (raylab/shard.py turns it into the framework's
+batches) and rank 0 reads the whole test split to evaluate.
+
+Sources (each with `inputs` and `targets`: a column name, or a tuple of names for named inputs/targets):
+
+    parquet(path)             a directory written by `raylab data export` (train/, test/, raylab-data.json),
+                              or parquet(train=URI, test=URI, ...) for any Parquet files, local or
+                              gs:// / s3:// (passed to Ray Data's read_parquet as given)
+    npy(train={...}, test={...})   one directory (or URI) of .npy shards per column, zipped row by row
+    images(train_dir, test_dir, size=(h, w))   one sub-folder per class; decoded and resized in the pipeline
+    generator(fn, train_items, test_items)     fn(ids, split) makes items on the Ray Data side, from nothing
+    ray_dataset(train, test)  your own Ray Data Datasets (or functions returning them)
+
+`pipeline=` adds a function run inside the pipeline (Ray Data map_batches, numpy batch -> numpy batch);
+the recipe's `preprocess` still runs per framework on each batch, as for in-memory data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from raylab.errors import UserError
+
+MANIFEST = "raylab-data.json"
+SPLIT_NAMES = ("train", "test")
+
+
+def columns(spec) -> tuple[str, ...]:
+    return (spec,) if isinstance(spec, str) else tuple(spec)
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """What a worker needs to know of a stream (picklable; the datasets themselves go through Ray Train)."""
+
+    inputs: str | tuple[str, ...]
+    targets: str | tuple[str, ...]
+    train_items: int
+    test_items: int
+
+    def split(self, batch: dict):
+        """(x, y) of a numpy batch: one array per name, or a dict of named arrays for a tuple of names."""
+        def pick(spec):
+            if isinstance(spec, str):
+                return _dense(batch[spec])
+            return {k: _dense(batch[k]) for k in spec}
+
+        return pick(self.inputs), pick(self.targets)
+
+
+def _dense(a: np.ndarray) -> np.ndarray:
+    """A column as one array: Parquet list columns come back as an object array of rows."""
+    return np.stack(a) if a.dtype == object else a
+
+
+@dataclass
+class Stream:
+    """A dataset read by Ray Data as the trial trains (see the module's docstring for the sources)."""
+
+    name: str
+    make: Callable[[str], Any]  # split -> a lazy ray.data.Dataset (called on the driver, after Ray starts)
+    source: str  # where it is read from (recorded in MLflow)
+    inputs: str | tuple[str, ...] = "x"
+    targets: str | tuple[str, ...] = "y"
+    train_items: int | None = None  # None: counted by Ray Data (from metadata where the format has it)
+    test_items: int | None = None
+    pipeline: Callable | None = None  # map_batches inside the pipeline, numpy dict -> numpy dict
+    synthetic: bool = False
+    note: str = ""
+    check: Callable[[], None] | None = field(default=None, repr=False)  # cheap checks before Ray starts
+    streamed = True  # (a class attribute) an in-memory raylab.data.Dataset says False
+
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        return () if isinstance(self.targets, str) else tuple(self.targets)
+
+    def dataset(self, split: str, limit: int | None = None):
+        """The split as a lazy Ray Data Dataset with the pipeline's map applied (and the --quick limit)."""
+        ds = self.make(split)
+        if self.pipeline is not None:
+            ds = ds.map_batches(self.pipeline, batch_format="numpy")
+        return ds.limit(limit) if limit else ds
+
+
+def parquet(path: str | None = None, *, train: str | None = None, test: str | None = None, inputs="x",
+            targets="y", name: str | None = None, pipeline=None) -> Stream:
+    """Parquet files: a directory `raylab data export` wrote (its manifest names the columns), or train=/test=."""
+    manifest = {}
+    if path is not None:
+        train, test = f"{path.rstrip('/')}/train", f"{path.rstrip('/')}/test"
+        if "://" not in path:
+            manifest = read_manifest(Path(path))
+    elif train is None or test is None:
+        raise UserError("parquet(): give a directory `raylab data export` wrote, or both train= and test= paths.")
+    inputs, targets = manifest.get("inputs", inputs), manifest.get("targets", targets)
+    inputs, targets = (inputs if isinstance(inputs, str) else tuple(inputs)), \
+        (targets if isinstance(targets, str) else tuple(targets))
+
+    def make(split):
+        import ray.data
+
+        return ray.data.read_parquet(train if split == "train" else test, columns=[*columns(inputs), *columns(targets)],
+                                     shuffle="files" if split == "train" else None)
+
+    return Stream(name or manifest.get("name") or Path(train).parent.name, make, manifest.get("source", f"Parquet in {train}, {test}"),
+                  inputs, targets, manifest.get("train_items"), manifest.get("test_items"), pipeline,
+                  synthetic=manifest.get("synthetic", False), check=lambda: _exists(train, test))
+
+
+def npy(train: dict[str, str], test: dict[str, str], *, inputs="x", targets="y", name="npy", pipeline=None) -> Stream:
+    """.npy shards, one directory (or URI) per column, their rows in the same order in every column."""
+    if set(train) != set(test) or not set(columns(inputs)) | set(columns(targets)) <= set(train):
+        raise UserError(f"npy(): train and test need the same columns, holding {columns(inputs) + columns(targets)}; "
+                        f"got {sorted(train)} and {sorted(test)}.")
+
+    def make(split):
+        import ray.data
+
+        paths = train if split == "train" else test
+        parts = [ray.data.read_numpy(p, override_num_blocks=None).rename_columns({"data": c}) for c, p in paths.items()]
+        return parts[0].zip(*parts[1:]) if len(parts) > 1 else parts[0]
+
+    return Stream(name, make, f".npy shards in {', '.join(train.values())}", inputs, targets, pipeline=pipeline,
+                  check=lambda: _exists(*train.values(), *test.values()))
+
+
+def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", name: str | None = None,
+           pipeline=None) -> Stream:
+    """An image folder per split, one sub-folder per class (sorted names are classes 0, 1, ...): columns x
+    (uint8, size x channels) and y (the class)."""
+    classes = _classes(train)
+
+    def make(split):
+        import ray.data
+
+        def label(batch):
+            names = [Path(p).parent.name for p in batch.pop("path")]
+            return {"x": batch["image"], "y": np.array([classes.index(n) for n in names], np.int64)}
+
+        where = train if split == "train" else test
+        ds = ray.data.read_images(where, size=size, mode=mode, include_paths=True,
+                                  shuffle="files" if split == "train" else None)
+        return ds.map_batches(label, batch_format="numpy")
+
+    return Stream(name or Path(train).name, make, f"images in {train}, {test} ({len(classes)} classes)", "x", "y",
+                  pipeline=pipeline, check=lambda: _exists(train, test))
+
+
+def generator(fn: Callable[[np.ndarray, str], dict], train_items: int, test_items: int, *, inputs="x", targets="y",
+              name="generated", batch: int = 256, pipeline=None, source: str = "") -> Stream:
+    """Items made by fn(ids, split) -> {column: array with one row per id}, on the Ray Data side: nothing on disk
+    and nothing on the driver, at any size. fn should be deterministic in (ids, split)."""
+    def make(split):
+        import ray.data
+
+        n = train_items if split == "train" else test_items
+        return ray.data.range(n).map_batches(lambda b: fn(b["id"], split), batch_size=batch, batch_format="numpy")
+
+    return Stream(name, make, source or f"generated by {getattr(fn, '__name__', 'a function')}", inputs, targets,
+                  train_items, test_items, pipeline, synthetic=True)
+
+
+def ray_dataset(train, test, *, inputs="x", targets="y", name="ray-dataset", pipeline=None) -> Stream:
+    """Your own Ray Data pipeline: Datasets, or functions returning them (called on the driver after Ray starts)."""
+    def make(split):
+        ds = train if split == "train" else test
+        return ds() if callable(ds) else ds
+
+    return Stream(name, make, "a Ray Data pipeline", inputs, targets, pipeline=pipeline)
+
+
+def _exists(*paths: str) -> None:
+    for p in paths:
+        if "://" not in p and not Path(p).exists():
+            raise UserError(f"{p} does not exist; point the stream at a directory of files (or a gs:// / s3:// URI).")
+
+
+def _classes(folder: str) -> list[str]:
+    if "://" in folder:
+        raise UserError(f"images(): {folder}: class folders are listed locally; copy the images to a local or "
+                        "mounted path, or build a ray_dataset() with your own labels.")
+    if not Path(folder).is_dir():
+        raise UserError(f"images(): {folder} is not a directory; give a folder holding one sub-folder per class.")
+    classes = sorted(d.name for d in Path(folder).iterdir() if d.is_dir())
+    if not classes:
+        raise UserError(f"images(): {folder} has no sub-folders; put each class's images in a sub-folder of its own.")
+    return classes
+
+
+def read_manifest(path: Path) -> dict:
+    if not (path / MANIFEST).is_file():
+        if not path.exists():
+            raise UserError(f"--data {path}: no such directory; write one with `raylab data export RECIPE {path}`.")
+        raise UserError(f"--data {path}: no {MANIFEST} there; it is not a directory `raylab data export` wrote "
+                        "(for other Parquet files, use raylab.stream.parquet(train=..., test=..., inputs=..., targets=...)).")
+    return json.loads((path / MANIFEST).read_text())
+
+
+@dataclass
+class Streamed:
+    """A stream on the driver once Ray is up: the two lazy datasets, their sizes and what workers get."""
+
+    stream: Stream
+    datasets: dict  # {"train": Dataset, "test": Dataset}
+    info: StreamInfo
+
+    @property
+    def name(self) -> str:
+        return self.stream.name
+
+
+def open_stream(stream: Stream, quick: tuple[int, int] | None = None) -> Streamed:
+    """The stream's datasets, counted where the stream does not say its size (Parquet: from file metadata)."""
+    limits = dict(zip(SPLIT_NAMES, quick or (None, None)))
+    datasets = {s: stream.dataset(s, limits[s]) for s in SPLIT_NAMES}
+    sizes = {"train": stream.train_items, "test": stream.test_items}
+    for split, n in sizes.items():
+        if n is None:
+            n = stream.dataset(split).count()
+        sizes[split] = min(n, limits[split]) if limits[split] else n
+    if sizes["train"] == 0 or sizes["test"] == 0:
+        raise UserError(f"{stream.name}: the streamed {'train' if not sizes['train'] else 'test'} split is empty "
+                        f"({stream.source}).")
+    return Streamed(stream, datasets, StreamInfo(stream.inputs, stream.targets, sizes["train"], sizes["test"]))
