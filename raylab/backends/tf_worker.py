@@ -108,6 +108,7 @@ class TFStream(BatchSource):
 
     def __init__(self, tf, strategy, source):
         self.tf, self.strategy, self.source, self.iterator = tf, strategy, source, None
+        self._make = tf.autograph.experimental.do_not_convert(self._make)  # plain Python, even when traced
 
     @property
     def wait_s(self) -> float:
@@ -118,8 +119,12 @@ class TFStream(BatchSource):
 
     def next(self):
         if self.iterator is None:
-            self.iterator = iter(self.strategy.experimental_distribute_dataset(self._dataset()))
+            self._make()
         return next(self.iterator)
+
+    def _make(self) -> None:
+        with self.tf.init_scope():  # made eagerly, once, even when first asked for inside a trace
+            self.iterator = iter(self.strategy.experimental_distribute_dataset(self._dataset()))
 
     def restart(self, done: int) -> None:
         self.source.restart(done)
@@ -129,6 +134,7 @@ class TFStream(BatchSource):
         tf, source = self.tf, self.source
         first = source.next()  # its shapes make the signature; it is still the first batch trained on
 
+        @tf.autograph.experimental.do_not_convert  # plain Python, run by tf.data (autograph can't convert generators)
         def batches():
             yield first
             while True:
