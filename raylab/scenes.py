@@ -97,3 +97,28 @@ def _triangle(dx, dy, r, theta, aspect):
     for (ax, ay), (bx, by) in zip(corners, corners[1:] + corners[:1]):
         inside &= (bx - ax) * (dy - ay) - (by - ay) * (dx - ax) > 0
     return inside
+
+
+SEED_SCENES = 1_200_000  # the seed notebook's training set: 1.2 million 96x96x3 images
+
+
+def scene_items(ids, split: str, seed: int = 0) -> dict:
+    """Scenes for item ids (consecutive, as Ray Data's range hands them out), made where they are needed:
+    {"x", "mask", "depth"}. The same ids of the same split and seed give the same scenes; train and test
+    are drawn from different streams."""
+    ids = np.asarray(ids)
+    first = int(ids[0]) if len(ids) else 0
+    x, targets = scenes(len(ids), (seed, 0 if split == "train" else 1, first))
+    return {"x": x, **targets}
+
+
+def scene_stream(train_items: int = SEED_SCENES, test_items: int = 144, seed: int = 0):
+    """The scenes as a raylab.stream generator source: any number of items, generated on the Ray Data side
+    (nothing on disk or on the driver), 256 at a time."""
+    import functools
+
+    from raylab.stream import generator
+
+    return generator(functools.partial(scene_items, seed=seed), train_items, test_items, inputs="x",
+                     targets=("mask", "depth"), name="scenes", batch=CHUNK,
+                     source=f"procedural scenes generated on the fly ({train_items:,} train / {test_items:,} test)")

@@ -123,7 +123,7 @@ def data_facts(data) -> dict:
     if not data.streamed:
         return {"input": "in memory (object store, seeded shard per worker)"}
     return {"input": f"streamed (Ray Data streaming_split, {PREFETCH_BATCHES} batches prefetched, rows shuffled "
-                     "in an 8-batch buffer, files in random order)", "input_items_per_worker": data.items}
+                     "in an 8-batch buffer)", "input_items_per_worker": data.items}
 
 
 def stream_stats(data, rank: int) -> Callable[[], dict] | None:

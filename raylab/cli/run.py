@@ -55,6 +55,8 @@ def _announce(recipe, cfg: C.Settings, ds) -> None:
     for note in cfg.notes + ([ds.note] if ds.note else []):
         print(f"raylab: note: {note}")
     items = f"{ds.train_items} train / {ds.test_items} test items" if ds.train_items is not None else "items counted"
+    if ds.streamed and cfg.quick:
+        items += f", --quick reads the first {recipe.quick_train} / {recipe.quick_test}"
     print(f"raylab: {recipe.name} on {ds.name} ({items}{', streamed' if ds.streamed else ''} from "
           f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
 
