@@ -54,7 +54,7 @@ def trial_figures(uri: str, summary: dict) -> dict:
     client, rows = MlflowClient(tracking_uri=uri), {}
     for t in summary["trials"]:
         m = client.get_run(t["run_id"]).data.metrics
-        rows[t["trial"]] = {"acc": m.get("val_accuracy"), "sps": m.get("samples_per_s"),
+        rows[t["trial"]] = {"acc": m.get("val_accuracy"), "sps": m.get("samples_per_sec"),
                             "wait": m.get("input_wait_share")}
     return rows
 

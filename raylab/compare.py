@@ -41,7 +41,9 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "compile_time_warmup_s", "compiles_after_warmup", "ps_push_pull_ms", "ps_bytes_per_step",
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_process_s", "startup_workers_s", "startup_imports_s",
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
-           "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s"]
+           "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
+           "input_wait_s", "input_wait_share"]
+INPUT_BOUND = 0.2  # a trial whose steps waited for input this share of their time or more is flagged input-bound
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
                  "target_accuracy", "repeat", "batch_per_replica"]
@@ -113,6 +115,8 @@ def format_table(rows: list[dict]) -> str:
                 if k.startswith("val_") and k not in shown]
     if len({r.get("batch_per_replica") for r in rows}) > 1:  # a --batch sweep: say each row's size
         columns = columns[:1] + [("batch_per_replica", "batch/replica", "{}")] + columns[1:]
+    if any(r.get("input_wait_share") is not None for r in rows):  # the steps' wait for input, where timed
+        columns = columns + [("input_wait_share", "input wait", "{:.0%}")]
     concurrent = any(r.get("overlapped_with") not in (None, "none") for r in rows)
     if concurrent:  # trials ran at the same time: how many whole nodes each held
         columns = columns[:2] + [("nodes_held", "nodes", "{:.0f}")] + columns[2:]
@@ -122,7 +126,7 @@ def format_table(rows: list[dict]) -> str:
         rows = [{**r, "sps_range": f"{protocol.rate(r['sps_min'])}..{protocol.rate(r['sps_max'])}" if r.get("sps_min") else None}
                 for r in rows]
     marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")
-               + (" +" if r.get("restarts") else "")} for r in rows]
+               + (" +" if r.get("restarts") else "") + (" !" if input_bound(r) else "")} for r in rows]
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
@@ -134,12 +138,18 @@ def format_table(rows: list[dict]) -> str:
     notes += [f"+ restarted from a checkpoint {r['restarts']:g}x ({r['trial']}): {r.get('recovery_s') or 0:.1f} s to recover, "
               f"{r.get('lost_s') or 0:.1f} s of training done again; steady figures leave both out"
               for r in rows if r.get("restarts")]
+    notes += [f"! input-bound: its steps waited for input {r['input_wait_share']:.0%} of their time ({r['trial']}); "
+              "the figures measure the input pipeline more than the step" for r in rows if input_bound(r)]
     if repeated:
         notes.append("medians over repeats; min..max = the samples/s range")
     if concurrent:
         notes.append("trials ran at the same time, each on whole nodes of its own (nodes = nodes it held); "
                      "who overlapped whom is under 'ran at the same time'")
     return "\n".join(lines + notes + (["failed:"] + failed if failed else []))
+
+
+def input_bound(row: dict) -> bool:
+    return (row.get("input_wait_share") or 0) >= INPUT_BOUND
 
 
 def format_report(rows: list[dict]) -> str:

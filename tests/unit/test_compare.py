@@ -149,3 +149,14 @@ def test_chart_has_accuracy_against_wall_time(store, tmp_path):
     write_chart(rows, bars, "t")
     write_chart(rows, both, "t", lines)
     assert Image.open(both).size[1] > Image.open(bars).size[1] + 300
+
+
+def test_an_input_bound_trial_is_flagged():
+    from raylab.compare import format_table
+
+    rows = [{"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "input_wait_share": 0.35},
+            {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "input_wait_share": 0.02}]
+    table = format_table(rows)
+    assert "input wait" in table and "35%" in table and "2%" in table
+    assert "torch:ddp x2 !" in table and "tf:none x1 !" not in table
+    assert "! input-bound: its steps waited for input 35% of their time (torch:ddp x2)" in table
