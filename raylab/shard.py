@@ -73,9 +73,11 @@ class StreamShard:
             self.epochs += 1
             options = dict(batch_size=batch, drop_last=True, prefetch_batches=PREFETCH_BATCHES,
                            local_shuffle_buffer_size=8 * batch, local_shuffle_seed=seed + self.epochs)
-            if torch:  # the collate function (preparing, making tensors) runs on Ray Data's prefetch thread
+            # The collate function (preparing, making tensors) runs on Ray Data's prefetch thread, off the step's.
+            if torch:
                 return self.shard.iter_torch_batches(collate_fn=collate, **options)
-            return (collate(b) for b in self.shard.iter_batches(batch_format="numpy", **options))
+            # numpy for TF: the same collate hook, which Ray 2.60's public iter_batches does not expose.
+            return self.shard._iter_batches(batch_format="numpy", _collate_fn=collate, **options)
 
         return epoch
 

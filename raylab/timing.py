@@ -81,7 +81,7 @@ class Chrono:
         """Seconds since the trial started (the x axis of time-to-accuracy)."""
         return time.time() - self.trial_start
 
-    def _first_steady(self) -> int | None:
+    def first_steady(self) -> int | None:
         done = 0
         for i, (_, steps) in enumerate(self.windows):
             if done >= self.warmup:
@@ -92,7 +92,7 @@ class Chrono:
     def state(self) -> dict:
         """What a checkpoint keeps of this trial's timing: its first attempt's startup and first step, and
         every steady window so far (a restarted attempt's own warm-up is left out, as the first's was)."""
-        first = self._first_steady()
+        first = self.first_steady()
         own = self.windows[first:] if first is not None else []
         if self.carried:
             return {**self.carried, "steady": self.carried["steady"] + [list(w) for w in own]}
@@ -104,7 +104,7 @@ class Chrono:
         """Windows that start after the warm-up steps are steady; a run too short for that keeps its last.
         After a restart, the steady windows of earlier attempts (carried) count too, and the startup and first
         step are the first attempt's: recovery is recorded apart, never in the throughput."""
-        first_steady = self._first_steady()
+        first_steady = self.first_steady()
         if self.carried:
             steady = [tuple(w) for w in self.carried["steady"]] + self.windows[first_steady or len(self.windows):]
             return {"startup_s": self.carried["startup_s"], "first_step_s": self.carried["first_step_s"],

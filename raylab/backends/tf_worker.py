@@ -15,7 +15,6 @@ import tempfile
 import numpy as np
 
 from raylab.data import num_items
-from raylab.loop.batches import BatchSource
 
 
 def trainable_parameters(model) -> int:
@@ -91,60 +90,48 @@ def shard_batches(tf, strategy, x, y, batch: int, seed: int):
 
 
 def batch_source(tf, strategy, data, batch: int, local_replicas: int, seed: int, steps_per_epoch: int):
-    """The worker's batches: its in-memory shard as a tf.data pipeline per local replica, or its streamed split
-    (Ray Data batches of batch x local_replicas rows, fed through tf.data.Dataset.from_generator and split
-    between the local replicas)."""
+    """The worker's batches: its in-memory shard as a tf.data pipeline per local replica (read inside the window's
+    tf.function), or its streamed split as a StreamBatches of batch x local_replicas rows (read by
+    stream_train_fn in Python, each wait timed)."""
     from raylab.loop import StreamBatches
 
     if not data.streamed:
         return shard_batches(tf, strategy, data.x, data.y, batch, seed)
-    return TFStream(tf, strategy, StreamBatches(data.batches(batch * local_replicas, seed), steps_per_epoch))
+    return StreamBatches(data.batches(batch * local_replicas, seed), steps_per_epoch)
 
 
-class TFStream(BatchSource):
-    """A streamed split read inside the window's tf.function: a from_generator pipeline whose generator takes
-    each batch from a StreamBatches (timed there: no tf.data prefetch sits between it and the step, so its wait
-    is the step's). The pipeline is made at the first trace, after any restart has moved the stream."""
+def stream_train_fn(tf, strategy, task, model, optimizer, source, cfg, local_replicas: int):
+    """train(k) for a streamed split: the window's k batches are taken from the source in Python (each wait
+    timed there, and nothing reads ahead of the step, so the waits are the steps'), stacked, and run as one
+    tf.function call, a tf.range loop over them; each local replica trains on its slice of each batch."""
+    width, per = 1 + 2 * len(task.specs), cfg.batch_per_replica
 
-    def __init__(self, tf, strategy, source):
-        self.tf, self.strategy, self.source, self.iterator = tf, strategy, source, None
-        self._make = tf.autograph.experimental.do_not_convert(self._make)  # plain Python, even when traced
+    def replica_step(xs, ys, i):
+        local = tf.distribute.get_replica_context().replica_id_in_sync_group % local_replicas
 
-    @property
-    def wait_s(self) -> float:
-        return self.source.wait_s
+        def cut(a):
+            return a[i, local * per:(local + 1) * per]
 
-    def figures(self) -> dict:
-        return self.source.figures()
+        xb, yb = tf.nest.map_structure(cut, xs), tf.nest.map_structure(cut, ys)
+        return task.train_step(model, optimizer, xb, yb, cfg.global_batch)
 
-    def next(self):
-        if self.iterator is None:
-            self._make()
-        return next(self.iterator)
+    def distributed_step(xs, ys, i):
+        return tf.add_n(strategy.experimental_local_results(strategy.run(replica_step, args=(xs, ys, i))))
 
-    def _make(self) -> None:
-        with self.tf.init_scope():  # made eagerly, once, even when first asked for inside a trace
-            self.iterator = iter(self.strategy.experimental_distribute_dataset(self._dataset()))
+    one = distributed_step if cfg.strategy != "none" else replica_step  # as _train_fn: no strategy.run for none
 
-    def restart(self, done: int) -> None:
-        self.source.restart(done)
-        self.iterator = None
+    @tf.function(reduce_retracing=True)  # the window's length is a dimension: one more trace generalises it
+    def steps(xs, ys):
+        total = tf.zeros([width])
+        for i in tf.range(tf.shape(tf.nest.flatten(ys)[0])[0]):
+            total += one(xs, ys, i)
+        return total
 
-    def _dataset(self):
-        tf, source = self.tf, self.source
-        first = source.next()  # its shapes make the signature; it is still the first batch trained on
+    def train(k: int):
+        taken = [source.next() for _ in range(k)]
+        return steps(*(tf.nest.map_structure(lambda *a: np.stack(a), *[b[j] for b in taken]) for j in (0, 1)))
 
-        @tf.autograph.experimental.do_not_convert  # plain Python, run by tf.data (autograph can't convert generators)
-        def batches():
-            yield first
-            while True:
-                yield source.next()
-
-        spec = tf.nest.map_structure(lambda a: tf.TensorSpec(a.shape, tf.as_dtype(a.dtype)), first)
-        ds = tf.data.Dataset.from_generator(batches, output_signature=spec)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF  # split by Ray
-        return ds.with_options(options)
+    return train
 
 
 def replica_checksums(strategy, model) -> list[float]:
@@ -199,7 +186,8 @@ def tf_worker_loop(config: dict) -> None:
         **data_facts(data),
     }
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, _train_fn(tf, strategy, task, model, optimizer, batches, cfg), evaluate,
+        steps_per_epoch, (stream_train_fn(tf, strategy, task, model, optimizer, batches, cfg, local_replicas)
+                          if data.streamed else _train_fn(tf, strategy, task, model, optimizer, batches, cfg)), evaluate,
         task.results, actual, lambda: replica_checksums(strategy, model), read=lambda sums: sums.numpy() * scale,
         batches=batches, saver=tf_saver(tf, strategy, model, optimizer), phases=phases, extra=stream_stats(data, rank)))
 

@@ -78,6 +78,7 @@ class Loop:
         self.checkpointer = Checkpointer(cfg, rank, training.saver)
         self.train = training.step.window(training.train)
         self.own = 0  # steps this attempt trained (the warm-up counts from the attempt's start)
+        self.window_waits: list[float] = []  # seconds each of this attempt's windows waited for input
 
     def run(self) -> None:
         if self.rank == 0:
@@ -100,8 +101,11 @@ class Loop:
         self.waited = self.input_wait()
         for k in windows(steps - i, self.cfg.window, self.chrono.warmup, self.own):
             self.chrono.start()
+            before = self.input_wait()
             part = np.asarray(read(self.train(k)), dtype=np.float64)
             self.chrono.stop(k)
+            if before is not None:
+                self.window_waits.append(self.input_wait() - before)
             self.host.read()
             state.done, self.own, i, sums = state.done + k, self.own + k, i + k, sums + part
             self.reporter.progress(epoch, i, steps, float(part[0]) / k, k)
@@ -153,13 +157,17 @@ class Loop:
             "steps_per_host_sync": self.state.done / max(self.host.total, 1), "actual": self.actual(where)})
 
     def input_figures(self) -> dict:
-        """input_wait_s: seconds this attempt's steps waited for batches, and its share of the attempt's training
-        windows; a streamed source adds what it skipped after a restart."""
+        """input_wait_s: seconds this attempt's steps waited for batches (the pipeline's start included), and
+        input_wait_share: the share of the steady windows' time (those samples/s is measured on) spent waiting;
+        a streamed source adds what it skipped after a restart."""
         waited = self.input_wait()
         if waited is None:
             return {}
-        trained = sum(seconds for seconds, _ in self.chrono.windows)
-        return {"input_wait_s": waited, "input_wait_share": waited / trained if trained else 0.0,
+        first = self.chrono.first_steady()
+        steady = self.chrono.windows[first:] if first is not None else self.chrono.windows[-1:]
+        waits = self.window_waits[first:] if first is not None else self.window_waits[-1:]
+        trained = sum(seconds for seconds, _ in steady)
+        return {"input_wait_s": waited, "input_wait_share": sum(waits) / trained if trained else 0.0,
                 **self.t.batches.figures()}
 
     def actual(self, where) -> dict:
