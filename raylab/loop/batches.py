@@ -56,7 +56,8 @@ class Batches(BatchSource):
 
 class StreamBatches(BatchSource):
     """A streamed shard as a source: epoch() starts one pass over this worker's split (Ray Data re-runs the pipeline
-    each epoch); every steps_per_epoch batches the next pass starts, as every worker of the trial does.
+    each epoch); every steps_per_epoch batches the next pass starts, as every worker of the trial does, and a pass
+    that ends first (an epoch longer than one pass) is followed by the next (every split has as many batches).
 
     A stream cannot seek: restart(done) starts a new pass and reads past the batches the restored epoch had
     already trained on (`skipped`: how many); the order inside a pass is Ray Data's, not a replay of the lost one.
@@ -77,10 +78,13 @@ class StreamBatches(BatchSource):
             self._new_pass()
         try:
             batch = next(self.iterator)
-        except StopIteration:
-            raise RuntimeError(f"this worker's stream split ended after {self.pos} batches of an epoch of {self.steps}; "
-                               "the split is smaller than the trial's items / workers said (a file changed while the "
-                               "trial ran?)") from None
+        except StopIteration:  # an epoch longer than one pass (--steps-per-epoch): the data repeats, as in memory
+            self.iterator = iter(self._epoch())
+            self.passes += 1
+            batch = next(self.iterator, None)
+            if batch is None:
+                raise RuntimeError("this worker's stream split is empty: the dataset has fewer items than the "
+                                   "trial's workers x batch") from None
         self.pos += 1
         return batch
 

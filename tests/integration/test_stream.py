@@ -37,14 +37,15 @@ def test_export_refuses_a_directory_that_is_not_empty(exported):
 
 
 def test_parquet_trains_in_every_framework_like_in_memory(run_recipe, exported):
-    """tf:none, tf:mwms x2, torch:ddp x2 and xla:single from the Parquet files and from memory, same seed and
-    steps: every trial FINISHED, input_wait_s recorded for the streamed ones, test accuracy close to in memory
-    (the full 0.01 comparison on whole epochs is bench/stream.py's; here 300 steps of batch 64)."""
-    trials = ["--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single", "--epochs", "1", "--steps-per-epoch", "300",
-              "--batch", "64"]
-    code, streamed, client = run_recipe(FASHION, *trials, "--data", str(exported))
+    """tf:none, tf:mwms x2, torch:ddp x2 and xla:single from the Parquet files, tf:mwms x2 and torch:ddp x2 also
+    from memory, same seed and steps: every trial FINISHED, input_wait_s and Ray Data's statistics recorded for
+    the streamed ones, test accuracy close to in memory (the 0.01 comparison of every trial on whole epochs is
+    bench/stream.py parity's; here 300 steps of batch 64)."""
+    steps = ["--epochs", "1", "--steps-per-epoch", "300", "--batch", "64"]
+    code, streamed, client = run_recipe(FASHION, "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single", *steps,
+                                        "--data", str(exported))
     assert code == 0, streamed
-    code, memory, _ = run_recipe(FASHION, *trials)
+    code, memory, _ = run_recipe(FASHION, "--trials", "tf:mwms x2,torch:ddp x2", *steps)  # one per framework family
     assert code == 0, memory
     accs = {}
     for summary, kind in ((streamed, "streamed"), (memory, "memory")):
@@ -61,7 +62,8 @@ def test_parquet_trains_in_every_framework_like_in_memory(run_recipe, exported):
                 assert "ray_data_stats.txt" in artifacts, artifacts
     assert set(accs) == {"tf:none x1", "tf:mwms x2", "torch:ddp x2", "xla:single x1"}, accs
     for trial, acc in accs.items():
-        assert acc["streamed"] > 0.75 and abs(acc["streamed"] - acc["memory"]) < 0.03, (trial, acc)
+        assert acc["streamed"] > 0.75, (trial, acc)
+        assert "memory" not in acc or abs(acc["streamed"] - acc["memory"]) < 0.03, (trial, acc)
     two = client.get_run(next(t["run_id"] for t in streamed["trials"] if t["trial"] == "tf:mwms x2"))
     # 2 CPUs, 2 workers: each reserves half a CPU so Ray Data keeps one, and the trial says so.
     assert two.data.params["oversubscribed"] == "True" and two.data.params["data_cpus"] == "1.0"

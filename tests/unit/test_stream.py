@@ -44,11 +44,12 @@ def test_restart_reads_past_the_batches_its_epoch_had_trained_on():
     assert source.next() == (2, 0) and source.figures()["stream_skipped_batches"] == 2
 
 
-def test_a_split_shorter_than_its_epoch_is_an_error_not_a_wrap():
+def test_an_epoch_longer_than_a_pass_goes_on_into_the_next_pass():
     source = StreamBatches(numbered_passes([2]), steps_per_epoch=3)
-    source.next(), source.next()
-    with pytest.raises(RuntimeError, match="ended after 2 batches of an epoch of 3"):
-        source.next()
+    assert [source.next() for _ in range(4)] == [(0, 0), (0, 1), (1, 0), (2, 0)]
+    empty = StreamBatches(numbered_passes([0]), steps_per_epoch=3)
+    with pytest.raises(RuntimeError, match="split is empty"):
+        empty.next()
 
 
 def test_stream_info_splits_named_columns_and_stacks_list_columns():
