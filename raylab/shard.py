@@ -34,7 +34,7 @@ class MemoryShard:
         x, y = ray.get(refs["x_train"]), ray.get(refs["y_train"])
         idx = shard_indices(num_items(x), world, rank, seed)
         self.x, self.y = prepare(tree_map(lambda a: a[idx], x), tree_map(lambda a: a[idx], y))
-        self.items = len(idx)
+        self.items, self.rank = len(idx), rank
         self._test_refs, self._prepare, self._test = (refs["x_test"], refs["y_test"]), prepare, None
 
     def test(self):
@@ -46,6 +46,11 @@ class MemoryShard:
         return self._test
 
     def sample(self):
+        """Inputs the built report describes: on rank 0 (the one that reports) the whole prepared test split,
+        so every trial of a task reports the same range whatever its world size; elsewhere a train prefix,
+        never reported, so that no other rank prepares the test split."""
+        if self.rank == 0:
+            return self.test()[0]
         return self.x[:256] if not isinstance(self.x, dict) else {k: v[:256] for k, v in self.x.items()}
 
 
