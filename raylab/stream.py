@@ -109,8 +109,8 @@ def parquet(path: str | None = None, *, train: str | None = None, test: str | No
     def make(split):
         import ray.data
 
-        return ray.data.read_parquet(train if split == "train" else test, columns=[*columns(inputs), *columns(targets)],
-                                     shuffle="files" if split == "train" else None)
+        return ray.data.read_parquet(train if split == "train" else test, shuffle="files" if split == "train" else None) \
+            .select_columns([*columns(inputs), *columns(targets)])  # pushed down into the read
 
     return Stream(name or manifest.get("name") or Path(train).parent.name, make, manifest.get("source", f"Parquet in {train}, {test}"),
                   inputs, targets, manifest.get("train_items"), manifest.get("test_items"), pipeline,
