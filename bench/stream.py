@@ -14,8 +14,9 @@ the memory a streamed trial holds as the dataset on disk grows.
                 flock /tmp/raylab-heavy.lock .venv/bin/python bench/stream.py delivery
     memory    Parquet datasets of 64x64x3 uint8 images (random) of about --sizes GB on disk, each streamed
               through a 1-worker torch:none and tf:none trial (--steps steps of batch 64); the driver's peak
-              RSS (its own getrusage) and the peak RSS (VmHWM) of every training worker and Ray Data process,
-              polled from /proc while it runs.
+              RSS (its own getrusage) and, polled from /proc while it runs, the peak RSS (VmHWM, which counts
+              object-store pages a process maps) and peak private memory (RssAnon) of the training worker
+              and of the largest other Ray process (Ray Data's read and map tasks).
                 flock /tmp/raylab-heavy.lock .venv/bin/python bench/stream.py memory --sizes 2,16
 """
 
@@ -159,7 +160,9 @@ def write_images(directory: Path, gb: float) -> int:
 
 
 class PeakRSS(threading.Thread):
-    """The highest VmHWM (peak RSS) seen per kind of Ray process (training worker, Ray Data task or actor)."""
+    """Per kind of Ray process (training worker, Ray Data task or actor), the highest VmHWM (peak RSS, which
+    counts the object store's shared pages a process touched) and the highest RssAnon polled (its private
+    memory: what the process itself holds)."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -179,8 +182,9 @@ class PeakRSS(threading.Thread):
                 if not title.startswith("ray::"):
                     continue
                 kind = "training worker" if title.startswith("ray::RayTrainWorker") else "other ray processes"
-                hwm = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM")), 0)
-                self.peaks[kind] = max(self.peaks.get(kind, 0), hwm / 1024)
+                fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if ":" in line}
+                for key, figure in ((kind, "VmHWM"), (kind + " private", "RssAnon")):
+                    self.peaks[key] = max(self.peaks.get(key, 0), int(fields.get(figure, 0)) / 1024)
             time.sleep(0.5)
 
 
@@ -202,12 +206,14 @@ def memory(args) -> None:
             if out.returncode != 0:
                 raise SystemExit(out.stderr[-3000:])
             driver = json.loads(out.stdout.strip().splitlines()[-1])["driver_peak_rss_mb"]
-            rows.append((f"{size:.1f} GB", trial, driver, watch.peaks.get("training worker", 0),
-                         watch.peaks.get("other ray processes", 0)))
+            p = watch.peaks
+            rows.append((f"{size:.1f} GB", trial, driver, p.get("training worker", 0), p.get("training worker private", 0),
+                         p.get("other ray processes", 0), p.get("other ray processes private", 0)))
             print(rows[-1], flush=True)
-    print(f"\n{'dataset':>9} {'trial':12} {'driver MB':>10} {'worker MB':>10} {'ray other MB':>12}")
-    for size, trial, d, w, o in rows:
-        print(f"{size:>9} {trial:12} {d:10,.0f} {w:10,.0f} {o:12,.0f}")
+    print(f"\n{'dataset':>9} {'trial':12} {'driver MB':>10} {'worker MB':>10} {'(private)':>10} "
+          f"{'ray other MB':>12} {'(private)':>10}")
+    for size, trial, d, w, wp, o, op in rows:
+        print(f"{size:>9} {trial:12} {d:10,.0f} {w:10,.0f} {wp:10,.0f} {o:12,.0f} {op:10,.0f}")
 
 
 def memory_trial(directory: str, trial: str, steps: int) -> None:
@@ -257,7 +263,7 @@ def main() -> None:
     m = sub.add_parser("memory")
     m.add_argument("--sizes", default="2,16")
     m.add_argument("--trials", default="torch:none,tf:none")
-    m.add_argument("--steps", type=int, default=400)
+    m.add_argument("--steps", type=int, default=3000)
     args = p.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     {"parity": parity, "delivery": delivery, "memory": memory}[args.what](args)
