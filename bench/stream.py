@@ -182,7 +182,7 @@ class PeakRSS(threading.Thread):
                 if not title.startswith("ray::"):
                     continue
                 kind = "training worker" if title.startswith("ray::RayTrainWorker") else "other ray processes"
-                fields = {line.split(":")[0]: line.split()[1] for line in status.splitlines() if ":" in line}
+                fields = {w[0].rstrip(":"): w[1] for w in map(str.split, status.splitlines()) if len(w) > 1}
                 for key, figure in ((kind, "VmHWM"), (kind + " private", "RssAnon")):
                     self.peaks[key] = max(self.peaks.get(key, 0), int(fields.get(figure, 0)) / 1024)
             time.sleep(0.5)
@@ -207,6 +207,8 @@ def memory(args) -> None:
                 raise SystemExit(out.stderr[-3000:])
             driver = json.loads(out.stdout.strip().splitlines()[-1])["driver_peak_rss_mb"]
             p = watch.peaks
+            if not p.get("training worker"):
+                raise SystemExit("the /proc watcher saw no training worker: its figures would be zeros")
             rows.append((f"{size:.1f} GB", trial, driver, p.get("training worker", 0), p.get("training worker private", 0),
                          p.get("other ray processes", 0), p.get("other ray processes private", 0)))
             print(rows[-1], flush=True)
