@@ -9,6 +9,11 @@ time, with the same arguments, each on its own in-process Ray cluster: both see 
 this shared machine, so their ratio is not the machine's drift between runs. Rounds alternate which
 one starts first. Prints each round's after/before ratio of steady-state samples/s and the median.
 Both run with this tree's .venv; the --before checkout must take the same command line.
+
+With --alone the two sides run one after the other instead (order alternating): trials of two
+workers side by side are four busy processes on this 2-core machine, and which side wins the
+contention swings the ratio from 0.6 to 1.6 (bench/results.md, "Streamed data").
+    .venv/bin/python bench/before_after.py --before 3158dbe --trials "torch:ddp x2,tf:mwms x2" --alone --rounds 4
 """
 
 from __future__ import annotations
@@ -54,10 +59,16 @@ def result(out: Path) -> tuple[float | None, float | None]:
     return (trial["samples_per_sec"], trial["val_accuracy"]) if trial["status"] == "FINISHED" else (None, None)
 
 
-def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool) -> tuple[tuple, tuple]:
+def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool,
+         alone: bool = False) -> tuple[tuple, tuple]:
+    """Both sides at the same time, or with `alone` one after the other (each with the machine to itself)."""
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         runs = [(ROOT, Path(a)), (before, Path(b))]
-        procs = [start(tree, kind, workers, epochs, out) for tree, out in (runs if after_first else runs[::-1])]
+        procs = []
+        for tree, out in (runs if after_first else runs[::-1]):
+            procs.append(start(tree, kind, workers, epochs, out))
+            if alone:
+                procs[-1].wait(timeout=3600)
         for p in procs:
             p.wait(timeout=3600)
         return result(Path(a)), result(Path(b))
@@ -69,17 +80,20 @@ def main() -> None:
     p.add_argument("--trials", default=DEFAULT_TRIALS, help="'KIND xN' list (default: the fashion recipe's defaults)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--alone", action="store_true",
+                   help="run the two sides one after the other, each alone on the machine, rather than at the same "
+                        "time (trials of 2 workers on 2 cores: 4 busy processes on 2 cores side by side)")
     args = p.parse_args()
     before = worktree(args.before)
-    print(f"after = this tree, before = {args.before} ({before}); fashion, {args.epochs} epoch(s), side by side",
-          flush=True)
+    how = "one after the other, order alternating" if args.alone else "side by side"
+    print(f"after = this tree, before = {args.before} ({before}); fashion, {args.epochs} epoch(s), {how}", flush=True)
     summary = []
     for item in args.trials.split(","):
         kind, workers = item.strip().split(" x")
         ratios = []
         for r in range(args.rounds):
             (after_sps, after_acc), (before_sps, before_acc) = pair(before, kind, int(workers), args.epochs,
-                                                                    after_first=r % 2 == 0)
+                                                                    after_first=r % 2 == 0, alone=args.alone)
             ratio = after_sps / before_sps if after_sps and before_sps else None
             ratios += [ratio] if ratio else []
             print(f"  {item:<16} round {r + 1}: after {after_sps or 0:>9,.0f}  before {before_sps or 0:>9,.0f} "
