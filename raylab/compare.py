@@ -42,7 +42,7 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_process_s", "startup_workers_s", "startup_imports_s",
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
-           "input_wait_s", "input_wait_share"]
+           "input_wait_s", "input_wait_share", "peak_rss_mb"]
 INPUT_BOUND = 0.2  # a trial whose steps waited for input this share of their time or more is flagged input-bound
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
@@ -88,7 +88,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "parameter_servers": p.get("parameter_servers"),
             "oversubscribed": p.get("oversubscribed") == "True", "cpus_per_process": p.get("cpus_per_process"),
             "data_synthetic": p.get("data_synthetic") == "True", "parameters": t.get("parameters"),
-            "precision_applied": t.get("precision_applied"),
+            "precision_applied": t.get("precision_applied"), "float32_matmul": t.get("float32_matmul"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             "shared_machine": t.get("shared_machine") == "true",
             **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},
@@ -117,6 +117,8 @@ def format_table(rows: list[dict]) -> str:
         columns = columns[:1] + [("batch_per_replica", "batch/replica", "{}")] + columns[1:]
     if any(r.get("input_wait_share") is not None for r in rows):  # the steps' wait for input, where timed
         columns = columns + [("input_wait_share", "input wait", "{:.0%}")]
+    if any(r.get("peak_rss_mb") is not None for r in rows):  # the largest worker process's peak RSS
+        columns = columns + [("peak_rss_mb", "peak RSS MB", "{:,.0f}")]
     concurrent = any(r.get("overlapped_with") not in (None, "none") for r in rows)
     if concurrent:  # trials ran at the same time: how many whole nodes each held
         columns = columns[:2] + [("nodes_held", "nodes", "{:.0f}")] + columns[2:]

@@ -19,7 +19,7 @@ from raylab.errors import UserError
 DEFAULT_WINDOW = 32
 
 # What --precision and --set precision=... may ask for; each backend records what it applied.
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp16")  # what each trial kind applies: raylab/precision.py
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ class Settings:
     json_path: Path | None = None  # machine-readable summary, if asked
     device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on
     precision: str = "fp32"  # asked for; what each backend applied is recorded per trial
+    precision_fallback: str = "error"  # a trial that cannot apply --precision: "error" before Ray starts, or "fp32"
+    precision_fallen: dict = field(default_factory=dict)  # trial name -> why it runs fp32 instead (the fallback)
     notes: list[str] = field(default_factory=list)  # things the driver should tell the user
     tpu_fallback: str = "error"  # tf:tpu without a TPU: "error" before training, or run "mirrored" and record it
     tpu_type: str | None = None  # e.g. "v4-8": TPU trials ask Ray for that slice's head resource

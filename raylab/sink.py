@@ -29,6 +29,7 @@ class TrialLog:
         self.final: dict | None = None  # rank 0's final report
         self.checksums: dict[int, object] = {}  # rank -> its parameters' checksum at the end
         self.nodes: dict[int, str | None] = {}  # rank -> the Ray node it ran on
+        self.peaks: dict[int, float | None] = {}  # rank -> its process's peak RSS, MB
 
     def epoch(self, fields: dict) -> None:
         # An epoch re-sent from a checkpoint after a restart is not logged twice: its first arrival is kept.
@@ -36,9 +37,10 @@ class TrialLog:
             self.epochs.append(fields)
             self.epochs.sort(key=lambda e: e["epoch"])
 
-    def checksum(self, rank: int, value, node_id=None) -> None:
+    def checksum(self, rank: int, value, node_id=None, peak_rss_mb=None) -> None:
         self.checksums[rank] = value
         self.nodes[rank] = node_id
+        self.peaks[rank] = peak_rss_mb
 
     def by_rank(self, per_rank: dict) -> list:
         return [per_rank[r] for r in sorted(per_rank)]
@@ -124,8 +126,8 @@ class TrialSink:
     def result(self, fields):
         self.log.final = fields
 
-    def checksum(self, rank, value, node_id=None):
-        self.log.checksum(rank, value, node_id)
+    def checksum(self, rank, value, node_id=None, peak_rss_mb=None):
+        self.log.checksum(rank, value, node_id, peak_rss_mb)
 
     def poll(self):
         return self.log.latest, list(self.log.epochs), self.log.final
@@ -135,6 +137,9 @@ class TrialSink:
 
     def worker_nodes(self):
         return self.log.by_rank(self.log.nodes)
+
+    def peak_rss(self):
+        return self.log.by_rank(self.log.peaks)
 
     # Attempts and the checkpoint interval.
     def attempt(self, now):

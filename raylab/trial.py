@@ -101,6 +101,15 @@ def agreement(per_rank: list, nodes: list) -> dict:
             "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
 
 
+def peak_memory(per_rank: list) -> tuple[dict, dict]:
+    """(metrics, tags) of the workers' peak RSS, MB: the largest over ranks, and every rank's."""
+    peaks = [p for p in per_rank if p is not None]
+    if not peaks:
+        return {}, {}
+    return ({"peak_rss_mb": max(peaks)},
+            {"peak_rss_mb_by_rank": ",".join("?" if p is None else f"{p:.0f}" for p in per_rank)})
+
+
 def start_env_tag(envs: list[dict]) -> str:
     """The environments the trial's worker processes started with, each distinct one once ("K=V,K=V | ...")."""
     distinct = dict.fromkeys(",".join(f"{k}={v}" for k, v in sorted(env.items())) for env in envs)
@@ -175,9 +184,12 @@ class Trial:
         self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.strategy,
                            get_strategy(spec.kind).replicas_found)
-        self.outcome.result, self.outcome.ran = rec.result, rec.ran
-        self.tracker.log_metrics(run_id, rec.metrics, step=0)
-        self.tracker.set_tags(run_id, {**rec.tags, **self.replica_agreement()})
+        memory, memory_tags = self.peak_memory()
+        self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
+        self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
+        fallen = self.cfg.precision_fallen.get(spec.name)
+        self.tracker.set_tags(run_id, {**rec.tags, **self.replica_agreement(), **memory_tags,
+                                       **({"precision_fallback_reason": fallen} if fallen else {})})
         self.tracker.log_params(run_id, rec.params)
         if rec.ran != spec.strategy:
             self.tracker.rename(run_id, self.outcome.ran_name)
@@ -200,6 +212,11 @@ class Trial:
         per_rank = ray.get(self.sink.replica_checksums.remote(), timeout=60)
         nodes = ray.get(self.sink.worker_nodes.remote(), timeout=60)
         return agreement(per_rank, nodes)
+
+    def peak_memory(self) -> tuple[dict, dict]:
+        """peak_rss_mb: the largest peak RSS over the training worker processes (metric); each rank's in the tag
+        peak_rss_mb_by_rank."""
+        return peak_memory(ray.get(self.sink.peak_rss.remote(), timeout=60))
 
     def last_progress(self) -> None:
         """Before the run ends: the last epochs, restarts and the workers' start environment, whether the trial

@@ -54,6 +54,7 @@ def tf_ps_loop(config: dict) -> None:
 
     import ray
 
+    tf.config.experimental.enable_tensor_float_32_execution(False)  # as every TF trial: recorded float32_matmul
     role = json.loads(os.environ["TF_CONFIG"])["task"]["type"]
     ray.get(cfg.sink.register.remote(f"{role}-pid-{os.getpid()}", os.getpid(), None), timeout=60)
     if role != "chief":

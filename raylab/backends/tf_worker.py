@@ -165,6 +165,8 @@ def tf_worker_loop(config: dict) -> None:
 
     phases.mark("imports")
     keras.utils.set_random_seed(cfg.seed)
+    # bf16: bfloat16 compute and float32 variables in every layer the recipe's model builds from here on
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if cfg.precision == "bf16" else "float32")
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // (cfg.batch_per_replica * local_replicas))
     task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
     data = worker_data(cfg, world, rank, lambda x, y: (task.inputs(x), task.targets(y)))
@@ -183,6 +185,7 @@ def tf_worker_loop(config: dict) -> None:
         "actual_strategy": ran, **fallback, "replicas_in_sync": strategy.num_replicas_in_sync,
         "local_replicas": local_replicas, "global_batch": cfg.global_batch, "steps_per_call": cfg.window,
         **tf_facts(tf, keras.__version__, strategy, model, threads), **task.built(optimizer, data.sample()),
+        "precision_applied": {"mixed_bfloat16": "bf16"}.get(keras.mixed_precision.global_policy().name, "fp32"),
         **data_facts(data),
     }
     run_epochs(cfg, rank, Training(
@@ -206,6 +209,9 @@ def _start(config: dict):
     import ray.train  # noqa: F401 - timed with the imports
     import tensorflow as tf
 
+    # float32 matmuls in float32 (TF runs them in TF32 on Ampere and later by default; torch does not):
+    # both frameworks do the same arithmetic, recorded as float32_matmul
+    tf.config.experimental.enable_tensor_float_32_execution(False)
     phases.mark("imports")
     return cfg, phases, tf
 
@@ -244,6 +250,7 @@ def tf_facts(tf, keras_version: str, strategy, model, threads: dict) -> dict:
         "device_kind": ("tpu" if tf.config.list_logical_devices("TPU") else
                         "gpu" if tf.config.list_logical_devices("GPU") else "cpu"),
         "framework_version": tf.__version__, "keras_version": keras_version, "precision_applied": "fp32",
+        "float32_matmul": "tf32" if tf.config.experimental.is_tensor_float_32_execution_enabled() else "ieee",
         "parameters": trainable_parameters(model), **threads,
     }
 

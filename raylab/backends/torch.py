@@ -105,6 +105,8 @@ def torch_worker_loop(config: dict) -> None:
     device = torch.device(f"cuda:{ctx.get_local_rank()}" if cfg.device == "gpu" else "cpu")
     if cfg.device == "gpu":
         torch.cuda.set_device(device)
+    # float32 convolutions in float32 too (cuDNN's TF32 is on by default; matmuls' is off), as in TF
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     phases.mark("setup")
     task, steps_per_epoch, data = shard_and_task(cfg, ctx)
     batches = batch_source(data, cfg.batch_per_replica, cfg.seed + rank, steps_per_epoch,
@@ -116,7 +118,9 @@ def torch_worker_loop(config: dict) -> None:
     model.train()
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
-    step = StepContext()  # fp32: nothing wraps the step
+    # bf16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs
+    step = (StepContext("bf16", autocast=lambda: torch.autocast(device.type, dtype=torch.bfloat16))
+            if cfg.precision == "bf16" else StepContext())
     evaluate = evaluation(data, task.evaluator(module, device))
     actual = {
         "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
@@ -178,8 +182,9 @@ def train_fn(task, model, optimizer, scheduler, batches, context):
         optimizer.zero_grad(set_to_none=True)
         with context.forward():
             pred = model(xb)
-            per_example = task.per_example_loss(yb, pred)
-        loss = per_example.mean()  # over the replica's batch; DDP averages across ranks
+        if context.precision != "fp32":
+            pred = as_float32(pred)
+        loss = task.per_example_loss(yb, pred).mean()  # over the replica's batch; DDP averages across ranks
         loss.backward()
         optimizer.step()
         if scheduler is not None:
@@ -195,6 +200,15 @@ def train_fn(task, model, optimizer, scheduler, batches, context):
     return train
 
 
+def as_float32(pred):
+    """A lower-precision forward pass's outputs (a tensor, or a dict or tuple of them) as float32."""
+    from raylab.data import tree_map
+
+    if isinstance(pred, (tuple, list)):
+        return type(pred)(t.float() for t in pred)
+    return tree_map(lambda t: t.float(), pred)
+
+
 def host_copy(sums):
     """The window's one device-to-host read."""
     return sums.double().cpu().numpy()
@@ -204,7 +218,9 @@ def torch_facts(module) -> dict:
     """What every torch and xla trial records about what ran: versions, parameters, threads."""
     import torch
 
+    tf32 = torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32
     return {"framework_version": torch.__version__, "precision_applied": "fp32", "local_replicas": 1,
+            "float32_matmul": "tf32" if tf32 and torch.cuda.is_available() else "ieee",
             "parameters": sum(p.numel() for p in module.parameters()),
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
 

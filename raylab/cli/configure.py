@@ -85,7 +85,8 @@ def _run_settings(args) -> dict:
     return {
         "threads": C.check_positive("threads", args.threads), "quick": args.quick, "device": args.device,
         "tracking_uri": args.tracking_uri or C.default_tracking_uri(), "experiment": args.experiment,
-        "json_path": args.json, "tpu_fallback": args.tpu_fallback, "ps": C.check_positive("ps", args.ps),
+        "json_path": args.json, "tpu_fallback": args.tpu_fallback,
+        "precision_fallback": args.precision_fallback, "ps": C.check_positive("ps", args.ps),
         "tpu_type": parse_tpu_type(args.tpu_type), "tpu_topology": parse_topology(args.tpu_topology),
         "repeats": C.check_positive("repeats", args.repeats), "baseline": args.baseline,
         "max_failures": check_failures(args.max_failures),

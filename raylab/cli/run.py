@@ -6,6 +6,7 @@ import json
 import sys
 
 from raylab import config as C
+from raylab import precision
 from raylab.cli.configure import edited, make_config, resumed_argv, without_flags
 from raylab.cli.recipe_flags import recipe_parser
 from raylab.errors import UserError
@@ -68,6 +69,9 @@ def load_data(recipe, cfg: C.Settings):
 
     ds = as_dataset(recipe.data, recipe.name)
     check(recipe.task(ds.target_names), ds.target_names)
+    cfg.precision_fallen = precision.check(cfg)
+    cfg.notes += [f"{name} runs fp32, not {cfg.precision}: {why} (--precision-fallback fp32)"
+                  for name, why in cfg.precision_fallen.items()]
     if ds.streamed:
         check_streamed(cfg)
         return ds  # --quick limits it when Ray Data opens it (raylab/invocation.py)

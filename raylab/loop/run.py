@@ -53,6 +53,14 @@ class Training:
     phases: Phases | None = None
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, MB (getrusage; Linux counts KB). It counts the pages of
+    Ray's object store the process mapped (in-memory data is read zero-copy from there)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_epochs(cfg: WorkerConfig, rank: int, training: Training) -> None:
     """Train cfg.epochs epochs on this worker and report them (rank 0).
 
@@ -143,8 +151,8 @@ class Loop:
         import ray
 
         where = ray.get_runtime_context()
-        # Waited for: the driver reads every rank's checksum and node after fit().
-        ray.get(self.cfg.sink.checksum.remote(self.rank, self.t.checksum(), where.get_node_id()))
+        # Waited for: the driver reads every rank's checksum, node and peak RSS after fit().
+        ray.get(self.cfg.sink.checksum.remote(self.rank, self.t.checksum(), where.get_node_id(), peak_rss_mb()))
         if self.rank != 0:
             return
         timing = self.chrono.summary(self.cfg.global_batch)

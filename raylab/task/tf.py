@@ -96,12 +96,17 @@ class TFTask(TaskBuilder):
         because the all-reduce SUMs gradients across replicas."""
         tf = self.tf
         with tf.GradientTape() as tape:
-            pred = model(xb, training=True)
+            pred = self.float32(model(xb, training=True))
             per_example = self.per_example_loss(yb, pred)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return tf.concat([[tf.reduce_mean(per_example)], self.batch_stats(yb, pred)], 0)
+
+    def float32(self, pred):
+        """A mixed-precision model's outputs as float32, for the loss and metrics (float32 ones as they are)."""
+        tf = self.tf
+        return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32) if t.dtype in (tf.bfloat16, tf.float16) else t, pred)
 
     def evaluator(self, model):
         """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared test split, in batches; or evaluate(batches)
@@ -110,7 +115,7 @@ class TFTask(TaskBuilder):
 
         @tf.function(reduce_retracing=True)
         def batch(xb, yb):
-            pred = model(xb, training=False)
+            pred = self.float32(model(xb, training=False))
             return tf.concat([[tf.reduce_sum(self.per_example_loss(yb, pred))], self.batch_stats(yb, pred)], 0)
 
         def evaluate(x, y=None):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 
 import pytest
 
@@ -25,21 +26,29 @@ def children(client, summary):
                               order_by=["attributes.start_time ASC"])
 
 
-def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
-    """The 5-layer CNN trains a step through raylab (torch's model is checked against it in tests/unit)."""
+def test_fashion_cnn_trains_through_raylab_in_bf16(run_recipe, capsys):
+    """The 5-layer CNN trains through raylab in bf16 where the framework runs it on this CPU (torch autocast,
+    Keras mixed_bfloat16) and in fp32, recorded as a fallback, where it does not (xla on CPU)."""
     # --set seed and precision reach the trial (they were once accepted and then ignored)
-    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none",
-                                       "--set", "seed=5", "--set", "precision=bf16")
-    assert code == 0, capsys.readouterr().err[-2000:]
+    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none,torch:none,xla:single",
+                                       "--set", "seed=5", "--set", "precision=bf16", "--precision-fallback", "fp32")
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    applied = {}
     for run in children(client, summary):
         assert run.info.status == "FINISHED"
         assert run.data.params["seed"] == "5" and run.data.params["precision"] == "bf16"
-        assert run.data.tags["precision_applied"] == "fp32"  # asked bf16; TF on CPU applies fp32, and says so
-        assert run.data.tags["parameters"] == "1619084"
+        applied[run.info.run_name] = run.data.tags["precision_applied"]
+        assert run.data.tags["parameters"] == "1619084" and run.data.tags["float32_matmul"] == "ieee"
         assert run.data.params["global_batch"] == "1024" and run.data.params["target_accuracy"] == "0.88"
         assert run.data.metrics["steps_per_epoch"] == 2  # --quick: one pass over 2048 items
-    out = capsys.readouterr().out
-    assert "parity: fair" in out and "parameters: 1619084" in out
+        assert math.isfinite(run.data.metrics["train_loss"]) and run.data.metrics["peak_rss_mb"] > 200
+        if run.info.run_name.startswith("xla"):
+            assert "TPU only" in run.data.tags["precision_fallback_reason"]
+    assert applied == {"tf:none x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32"}
+    assert "xla:single x1 runs fp32, not bf16: torch_xla 2.9's autocast runs bf16 on a TPU only" in out
+    assert "! precision: tf:none x1 bf16, torch:none x1 bf16, xla:single x1 fp32" in out  # the parity report marks it
+    assert "parameters: 1619084" in out
 
 
 def test_mnist_records_the_data_that_ran(run_recipe, capsys):

@@ -28,6 +28,7 @@ def test_xla_trial_learns_agrees_and_does_not_recompile(run_recipe, kind, worker
     assert all("PJRT_DEVICE=CPU" in env.split(",") for env in tags["worker_start_env"].split(" | "))
     assert tags["replicas_consistent"] == ("True" if workers > 1 else "n/a")
     assert len(tags["param_checksums"].split(",")) == workers
+    assert len(tags["peak_rss_mb_by_rank"].split(",")) == workers and metrics["peak_rss_mb"] > 200
     assert tags["optimizer_capturable"] == "True"  # Adam's step on the device: no late recompiles
     assert tags["precision_applied"] == "fp32" and int(tags["replicas_in_sync"]) == workers
     assert metrics["compile_count_warmup"] >= 1 and metrics["compile_time_warmup_s"] > 0

@@ -160,3 +160,15 @@ def test_an_input_bound_trial_is_flagged():
     assert "input wait" in table and "35%" in table and "2%" in table
     assert "torch:ddp x2 !" in table and "tf:none x1 !" not in table
     assert "! input-bound: its steps waited for input 35% of their time (torch:ddp x2)" in table
+
+
+def test_peak_memory_is_the_largest_rank_and_every_rank_is_kept():
+    from raylab.compare import format_table
+    from raylab.trial import peak_memory
+
+    assert peak_memory([812.4, None, 1530.0]) == ({"peak_rss_mb": 1530.0}, {"peak_rss_mb_by_rank": "812,?,1530"})
+    assert peak_memory([None]) == ({}, {})  # nothing reported (an older worker): nothing claimed
+    rows = [{"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "peak_rss_mb": 1530.0},
+            {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "peak_rss_mb": 2571.6}]
+    table = format_table(rows)
+    assert "peak RSS MB" in table and "1,530" in table and "2,572" in table

@@ -120,5 +120,5 @@ def test_every_flag_that_is_also_a_set_key_defaults_to_none():
 
 
 def test_set_precision_takes_only_known_precisions():
-    with pytest.raises(UserError, match="--set precision=fp16: use one of fp32, bf16"):
-        edited("--set", "precision=fp16")
+    with pytest.raises(UserError, match="--set precision=fp8: use one of fp32, bf16, fp16"):
+        edited("--set", "precision=fp8")

@@ -1,0 +1,60 @@
+"""What each trial kind applies for --precision, decided before Ray starts.
+
+    fp32  everywhere.
+    bf16  torch:none and torch:ddp: `torch.autocast` (CPU and CUDA) around the forward pass; the loss and
+          metrics are computed on float32 outputs. tf:none, tf:mirrored, tf:mwms, tf:tpu: the Keras policy
+          `mixed_bfloat16` (bfloat16 compute, float32 variables); the loss and metrics on float32 outputs.
+          xla:* on a TPU: `torch.autocast("xla")` (torch_xla 2.9's autocast is TPU-only).
+    fp16  not applied by raylab yet: it needs a CUDA GPU and loss scaling (GradScaler, LossScaleOptimizer).
+
+A trial that cannot apply what was asked stops the command before Ray starts with one line, unless
+--precision-fallback fp32 was given: then it runs fp32 and records precision_applied=fp32 with the reason
+(precision_fallback_reason), and the command says so.
+"""
+
+from __future__ import annotations
+
+from raylab.errors import UserError
+
+BF16_KINDS = {"torch:none", "torch:ddp", "tf:none", "tf:mirrored", "tf:mwms", "tf:tpu"}
+
+
+def why_not(kind: str, precision: str, device: str) -> str | None:
+    """Why `kind` cannot apply `precision` on `device` ("cpu", "gpu", or "tpu" for xla/tf:tpu), or None."""
+    if precision == "fp32":
+        return None
+    if precision == "fp16":
+        return ("fp16 needs loss scaling on a CUDA GPU, which raylab does not apply yet"
+                if device == "gpu" else "fp16 needs a CUDA GPU (CPUs and TPUs run bf16)")
+    if kind in BF16_KINDS:
+        return None
+    if kind.startswith("xla:"):
+        return None if device == "tpu" else "torch_xla 2.9's autocast runs bf16 on a TPU only"
+    return f"{kind} has no bf16 step in raylab (its parameter servers hold float32 weights and apply updates themselves)"
+
+
+def xla_device(cfg) -> str:
+    """The device an xla trial runs on: its PJRT device (raylab/backends/xla.py), TPU or not."""
+    from raylab.backends.xla import pjrt_device
+
+    return "tpu" if pjrt_device(cfg.device) == "TPU" else cfg.device
+
+
+def check(cfg) -> dict[str, str]:
+    """{trial name: reason} of the trials that will run fp32 instead of what was asked (with
+    --precision-fallback fp32); a UserError without it. Called before Ray starts."""
+    fallen: dict[str, str] = {}
+    for spec in cfg.trials:
+        device = xla_device(cfg) if spec.kind.startswith("xla:") else ("tpu" if spec.kind == "tf:tpu" else cfg.device)
+        reason = why_not(spec.kind, cfg.precision, device)
+        if reason is None:
+            continue
+        if cfg.precision_fallback != "fp32":
+            fix = ("use --precision bf16 or fp32" if cfg.precision == "fp16" else "drop it from --trials")
+            fix += ", or add --precision-fallback fp32 to run it in fp32 (recorded as such)"
+            raise UserError(f"--precision {cfg.precision}: {spec.name} cannot apply it ({reason}); {fix}.")
+        fallen[spec.name] = reason
+    if cfg.precision != "fp32" and cfg.baseline:
+        raise UserError(f"--precision {cfg.precision} with --baseline: the plain scripts run fp32, so the overhead "
+                        "ratio would compare two precisions; drop --baseline or run fp32.")
+    return fallen

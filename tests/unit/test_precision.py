@@ -1,0 +1,43 @@
+"""--precision: what each trial kind applies, and what is refused before Ray starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from raylab import precision
+from raylab.errors import UserError
+from tests.unit.test_config import _main_fails, config, no_ray  # noqa: F401 - a fixture
+
+
+def test_bf16_is_applied_by_torch_and_tf_and_by_xla_on_a_tpu_only():
+    for kind in ("torch:none", "torch:ddp", "tf:none", "tf:mirrored", "tf:mwms", "tf:tpu"):
+        assert precision.why_not(kind, "bf16", "cpu") is None, kind
+    assert precision.why_not("xla:single", "bf16", "tpu") is None
+    assert "TPU only" in precision.why_not("xla:ddp", "bf16", "cpu")
+    assert "parameter servers" in precision.why_not("torch:ps-sync", "bf16", "cpu")
+    assert "CUDA GPU" in precision.why_not("torch:none", "fp16", "cpu")
+    assert all(precision.why_not(k, "fp32", "cpu") is None for k in ("tf:ps", "xla:single", "torch:ps-async"))
+
+
+def test_what_cannot_be_applied_stops_unless_a_fallback_is_asked():
+    with pytest.raises(UserError, match=r"--precision bf16: xla:single x1 cannot apply it \(torch_xla 2.9's autocast "
+                                        r"runs bf16 on a TPU only\); drop it from --trials, or add "
+                                        r"--precision-fallback fp32"):
+        precision.check(config("--trials", "tf:none,torch:none,xla:single", "--precision", "bf16"))
+    assert precision.check(config("--trials", "tf:none,torch:none", "--precision", "bf16")) == {}
+    fallen = precision.check(config("--trials", "tf:none,xla:single", "--precision", "bf16",
+                                    "--precision-fallback", "fp32"))
+    assert list(fallen) == ["xla:single x1"]
+    with pytest.raises(UserError, match="the plain scripts run fp32"):
+        precision.check(config("--trials", "torch:none", "--precision", "bf16", "--baseline"))
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--precision", "fp16"], "fp16 needs a CUDA GPU"),
+    (["--trials", "xla:single", "--precision", "bf16"], "xla:single x1 cannot apply it"),
+    (["--trials", "torch:ps-sync", "--set", "precision=bf16"], "torch:ps-sync x2 cannot apply it"),
+])
+def test_refused_precision_exits_2_in_one_line_before_ray(no_ray, fashion_root, monkeypatch, capsys, argv, words):
+    monkeypatch.setenv("RAYLAB_DATA_DIR", str(fashion_root))
+    line = _main_fails(capsys, ["--quick", *argv])
+    assert words in line and "--precision-fallback fp32" in line
