@@ -30,7 +30,7 @@ def why_not(kind: str, precision: str, device: str) -> str | None:
         return None
     if kind.startswith("xla:"):
         return None if device == "tpu" else "torch_xla 2.9's autocast runs bf16 on a TPU only"
-    return f"{kind} has no bf16 step in raylab (its parameter servers hold float32 weights and apply updates themselves)"
+    return f"{kind} has no bf16 step in raylab: its parameter servers hold float32 weights and apply the updates"
 
 
 def xla_device(cfg) -> str:
