@@ -250,7 +250,7 @@ def tf_facts(tf, keras_version: str, strategy, model, threads: dict) -> dict:
         "device_kind": ("tpu" if tf.config.list_logical_devices("TPU") else
                         "gpu" if tf.config.list_logical_devices("GPU") else "cpu"),
         "framework_version": tf.__version__, "keras_version": keras_version, "precision_applied": "fp32",
-        "float32_matmul": "tf32" if tf.config.experimental.is_tensor_float_32_execution_enabled() else "ieee",
+        "float32_matmul": "tf32" if tf.config.experimental.tensor_float_32_execution_enabled() else "ieee",
         "parameters": trainable_parameters(model), **threads,
     }
 

@@ -26,29 +26,43 @@ def children(client, summary):
                               order_by=["attributes.start_time ASC"])
 
 
-def test_fashion_cnn_trains_through_raylab_in_bf16(run_recipe, capsys):
-    """The 5-layer CNN trains through raylab in bf16 where the framework runs it on this CPU (torch autocast,
-    Keras mixed_bfloat16) and in fp32, recorded as a fallback, where it does not (xla on CPU)."""
-    # --set seed and precision reach the trial (they were once accepted and then ignored)
-    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none,torch:none,xla:single",
-                                       "--set", "seed=5", "--set", "precision=bf16", "--precision-fallback", "fp32")
+def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
+    """The 5-layer CNN trains a step through raylab (torch's model is checked against it in tests/unit)."""
+    # --set seed reaches the trial (it was once accepted and then ignored)
+    code, summary, client = run_recipe(load_recipe("fashion_cnn"), "--quick", "--trials", "tf:none", "--set", "seed=5")
+    assert code == 0, capsys.readouterr().err[-2000:]
+    for run in children(client, summary):
+        assert run.info.status == "FINISHED"
+        assert run.data.params["seed"] == "5" and run.data.tags["precision_applied"] == "fp32"
+        assert run.data.tags["parameters"] == "1619084"
+        assert run.data.params["global_batch"] == "1024" and run.data.params["target_accuracy"] == "0.88"
+        assert run.data.metrics["steps_per_epoch"] == 2  # --quick: one pass over 2048 items
+    out = capsys.readouterr().out
+    assert "parity: fair" in out and "parameters: 1619084" in out
+
+
+def test_bf16_where_the_framework_runs_it_and_a_recorded_fallback_where_not(run_recipe, capsys):
+    """The MLP in bf16 where the framework runs it on this CPU (torch autocast, Keras mixed_bfloat16) and in fp32,
+    recorded as a fallback, where it does not (xla on CPU). (The CNN in bf16 takes 2 minutes a step of 1024 on
+    this CPU, which has no bf16 instructions.)"""
+    # --set precision reaches the trial (it was once accepted and then ignored)
+    code, summary, client = run_recipe(load_recipe("fashion"), "--quick", "--trials", "tf:none,torch:none,xla:single",
+                                       "--set", "precision=bf16", "--precision-fallback", "fp32")
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     applied = {}
     for run in children(client, summary):
-        assert run.info.status == "FINISHED"
-        assert run.data.params["seed"] == "5" and run.data.params["precision"] == "bf16"
+        assert run.info.status == "FINISHED", run.info.run_name
+        assert run.data.params["precision"] == "bf16" and run.data.tags["float32_matmul"] == "ieee"
         applied[run.info.run_name] = run.data.tags["precision_applied"]
-        assert run.data.tags["parameters"] == "1619084" and run.data.tags["float32_matmul"] == "ieee"
-        assert run.data.params["global_batch"] == "1024" and run.data.params["target_accuracy"] == "0.88"
-        assert run.data.metrics["steps_per_epoch"] == 2  # --quick: one pass over 2048 items
-        assert math.isfinite(run.data.metrics["train_loss"]) and run.data.metrics["peak_rss_mb"] > 200
+        assert run.data.metrics["val_accuracy"] > 0.6, run.info.run_name  # bf16 still learns
+        assert run.data.metrics["peak_rss_mb"] > 200
         if run.info.run_name.startswith("xla"):
             assert "TPU only" in run.data.tags["precision_fallback_reason"]
     assert applied == {"tf:none x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32"}
     assert "xla:single x1 runs fp32, not bf16: torch_xla 2.9's autocast runs bf16 on a TPU only" in out
     assert "! precision: tf:none x1 bf16, torch:none x1 bf16, xla:single x1 fp32" in out  # the parity report marks it
-    assert "parameters: 1619084" in out
+    assert "peak RSS MB" in out
 
 
 def test_mnist_records_the_data_that_ran(run_recipe, capsys):
