@@ -61,7 +61,8 @@ def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
         # Each worker process's peak RSS (tf:mirrored: one process holds every replica); the largest as a metric.
         peaks = [float(v) for v in tags["peak_rss_mb_by_rank"].split(",")]
         assert len(peaks) == (1 if kind == "tf:mirrored" else trial["workers"])
-        assert 200 < metrics["peak_rss_mb"] == max(peaks) < 24_000 and trial["peak_rss_mb"] == metrics["peak_rss_mb"]
+        assert 200 < metrics["peak_rss_mb"] < 24_000 and abs(metrics["peak_rss_mb"] - max(peaks)) <= 0.5  # tag: whole MB
+        assert trial["peak_rss_mb"] == metrics["peak_rss_mb"]
         assert tags["built_optimizer"] == "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)"
         assert tags["built_preprocess"].startswith("x*0.00392157+0") and "[0, 1]" in tags["built_preprocess"]
         assert int(params["global_batch"]) == 32 * trial["workers"]
