@@ -52,6 +52,7 @@ class Attempts:
     def __init__(self):
         self.attempts: list[dict] = []  # per worker-group attempt: start, alive, first_step, checkpointed
         self.steps_interval: int | None = None  # steps between checkpoints, as the first attempt chose them
+        self.failures: list[dict] = []  # each failure of the worker group: when, what, restarted or not
 
     def start(self, now: float) -> None:
         self.attempts.append({"start": now, "alive": now, "first_step": None, "checkpointed": None})
@@ -153,6 +154,13 @@ class TrialSink:
 
     def history(self):
         return list(self.tries.attempts)
+
+    def failure(self, now, what, decision):
+        """A failure of the worker group, and what Ray Train's policy (raylab/failure.py) did about it."""
+        self.tries.failures.append({"time": now, "what": what, "decision": decision})
+
+    def failures(self):
+        return list(self.tries.failures)
 
     def set_interval(self, steps):
         self.tries.set_interval(steps)

@@ -67,7 +67,7 @@ def error_summary(error: str) -> str:
     if not named:
         return (lines or ["unknown error"])[-1][:500]
     i = named[-1]
-    text = lines[i]
+    text = lines[i].removeprefix("raylab.failure.TrialCodeError: ")  # already one line: what, where, why not restarted
     # "WorkerGroupError: Training failed due to worker errors:" / "[Rank 0 Error Snippet]:" say what failed below.
     for line in lines[i + 1 :]:
         if not text.endswith(":"):

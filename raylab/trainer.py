@@ -8,7 +8,7 @@ Test the framework with `strategy.framework`, never with the short name.
 
 from __future__ import annotations
 
-from raylab import matrix, prewarm
+from raylab import failure, matrix, prewarm
 from raylab.backends import get_strategy
 from raylab.backends.tpu import slice_scaling
 from raylab.config import Settings, TrialSpec
@@ -48,7 +48,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
         window=cfg.window, checkpoint=max_failures(strategy, cfg) != 0,
-        checkpoint_every_s=60 * cfg.checkpoint_every_min,
+        checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb,
     )
 
 
@@ -89,8 +89,22 @@ def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
                        checkpoint_config=CheckpointConfig(num_to_keep=1),
                        worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
     wcfg = worker_config(recipe, cfg, spec, task, refs, sink, start)
-    return DataParallelTrainer(strategy.worker_loop, train_loop_config={"cfg": wcfg}, backend_config=backend,
+    trainer_class = guarded_trainer_class(DataParallelTrainer, sink)
+    return trainer_class(failure.guard(strategy.worker_loop), train_loop_config={"cfg": wcfg}, backend_config=backend,
                                scaling_config=scaling_config(cfg, spec, nodes), run_config=run, **datasets(refs))
+
+
+def guarded_trainer_class(base, sink):
+    """Ray Train's trainer with raylab's failure policy (raylab/failure.py): what the trial's own code raised
+    ends it at once; only lost processes spend the restart budget. (Ray Train 2.60 builds its policy inside
+    fit(); this is the one place raylab reaches past its public API, pinned by the version it installs.)"""
+
+    class GuardedTrainer(base):
+        def _initialize_and_run_controller(self, **kwargs):
+            kwargs["failure_policy"] = failure.Policy(self.run_config.failure_config, sink)
+            return super()._initialize_and_run_controller(**kwargs)
+
+    return GuardedTrainer
 
 
 def datasets(refs) -> dict:

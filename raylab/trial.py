@@ -20,7 +20,7 @@ from typing import Callable
 
 import ray
 
-from raylab import cluster, console, prewarm
+from raylab import cluster, console, failure, prewarm
 from raylab import floor as startup_floor
 from raylab.backends import get_strategy
 from raylab.config import Settings, TrialSpec
@@ -52,6 +52,7 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
         "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps, **data_cpus,
         "max_failures": max_failures(strategy, cfg), "checkpoint_every_min": cfg.checkpoint_every_min,
+        **({"memory_cap_mb": cfg.memory_cap_mb} if cfg.memory_cap_mb else {}),
         "storage": cfg.storage or "~/ray_results",
         "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S), "prewarm": prewarm.enabled(),
         "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
@@ -108,6 +109,11 @@ def peak_memory(per_rank: list) -> tuple[dict, dict]:
         return {}, {}
     return ({"peak_rss_mb": max(peaks)},
             {"peak_rss_mb_by_rank": ",".join("?" if p is None else f"{p:.0f}" for p in per_rank)})
+
+
+def failures_tag(failures: list[dict]) -> str:
+    """Each failure of the worker group and what was done about it, oldest first ("what -> decision | ...")."""
+    return " | ".join(f"{f['what']} -> {f['decision']}" for f in failures)[:5000]
 
 
 def start_env_tag(envs: list[dict]) -> str:
@@ -171,7 +177,14 @@ class Trial:
         trainer = build_trainer(self.recipe, self.cfg, self.spec, self.recipe.task(self.ds.target_names), self.refs,
                                 self.sink, start, self.run_id, nodes)
         self.progress.start()
-        result = trainer.fit()
+        try:
+            result = trainer.fit()
+        except Exception as e:
+            code = failure.code_failures(e)
+            if not code:
+                raise
+            self.tracker.set_tags(self.run_id, {"failure_kind": code[0].kind, "failure_where": code[0].where})
+            raise failure.TrialCodeError(code[0]) from e
         if result.checkpoint is not None:
             self.tracker.set_tags(self.run_id, {"checkpoint_path": result.checkpoint.path})
         wall = time.time() - start
@@ -224,14 +237,17 @@ class Trial:
         if self.progress is not None and self.progress.is_alive():
             self.progress.finish()
         try:
-            history, envs = ray.get([self.sink.history.remote(), self.sink.started_envs.remote()], timeout=30)
+            history, envs, failures = ray.get([self.sink.history.remote(), self.sink.started_envs.remote(),
+                                               self.sink.failures.remote()], timeout=30)
         except Exception:  # noqa: BLE001 - a dead cluster: nothing more to learn
             return
-        self.tracker.set_tags(self.run_id, {"worker_start_env": start_env_tag(envs)})
+        self.tracker.set_tags(self.run_id, {"worker_start_env": start_env_tag(envs),
+                                            **({"failures": failures_tag(failures)} if failures else {})})
         figures = restart_figures(history)
         self.outcome.result.update(figures)
-        if figures["restarts"]:
+        if figures["restarts"] or self.outcome.status == "FAILED":  # a failed trial says it was not restarted
             self.tracker.log_metrics(self.run_id, figures, step=0)
+        if figures["restarts"]:
             self.tracker.set_tags(self.run_id, {"restarted": figures["restarts"]})
             console.get().line(f"[{self.spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
                                f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training "

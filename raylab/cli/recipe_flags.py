@@ -104,12 +104,19 @@ def _placement(g) -> None:
                         "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
                         "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
                         "with. On a single-node cluster trials still run one at a time (default: 1)")
+    g.add_argument("--memory-cap-mb", type=F.integer, default=None, metavar="MB",
+                   help="cap every training worker process's memory at MB (its data segment, RLIMIT_DATA, what it "
+                        "holds already included): an allocation beyond it fails in the allocator as on a smaller "
+                        "machine, and the trial ends FAILED, out of host memory. Recorded as memory_cap_mb "
+                        "(default: no cap)")
 
 
 def _fault_tolerance(g) -> None:
     g.add_argument("--max-failures", type=F.integer, default=1, metavar="N",
-                   help="worker-group restarts per trial after a lost worker or node: Ray Train restarts the trial "
-                        "from its last checkpoint (restarts, recovery_s and lost_s are recorded); 0 = fail at once "
+                   help="worker-group restarts per trial after a lost worker process or node: Ray Train restarts the "
+                        "trial from its last checkpoint (restarts, recovery_s and lost_s are recorded). An error the "
+                        "trial's own code raises (the recipe's or raylab's, out of memory included) ends it FAILED at "
+                        "once, unrestarted: it would raise again. 0 = fail at once "
                         "and take no checkpoints; -1 = no limit (default: %(default)s)")
     g.add_argument("--checkpoint-every", type=float, default=10.0, metavar="MIN",
                    help="besides every epoch's end, checkpoint inside an epoch every MIN minutes of training "

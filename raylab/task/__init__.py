@@ -43,11 +43,33 @@ class Native:
     torch: Callable | None = None
     name: str = "custom"  # how it is recorded
 
+    def describe(self, family: str) -> str:
+        fn = getattr(self, family)
+        return f"`{self.name}` ({getattr(fn, '__qualname__', repr(fn))})"
+
     def get(self, family: str) -> Callable:
         fn = getattr(self, family)
         if fn is None:
             raise UserError(f"the recipe's custom {self.name} has no {family} version; add Native({family}=...).")
         return fn
+
+
+class NativeContractError(TypeError):
+    """A Native function returned what its contract (above) does not allow: one line naming it and what it gave."""
+
+
+def is_number(value) -> bool:
+    """A Python or numpy number (a 0-d array included): what a Native metric may return for a tensor."""
+    import numbers
+
+    import numpy as np
+
+    return isinstance(value, numbers.Number) or isinstance(value, np.ndarray) and value.ndim == 0
+
+
+def returned(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:40]}{'...' if len(text) > 40 else ''}"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import types
 import numpy as np
 
 from raylab.data import num_items, tree_map
-from raylab.task import Metric, Native, Task, canonical_loss, describe_schedule, lr_factor
+from raylab.task import Metric, Native, NativeContractError, Task, canonical_loss, describe_schedule, is_number, lr_factor, returned
 from raylab.task.common import TaskBuilder, built_report, prepare_inputs, prepare_targets, schedule_probe, test_batches
 
 
@@ -73,6 +73,13 @@ class TFTask(TaskBuilder):
         tf, spec = self.tf, self.task.losses()[output]
         if isinstance(spec, Native):
             value = spec.get("tf")(y, pred)
+            if not tf.is_tensor(value):
+                raise NativeContractError(
+                    f"the recipe's custom loss {spec.describe('tf')} returned {returned(value)}, not a TensorFlow "
+                    "tensor: a loss must be computed from y_pred in TensorFlow (one value per example, or the batch "
+                    "mean) so that it has gradients.")
+            if value.shape.rank == 0:  # the batch mean: the same value for every example, as in torch
+                value = tf.broadcast_to(value, tf.shape(pred)[:1])
         else:
             value = _loss(tf, canonical_loss(spec), y, pred)
         value = tf.reshape(tf.cast(value, tf.float32), [tf.shape(value)[0], -1])
@@ -86,10 +93,25 @@ class TFTask(TaskBuilder):
             if isinstance(spec, Native):
                 value = spec.get("tf")(ys[output], preds[output])
                 n = tf.cast(tf.shape(preds[output])[0], tf.float32)
-                out += list(value) if isinstance(value, (tuple, list)) else [tf.cast(value, tf.float32) * n, n]
+                if isinstance(value, (tuple, list)) and len(value) == 2:
+                    out += [self._metric_value(v, spec) for v in value]
+                else:
+                    out += [self._metric_value(value, spec) * n, n]
             else:
                 out += _metric(tf, spec, ys[output], preds[output])
         return tf.cast(tf.stack(out), tf.float32) if out else tf.zeros([0])
+
+    def _metric_value(self, value, spec: Native):
+        """A Native metric's batch mean or sum as a float32 scalar: a tensor cast, a Python or numpy number
+        made a constant."""
+        tf = self.tf
+        if tf.is_tensor(value):
+            return tf.reshape(tf.cast(value, tf.float32), [])
+        if is_number(value):
+            return tf.constant(float(value), tf.float32)
+        raise NativeContractError(
+            f"the recipe's custom metric {spec.describe('tf')} returned {returned(value)}: a metric returns the batch "
+            "mean or a (numerator, denominator) pair, each a 0-d tensor or a number.")
 
     def train_step(self, model, optimizer, xb, yb, global_batch: int):
         """One replica's step: [mean loss, metric sums...]. The loss is scaled by the global batch

@@ -12,7 +12,7 @@ import functools
 import numpy as np
 
 from raylab.data import num_items, tree_map
-from raylab.task import PY_MATH, Metric, Native, Task, canonical_loss, lr_factor
+from raylab.task import PY_MATH, Metric, Native, NativeContractError, Task, canonical_loss, is_number, lr_factor, returned
 from raylab.task.common import TaskBuilder, built_report, prepare_inputs, prepare_targets, schedule_probe, test_batches
 
 
@@ -77,6 +77,11 @@ class TorchTask(TaskBuilder):
         for output, spec in self.task.losses().items():
             if isinstance(spec, Native):
                 value = spec.get("torch")(ys[output], preds[output])
+                if not _is_tensor(value):
+                    raise NativeContractError(
+                        f"the recipe's custom loss {spec.describe('torch')} returned {returned(value)}, not a torch "
+                        "tensor: a loss must be computed from y_pred in torch (one value per example, or the batch "
+                        "mean) so that it has gradients.")
                 if value.dim() == 0:  # a scalar batch mean (Native's contract): the same value for every example
                     value = value.expand(preds[output].shape[0])
             else:
@@ -106,7 +111,10 @@ class TorchTask(TaskBuilder):
             if isinstance(spec, Native):
                 value = spec.get("torch")(ys[output], preds[output])
                 n = _count(preds[output].reshape(preds[output].shape[0], -1)[:, 0])
-                out += [v.float() for v in value] if isinstance(value, (tuple, list)) else [value.float() * n, n]
+                if isinstance(value, (tuple, list)) and len(value) == 2:
+                    out += [_metric_value(v, n, spec) for v in value]
+                else:
+                    out += [_metric_value(value, n, spec) * n, n]
             else:
                 out += _metric(spec, ys[output], preds[output])
         return out
@@ -147,6 +155,26 @@ class TorchTask(TaskBuilder):
 
 
 _COUNTS: dict = {}
+
+
+def _is_tensor(value) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+def _metric_value(value, like, spec: Native):
+    """A Native metric's batch mean or sum as a 0-d float32 tensor on `like`'s device: a tensor as it is, a
+    Python or numpy number copied there (under XLA, a transfer each step rather than a new graph)."""
+    import torch
+
+    if _is_tensor(value):
+        return value.float().reshape(())
+    if is_number(value):
+        return torch.tensor(float(value), dtype=torch.float32, device=like.device)
+    raise NativeContractError(
+        f"the recipe's custom metric {spec.describe('torch')} returned {returned(value)}: a metric returns the batch "
+        "mean or a (numerator, denominator) pair, each a 0-d tensor or a number.")
 
 
 def _count(t):

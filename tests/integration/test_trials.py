@@ -88,8 +88,8 @@ def test_trial_kind_trains_and_is_recorded(run_recipe, kind, workers):
 
 
 def test_failing_trial_is_failed_and_the_next_still_runs(run_recipe, capsys):
-    """A trial whose model cannot be built ends FAILED with the error, printed with its log file (also an
-    artifact of its run); the following trial still runs."""
+    """A trial whose model cannot be built ends FAILED with the error, unrestarted, printed with its log file
+    (also an artifact of its run); the following trial still runs."""
 
     def broken_model():
         raise RuntimeError("this model builder is broken on purpose")
@@ -108,6 +108,9 @@ def test_failing_trial_is_failed_and_the_next_still_runs(run_recipe, capsys):
     run = client.get_run(failed["run_id"])
     assert run.info.status == "FAILED"
     assert "broken on purpose" in run.data.tags["error"]
+    # the recipe's own error: not restarted (the default --max-failures 1 is kept for lost processes)
+    assert run.data.metrics["restarts"] == 0
+    assert run.data.tags["failure_where"].startswith("the recipe's `broken_model` (")
     err = capsys.readouterr().err
     log = re.search(r"\[torch:ddp x1\] FAILED: .*broken on purpose.* \(log: (raylab-logs/\S+\.log)\)", err)
     assert log and Path(log.group(1)).is_file(), err

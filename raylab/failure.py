@@ -1,0 +1,291 @@
+"""What failed in a trial, and whether a restart can help.
+
+Two kinds of failure reach Ray Train from a trial's workers:
+
+- *its own code raised* (the recipe's loss, metric, model or preparation, or raylab's): a bad loss, a shape
+  error, out of memory. A restart would raise it again, after paying the whole start-up once more. The
+  worker turns it into a `CodeFailure` (one line: what, where, on which rank; for out of memory, whether host
+  or device, at which batch, and the peak reached) and `Policy` ends the trial at once, FAILED.
+- *a process was lost* (SIGKILL, a crashed or preempted node, the OOM killer): the worker is gone, and its
+  peers fail on their collectives. These spend the restart budget (`--max-failures`), from the last checkpoint.
+
+Every decision the policy takes is sent to the trial's sink and recorded as the tag `failures`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import sysconfig
+import time
+import traceback
+from functools import partial
+
+from ray.train.v2._internal.execution.failure_handling import FailureDecision
+from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
+
+# A peer's loss seen from a survivor: the collective or the connection it was blocked on breaks. Not the
+# survivor's code: these are left to Ray Train's restart budget.
+LOST_PEER = ("connection closed", "connection reset", "broken pipe", "socket closed", "collective ops is aborted",
+             "failed to connect", "connection refused")
+# Broader words, taken as a lost peer only in a traceback through distributed code.
+LOST_PEER_IN_COLLECTIVE = ("gloo", "nccl", "peer", "timed out", "deadline exceeded", "unavailable", "aborted",
+                           "cancelled", "end of file", "eof")
+LOST_PEER_TYPES = ("DistBackendError", "DistNetworkError", "DistStoreError", "UnavailableError", "AbortedError",
+                   "CancelledError", "DeadlineExceededError", "RayError", "RayActorError", "ActorDiedError",
+                   "ObjectLostError", "OwnerDiedError", "GetTimeoutError", "WorkerCrashedError")
+OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "resource_exhausted",
+            "oom when allocating", "std::bad_alloc", "failed to allocate")
+# The host's part of a traceback: frames here are not the recipe's.
+_LIBRARY_ROOTS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+_RAYLAB_ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class CodeFailure(Exception):
+    """The trial's own code raised: `line` says what, where and on which rank; `kind` is "error" or
+    "out_of_memory"; `where` names the function. Not worth a restart."""
+
+    def __init__(self, line: str, kind: str = "error", where: str = ""):
+        super().__init__(line)
+        self.line, self.kind, self.where = line, kind, where
+
+    def __reduce__(self):
+        return (CodeFailure, (self.line, self.kind, self.where))
+
+
+class TrialCodeError(Exception):
+    """The driver's side of a CodeFailure: the trial ended FAILED, unrestarted, with its one line."""
+
+    def __init__(self, failure: CodeFailure):
+        super().__init__(failure.line)
+        self.kind, self.where = failure.kind, failure.where
+
+
+def _names(exc: BaseException) -> list[str]:
+    return [c.__name__ for c in type(exc).__mro__]
+
+
+def lost_peer(exc: BaseException) -> bool:
+    """Whether `exc` is what a survivor sees when a peer process (or the Ray object it waited on) is gone."""
+    if any(name in LOST_PEER_TYPES for name in _names(exc)):
+        return True
+    text = str(exc).lower()
+    if any(m in text for m in LOST_PEER):
+        return True
+    distributed = any(m in "".join(f.filename for f in traceback.extract_tb(exc.__traceback__))
+                      for m in ("torch/distributed", "collective", "tensorflow/python/distribute"))
+    return distributed and any(m in text for m in LOST_PEER_IN_COLLECTIVE)
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """"device" or "host" when `exc` is an allocator's failure, else None."""
+    names, text = _names(exc), str(exc).lower()
+    if "OutOfMemoryError" in names:  # torch.OutOfMemoryError: CUDA's caching allocator
+        return "device"
+    if "MemoryError" in names:  # Python's (and numpy's) allocations on the host
+        return "host"
+    if "ResourceExhaustedError" in names or any(m in text for m in OOM_TEXT):
+        on_device = any(m in text for m in ("gpu", "tpu", "cuda", "device:xla", "hbm"))
+        return "device" if on_device and "cpu" not in text.split("device:")[-1][:8] else "host"
+    return None
+
+
+def user_frame(tb) -> str:
+    """The innermost frame of the traceback in the user's code (a recipe), else raylab's own innermost:
+    "`fn` (path:line)"."""
+    frames = traceback.extract_tb(tb)
+    mine = [f for f in frames if _is_users(f.filename)]
+    ours = [f for f in frames if os.path.abspath(f.filename).startswith(_RAYLAB_ROOT)]
+    if mine:
+        f = mine[-1]
+        return f"the recipe's `{f.name}` ({_short(f.filename)}:{f.lineno})"
+    if ours:
+        f = ours[-1]
+        return f"raylab's `{f.name}` ({_short(f.filename)}:{f.lineno})"
+    return "an unknown place"
+
+
+def _short(path: str) -> str:
+    """raylab's files from the package, a recipe's as its path (the workers' working directory is Ray's own)."""
+    if os.path.abspath(path).startswith(_RAYLAB_ROOT):
+        return "raylab/" + os.path.relpath(os.path.abspath(path), _RAYLAB_ROOT)
+    return path
+
+
+_TRACED = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def message(exc: BaseException) -> str:
+    """"Type: first line" of an exception; for TF's traced errors ("in user code: ... ValueError: text"), the
+    error at the end of the message."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if lines and lines[0] == "in user code:":
+        return lines[-1][:300]
+    first = lines[0][:300] if lines else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def traced_frame(text: str) -> str | None:
+    """The user's innermost frame of a TF traced error's message (its frames are the Python source traced)."""
+    if not text.lstrip().startswith("in user code:"):
+        return None
+    frames = [(path, int(line), fn) for path, line, fn in _TRACED.findall(text)]
+    mine = [f for f in frames if _is_users(f[0])]
+    ours = [f for f in frames if os.path.abspath(f[0]).startswith(_RAYLAB_ROOT)]
+    if mine:
+        return f"the recipe's `{mine[-1][2]}` ({_short(mine[-1][0])}:{mine[-1][1]})"
+    if ours:
+        return f"raylab's `{ours[-1][2]}` ({_short(ours[-1][0])}:{ours[-1][1]})"
+    return None
+
+
+def _is_users(path: str) -> bool:
+    """A frame of the user's code: not Python's or an installed library's, not raylab's, not generated."""
+    return not (os.path.abspath(path).startswith(_LIBRARY_ROOTS + (_RAYLAB_ROOT,)) or path.startswith("<")
+                or "__autograph_generated_file" in path)
+
+
+def device_peak_mb() -> float | None:
+    """The peak memory a CUDA device held for this process's tensors, MB (None: no CUDA in this process)."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            return torch.cuda.max_memory_allocated() / 2**20
+    except Exception:  # noqa: BLE001 - a broken device says nothing
+        return None
+    return None
+
+
+def classify(exc: BaseException, rank: int, batch: int) -> CodeFailure | None:
+    """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help)."""
+    from raylab.loop.run import peak_rss_mb
+
+    if isinstance(exc, CodeFailure):
+        return exc
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)) or lost_peer(exc):
+        return None
+    what, where = message(exc), user_frame(exc.__traceback__)
+    traced = traced_frame(str(exc))  # TF's "in user code:" error lists the traced frames in its message
+    if traced:
+        where = traced
+    memory = out_of_memory(exc)
+    if memory:
+        device = device_peak_mb()
+        peak = (f"device peak {device:,.0f} MB, " if device is not None and memory == "device" else "") + \
+            f"host peak RSS {peak_rss_mb():,.0f} MB"
+        line = (f"out of {memory} memory at batch {batch} per replica ({peak}) in {where} on rank {rank}: {what}; "
+                "not restarted: it would run out again. Lower the batch (or find the largest with --batch max).")
+        return CodeFailure(line, "out_of_memory", where)
+    line = f"{what} raised in {where} on rank {rank}; not restarted: the trial's own code would raise it again."
+    return CodeFailure(line, "error", where)
+
+
+# Before a survivor says "my code raised", the controller gets this long to see that a peer died first (a
+# collective that breaks in an unexpected way would otherwise read as the survivor's own error).
+SETTLE_S = 1.5
+
+
+def guarded(loop, config: dict) -> None:
+    """Runs a strategy's worker loop; what its code raises leaves as a CodeFailure (see `classify`)."""
+    cfg = config["cfg"]
+    try:
+        with memory_cap(cfg.memory_cap_mb):
+            loop(config)
+    except BaseException as e:  # noqa: BLE001 - classified, then raised again
+        failure = classify(e, _rank(), cfg.batch_per_replica)
+        if failure is None:
+            raise
+        if cfg.replicas > 1 or cfg.ps:
+            time.sleep(SETTLE_S)
+        raise failure from e
+
+
+@contextlib.contextmanager
+def memory_cap(mb: int | None):
+    """While training, the process's data segment (heap and private mappings, RLIMIT_DATA) is capped at `mb`:
+    an allocation past it fails in the allocator (torch: "can't allocate memory"; TF: ResourceExhaustedError;
+    Python: MemoryError), which is what running out of memory on a smaller host looks like, without the
+    kernel's OOM killer (a SIGKILL) deciding which process goes."""
+    if not mb:
+        yield
+        return
+    import resource
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    resource.setrlimit(resource.RLIMIT_DATA, (mb << 20, before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, before)
+
+
+def guard(loop):
+    """The worker loop Ray Train runs: picklable, the strategy's loop inside `guarded`."""
+    return partial(guarded, loop)
+
+
+def _rank() -> int:
+    try:
+        import ray.train
+
+        return ray.train.get_context().get_world_rank()
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def code_failures(error: BaseException) -> list[CodeFailure]:
+    """The CodeFailures inside a Ray Train error (a WorkerGroupError's per-rank errors, each wrapped)."""
+    found = []
+    for err in (getattr(error, "worker_failures", None) or {}).values():
+        base = getattr(err, "_base_exc", err)
+        if isinstance(base, CodeFailure):
+            found.append(base)
+    return found
+
+
+def lost_processes(error: BaseException) -> list[str]:
+    """Ranks whose process died (Ray Train's health check failed on it, or Ray says the actor is gone), as
+    "rank N: Error". Ray Train hands the policy each rank's error unwrapped: what the code raised, as raised."""
+    out = []
+    for rank, err in (getattr(error, "worker_failures", None) or {}).items():
+        inner = getattr(err, "health_check_failure", None)
+        if inner is not None or any(n in ("RayActorError", "ActorDiedError", "WorkerCrashedError",
+                                          "ActorUnavailableError") for n in _names(err)):
+            out.append(f"rank {rank}: {type(inner if inner is not None else err).__name__}")
+    return out
+
+
+def describe(error: BaseException) -> str:
+    """One line for a Ray Train failure: the code failures first, else what was lost."""
+    code = code_failures(error)
+    if code:
+        return code[0].line
+    lost = lost_processes(error)
+    if lost:
+        return "worker process lost (" + ", ".join(lost) + ")"
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+class Policy(DefaultFailurePolicy):
+    """Ray Train's default failure policy, except that a trial whose own code raised (and whose processes are
+    all alive) is not restarted; every decision goes to the trial's sink."""
+
+    def __init__(self, failure_config, sink):
+        super().__init__(failure_config)
+        self.sink = sink
+
+    def make_decision(self, training_failed_error):
+        code, lost = code_failures(training_failed_error), lost_processes(training_failed_error)
+        if code and not lost:
+            decision, why = FailureDecision.RAISE, "not restarted: the trial's own code raised"
+        else:
+            decision = super().make_decision(training_failed_error)
+            why = ("restarted from the last checkpoint" if decision == FailureDecision.RETRY
+                   else "not restarted: the restart budget (--max-failures) is spent")
+        try:
+            self.sink.failure.remote(time.time(), describe(training_failed_error), why)
+        except Exception:  # noqa: BLE001 - the record is best effort; the decision stands
+            pass
+        return decision

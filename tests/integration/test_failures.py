@@ -1,0 +1,97 @@
+"""A trial's own error fails it at once, unrestarted, saying where; out of memory is named; a Native metric
+may return plain numbers. Real trials on the shared local cluster, real allocator failures under a cap."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.integration.conftest import load_recipe
+
+pytestmark = pytest.mark.integration
+
+FASHION = load_recipe("fashion")
+CNN = load_recipe("fashion_cnn")
+
+
+def torch_loss_raising(y, p):
+    raise ValueError("this loss is broken on purpose")
+
+
+def tf_loss_raising(y, p):
+    raise ValueError("this loss is broken on purpose")
+
+
+def test_a_loss_that_raises_fails_at_once_unrestarted_naming_the_function(run_recipe, capsys):
+    """torch:ddp x2 and tf:mwms x2 with the default restart budget (1): FAILED, restarts 0, the recipe's
+    function named, and within 30 s of the first step."""
+    from raylab import Native
+
+    recipe = FASHION.variant(loss=Native(tf=tf_loss_raising, torch=torch_loss_raising, name="broken"))
+    start = time.time()
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:ddp x2,tf:mwms x2")
+    assert code == 1
+    err = capsys.readouterr().err
+    for trial, fn in zip(summary["trials"], ("torch_loss_raising", "tf_loss_raising")):
+        run = client.get_run(trial["run_id"])
+        assert run.info.status == "FAILED"
+        assert run.data.metrics["restarts"] == 0
+        tags = run.data.tags
+        assert tags["failure_kind"] == "error"
+        assert tags["failure_where"].startswith(f"the recipe's `{fn}` (")
+        assert re.match(rf"ValueError: this loss is broken on purpose raised in the recipe's `{fn}` "
+                        r"\(.*test_failures.py:\d+\) on rank \d; not restarted", tags["error_summary"]), tags
+        assert tags["failures"].endswith("-> not restarted: the trial's own code raised"), tags["failures"]
+        assert "|" not in tags["failures"]  # one failure, no second attempt
+        assert f"[{trial['trial']}] FAILED: ValueError: this loss is broken on purpose raised in the recipe's" in err
+        # the first step is the failure: start-up (workers, framework imports) plus at most 30 s
+        assert (run.info.end_time - run.info.start_time) / 1000 < 30 + float(run.data.metrics.get("startup_s", 30))
+    assert time.time() - start < 150
+
+
+def sum_and_count_torch(y, p):
+    import torch
+
+    hits = (p.argmax(1) == y).sum(dtype=torch.float32)
+    return hits, float(y.shape[0])  # a tensor numerator, a Python-number denominator
+
+
+def sum_and_count_tf(y, p):
+    import tensorflow as tf
+
+    hits = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(p, 1, output_type=tf.int32), tf.cast(y, tf.int32)), tf.float32))
+    return hits, float(p.shape[0])
+
+
+def test_a_native_metric_with_a_python_number_denominator_trains_everywhere(run_recipe):
+    from raylab import Native
+
+    recipe = FASHION.variant(metrics=("accuracy", Native(tf=sum_and_count_tf, torch=sum_and_count_torch, name="hits")))
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:none,xla:single,tf:none",
+                                       "--max-failures", "0")
+    assert code == 0, summary
+    for trial in summary["trials"]:
+        m = client.get_run(trial["run_id"]).data.metrics
+        assert m["val_hits"] == pytest.approx(m["val_accuracy"], abs=1e-6), (trial["trial"], m)
+
+
+def test_running_out_of_host_memory_is_named_unrestarted_and_the_next_trial_runs(run_recipe, capsys):
+    """The CNN at batch 4096 under a 3 GB cap per worker process: the allocator fails (no OOM killer); the
+    trial ends FAILED, out of host memory at that batch, not restarted; the sweep's next batch runs."""
+    code, summary, client = run_recipe(CNN, "--trials", "torch:none,tf:none", "--batch", "4096,64", "--epochs", "1",
+                                       "--steps-per-epoch", "2", "--memory-cap-mb", "3000")
+    assert code == 1
+    by_name = {t["trial"]: t for t in summary["trials"]}
+    for kind in ("torch:none", "tf:none"):
+        failed = client.get_run(by_name[f"{kind} x1 b4096"]["run_id"])
+        assert failed.info.status == "FAILED"
+        assert failed.data.tags["failure_kind"] == "out_of_memory"
+        assert failed.data.metrics["restarts"] == 0
+        assert failed.data.params["memory_cap_mb"] == "3000"
+        assert re.search(r"out of host memory at batch 4096 per replica \(host peak RSS [\d,]+ MB\)",
+                         failed.data.tags["error_summary"]), failed.data.tags["error_summary"]
+        ran = client.get_run(by_name[f"{kind} x1 b64"]["run_id"])
+        assert ran.info.status == "FINISHED"
+        assert ran.data.metrics["peak_rss_mb"] < 3000
