@@ -87,6 +87,15 @@ def test_ray_errors_are_lost_processes_not_code():
     from ray.exceptions import ActorDiedError
 
     assert classify(ActorDiedError(), 0, 8) is None
+    assert classify(failure.LostProcess("a parameter server died mid-trial"), 0, 8) is None
+
+    def wrapped():
+        try:
+            raise ActorDiedError()
+        except ActorDiedError:
+            raise RuntimeError("the server I pushed to is gone")
+
+    assert classify(raised(wrapped), 0, 8) is None  # raised while handling a lost process
 
 
 class Decisions:
