@@ -55,6 +55,10 @@ class CodeFailure(Exception):
         return (CodeFailure, (self.line, self.kind, self.where))
 
 
+class LostProcess(RuntimeError):
+    """raylab's own code found a process of the trial gone (a parameter server, say): a restart may help."""
+
+
 class TrialCodeError(Exception):
     """The driver's side of a CodeFailure: the trial ended FAILED, unrestarted, with its one line."""
 
@@ -68,9 +72,13 @@ def _names(exc: BaseException) -> list[str]:
 
 
 def lost_peer(exc: BaseException) -> bool:
-    """Whether `exc` is what a survivor sees when a peer process (or the Ray object it waited on) is gone."""
-    if any(name in LOST_PEER_TYPES for name in _names(exc)):
-        return True
+    """Whether `exc` is what a survivor sees when a peer process (or the Ray object it waited on) is gone: a
+    lost-process error, or one raised while handling one."""
+    chain, seen = exc, 0
+    while chain is not None and seen < 10:
+        if isinstance(chain, LostProcess) or any(name in LOST_PEER_TYPES for name in _names(chain)):
+            return True
+        chain, seen = chain.__cause__ or chain.__context__, seen + 1
     text = str(exc).lower()
     if any(m in text for m in LOST_PEER):
         return True

@@ -29,6 +29,7 @@ from ray.train.backend import Backend, BackendConfig
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raylab.backends.base import Strategy
+from raylab.failure import LostProcess
 
 WAIT_S = 600.0  # the longest a server host waits for its servers' handles or its workers
 
@@ -305,8 +306,8 @@ def _push(servers: list, versions: list, params: list) -> list:
                         for k, (h, shard) in enumerate(servers)], timeout=WAIT_S)
     except ray.exceptions.RayActorError as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise RuntimeError(f"a parameter server died mid-trial ({first}); its shard of the weights is gone, "
-                           "so the trial stops") from None
+        raise LostProcess(f"a parameter server died mid-trial ({first}); its shard of the weights is gone "
+                          "with it, so this worker group stops and restarts from the last checkpoint") from None
 
 
 def _set_group(group: str) -> None:
