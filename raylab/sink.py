@@ -52,7 +52,8 @@ class Attempts:
     def __init__(self):
         self.attempts: list[dict] = []  # per worker-group attempt: start, alive, first_step, checkpointed
         self.steps_interval: int | None = None  # steps between checkpoints, as the first attempt chose them
-        self.failures: list[dict] = []  # each failure of the worker group: when, what, restarted or not
+        self.failures: list[dict] = []
+        self.profile: tuple[dict, str] | None = None  # rank 0's profiled window (--profile): files, what  # each failure of the worker group: when, what, restarted or not
 
     def start(self, now: float) -> None:
         self.attempts.append({"start": now, "alive": now, "first_step": None, "checkpointed": None})
@@ -154,6 +155,14 @@ class TrialSink:
 
     def history(self):
         return list(self.tries.attempts)
+
+    def profile(self, files, what):
+        """Rank 0's profiled window: its files by relative path, and what it was (raylab/profile.py)."""
+        if self.tries.profile is None:  # a restarted attempt's profile is not kept: the first is the trial's
+            self.tries.profile = (files, what)
+
+    def profiled(self):
+        return self.tries.profile
 
     def failure(self, now, what, decision):
         """A failure of the worker group, and what Ray Train's policy (raylab/failure.py) did about it."""

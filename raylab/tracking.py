@@ -204,7 +204,7 @@ class Tracker:
         elif kind == "set_terminated":
             self.client.set_terminated(run_id, args["status"], end_time=args["end_time"])
         elif kind == "log_artifact":
-            self.client.log_artifact(run_id, args["path"])
+            self.client.log_artifact(run_id, args["path"], args.get("artifact_path"))
         elif kind == "comparison_view":
             self.client.set_experiment_tag(args["experiment_id"], f"mlflow.sharedViewState.{VIEW}",
                                            json.dumps(comparison_view(run_id, args["time_ms"])))
@@ -322,8 +322,10 @@ class Tracker:
     def rename(self, run_id: str, name: str) -> None:
         self._write(["update_run", run_id, {"name": name}])
 
-    def log_artifact(self, run_id: str, path: Path) -> None:
-        self._write(["log_artifact", run_id, {"path": str(Path(path).resolve())}])
+    def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        """A file as an artifact of the run, at its top level or in the folder artifact_path."""
+        where = {"artifact_path": artifact_path} if artifact_path else {}
+        self._write(["log_artifact", run_id, {"path": str(Path(path).resolve()), **where}])
 
     def end(self, run_id: str, status: str, error: str | None = None) -> None:
         if error:

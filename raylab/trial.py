@@ -195,6 +195,7 @@ class Trial:
         spec, run_id = self.spec, self.run_id
         floor = startup_floor.floor_for(spec.framework, startup_floor.load())  # `raylab floor` measured it here
         self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
+        self.log_profile()
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.strategy,
                            get_strategy(spec.kind).replicas_found)
         memory, memory_tags = self.peak_memory()
@@ -220,6 +221,27 @@ class Trial:
             path = Path(tempfile.mkdtemp(prefix="raylab-stats-")) / "ray_data_stats.txt"
             path.write_text(stats)
             self.tracker.log_artifact(self.run_id, path)
+
+    def log_profile(self) -> None:
+        """--profile: rank 0's profiled window, its trace and profile_summary.txt as artifacts under profile/,
+        and the tag `profiled` (that window ran under the profiler, slower than the others)."""
+        if not self.cfg.profile:
+            return
+        got = ray.get(self.sink.profiled.remote(), timeout=60)
+        if got is None:
+            self.tracker.set_tags(self.run_id, {"profiled": f"no: {self.spec.kind} has no profiler hook"})
+            return
+        files, what = got
+        root = Path(tempfile.mkdtemp(prefix="raylab-profile-"))
+        for name, data in files.items():
+            path = root / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            self.tracker.log_artifact(self.run_id, path, Path("profile", name).parent.as_posix())
+        self.tracker.set_tags(self.run_id, {"profiled": what})
+        summary = root / "profile_summary.txt"
+        if summary.exists():
+            console.get().line(f"[{self.spec.name}] profiled {what}: profile/profile_summary.txt")
 
     def replica_agreement(self) -> dict:
         per_rank = ray.get(self.sink.replica_checksums.remote(), timeout=60)

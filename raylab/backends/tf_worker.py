@@ -148,7 +148,8 @@ def tf_worker_loop(config: dict) -> None:
     cfg, phases, tf = _start(config)
     import ray.train
 
-    from raylab.loop import Training, run_epochs
+    from raylab.loop import StepContext, Training, run_epochs
+    from raylab.profile import tf_capture
     from raylab.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
     from raylab.task.tf import TFTask
 
@@ -192,7 +193,8 @@ def tf_worker_loop(config: dict) -> None:
         steps_per_epoch, (stream_train_fn(tf, strategy, task, model, optimizer, batches, cfg, local_replicas)
                           if data.streamed else _train_fn(tf, strategy, task, model, optimizer, batches, cfg)), evaluate,
         task.results, actual, lambda: replica_checksums(strategy, model), read=lambda sums: sums.numpy() * scale,
-        batches=batches, saver=tf_saver(tf, strategy, model, optimizer), phases=phases, extra=stream_stats(data, rank)))
+        batches=batches, saver=tf_saver(tf, strategy, model, optimizer), phases=phases, extra=stream_stats(data, rank),
+        step=StepContext(actual["precision_applied"], profile=tf_capture() if cfg.profile else None)))
 
 
 def _start(config: dict):

@@ -119,8 +119,11 @@ def torch_worker_loop(config: dict) -> None:
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
     # bf16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs
-    step = (StepContext("bf16", autocast=lambda: torch.autocast(device.type, dtype=torch.bfloat16))
-            if cfg.precision == "bf16" else StepContext())
+    from raylab.profile import torch_capture
+
+    profile = torch_capture(device.type == "cuda") if cfg.profile else None
+    step = (StepContext("bf16", autocast=lambda: torch.autocast(device.type, dtype=torch.bfloat16), profile=profile)
+            if cfg.precision == "bf16" else StepContext(profile=profile))
     evaluate = evaluation(data, task.evaluator(module, device))
     actual = {
         "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",

@@ -33,8 +33,11 @@ def xla_worker_loop(config: dict) -> None:
     path = sync_path(pjrt, world)
     device = _device(pjrt, ctx)
     # autocast bf16 is TPU-only in torch_xla 2.9
-    step = (StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16))
-            if cfg.precision == "bf16" and pjrt == "TPU" else StepContext())
+    from raylab.profile import xla_capture
+
+    profile = xla_capture() if cfg.profile else None
+    step = (StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16), profile=profile)
+            if cfg.precision == "bf16" and pjrt == "TPU" else StepContext(profile=profile))
     phases.mark("setup")
     task, steps_per_epoch, data = shard_and_task(cfg, ctx, xla=True)
     batches = device_batches(data, cfg, rank, device, steps_per_epoch)

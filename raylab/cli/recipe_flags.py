@@ -104,6 +104,12 @@ def _placement(g) -> None:
                         "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
                         "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
                         "with. On a single-node cluster trials still run one at a time (default: 1)")
+    g.add_argument("--profile", action="store_true",
+                   help="profile one steady window of rank 0 in every trial with the framework's own profiler "
+                        "(torch.profiler, tf.profiler, torch_xla's profiler and metrics report) and log its trace and "
+                        "profile_summary.txt (where the window's time went, the top operations) as artifacts under "
+                        "profile/; the trial is tagged profiled, since that window runs slower (default: off, and "
+                        "then nothing is profiled)")
     g.add_argument("--memory-cap-mb", type=F.integer, default=None, metavar="MB",
                    help="cap every training worker process's memory at MB (its data segment, RLIMIT_DATA, what it "
                         "holds already included): an allocation beyond it fails in the allocator as on a smaller "

@@ -84,7 +84,9 @@ class Loop:
         self.chrono = Chrono(cfg.trial_start, cfg.warmup_steps)
         self.reporter = Reporter(cfg.sink, rank, cfg.epochs, cfg.global_batch)
         self.checkpointer = Checkpointer(cfg, rank, training.saver)
-        self.train = training.step.window(training.train)
+        self.train = training.train
+        # --profile: rank 0 profiles its first steady window (raylab/profile.py); the others never look.
+        self.profiling = cfg.profile and rank == 0 and training.step.profile is not None
         self.own = 0  # steps this attempt trained (the warm-up counts from the attempt's start)
         self.window_waits: list[float] = []  # seconds each of this attempt's windows waited for input
 
@@ -108,12 +110,19 @@ class Loop:
         self.host.begin()
         self.waited = self.input_wait()
         for k in windows(steps - i, self.cfg.window, self.chrono.warmup, self.own):
+            profiler = self.profiler(k)
             self.chrono.start()
             before = self.input_wait()
-            part = np.asarray(read(self.train(k)), dtype=np.float64)
-            self.chrono.stop(k)
+            try:
+                part = np.asarray(read(self.train(k)), dtype=np.float64)
+                self.chrono.stop(k)
+            finally:
+                if profiler is not None:
+                    profiler.close()  # the profiler stops and writes its files: outside the window's time
             if before is not None:
                 self.window_waits.append(self.input_wait() - before)
+            if profiler is not None:
+                self.send_profile(profiler, (state.done + 1, state.done + k), before)
             self.host.read()
             state.done, self.own, i, sums = state.done + k, self.own + k, i + k, sums + part
             self.reporter.progress(epoch, i, steps, float(part[0]) / k, k)
@@ -123,6 +132,36 @@ class Loop:
         self.host.settle()
         self.waited = None if self.waited is None else self.input_wait() - self.waited
         return sums, time.perf_counter() - t_epoch
+
+    def profiler(self, k: int):
+        """The framework's profiler, started, around the first steady window of rank 0 (--profile); else None."""
+        if not self.profiling or self.own < self.chrono.warmup:
+            return None
+        import contextlib
+        import tempfile
+        from pathlib import Path
+
+        from raylab.profile import Captured
+
+        self.profiling = False  # one window per attempt
+        stack = contextlib.ExitStack()
+        stack.logdir, stack.found = Path(tempfile.mkdtemp(prefix="raylab-profile-")), Captured("")
+        stack.enter_context(self.t.step.profile(stack.logdir, stack.found))
+        return stack
+
+    def send_profile(self, profiler, steps: tuple[int, int], wait_before: float | None) -> None:
+        """The window's trace files and its summary, to the driver (it logs them as the run's artifacts)."""
+        import shutil
+
+        from raylab import profile
+
+        seconds = self.chrono.windows[-1][0]
+        waited = None if wait_before is None else self.input_wait() - wait_before
+        text = profile.summary(self.cfg.trial, profiler.found, steps, seconds, waited)
+        (profiler.logdir / profile.SUMMARY).write_text(text)
+        self.cfg.sink.profile.remote(profile.files(profiler.logdir), f"steps {steps[0]}-{steps[1]} of rank 0, "
+                                     f"{profiler.found.tool}")
+        shutil.rmtree(profiler.logdir, ignore_errors=True)
 
     def input_wait(self) -> float | None:
         """Seconds this attempt's steps have waited for their batches (None: not measurable apart, see BatchSource)."""

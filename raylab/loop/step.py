@@ -1,14 +1,14 @@
 """The one place a training step is wrapped: its precision context and a profiler.
 
 A backend's step runs its forward pass and loss inside StepContext.forward() (autocast where a lower
-precision is applied, else a null context); the loop passes each window's train(k) through
-StepContext.window() (a profiler's context where one is asked, else train itself, unchanged).
+precision is applied, else a null context). With --profile, `profile` is the framework's profiler
+(raylab/profile.py): the loop runs one steady window of rank 0 inside it; every other window, and every
+window without --profile, is train(k) as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 from dataclasses import dataclass
 from typing import Callable, ContextManager
 
@@ -17,20 +17,9 @@ from typing import Callable, ContextManager
 class StepContext:
     precision: str = "fp32"  # what the step applies (recorded as precision_applied)
     autocast: Callable[[], ContextManager] | None = None  # around one step's forward pass and loss
-    profile: Callable[[int], ContextManager] | None = None  # around a window, given its steps (a profiler)
+    # The framework's profiler around one window: profile(logdir, captured) (raylab/profile.py); None: not asked.
+    profile: Callable[..., ContextManager] | None = None
 
     def forward(self) -> ContextManager:
         """The context a step's forward pass and loss run in: autocast where a lower precision is applied."""
         return self.autocast() if self.autocast is not None else contextlib.nullcontext()
-
-    def window(self, train: Callable[[int], object]) -> Callable[[int], object]:
-        """train(k), each window inside the profiler's context when one is asked."""
-        if self.profile is None:
-            return train
-
-        @functools.wraps(train)
-        def profiled(k: int):
-            with self.profile(k):
-                return train(k)
-
-        return profiled
