@@ -1,22 +1,25 @@
 """`--batch max`: the largest per-replica batch a trial's step runs without running out of memory.
 
-Before a trial starts, the driver tries batch sizes, each in a fresh Ray worker process with the trial's
-CPUs (and GPU), threads, precision and --memory-cap-mb: the recipe's model, loss and optimizer, built by
-the framework's task builder, run PROBE_STEPS training steps on the first items of the training split.
+Before a trial starts, the driver tries batch sizes. Each size is the trial itself, cut short: its
+strategy on its workers (new Ray Train worker processes, the same kind of process the trial trains in),
+with its precision, threads and --memory-cap-mb, for PROBE_STEPS training steps, without evaluation,
+checkpoints or an MLflow run. A probe that runs out of memory (raylab/failure.py names it) did not fit.
 The search doubles from the recipe's batch until a size runs out of memory (or reaches the largest a
 replica's shard allows), then bisects between the last size that ran and the first that did not, down to
 one item, as Lightning's batch-size finder does in its "binsearch" mode. The trial then runs at the size
 found, named "... bN", and records the search (tag batch_search) and the size one above it that failed.
 
-A probe is one replica in one process: a multi-worker trial's replica holds the same model, batch and
-optimizer state, plus its framework's communication buffers, which the probe does not allocate. An error
-that is not out of memory (a recipe bug) stops the search and fails the trial with it.
+Why whole trials rather than a bare step in a process of its own: a cap counts the process's whole data
+segment, and a Ray Train worker holds more of it than a bare process (its threads, its data shard, the
+loop); a bare probe found sizes that then ran out of memory in the trial. Evaluation (no gradients) is not
+probed. An error that is not out of memory (a recipe bug) stops the search and fails the trial with it.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from raylab.errors import UserError
 
@@ -70,8 +73,11 @@ def bisect(fits, start: int, limit: int) -> tuple[int, int | None]:
     return lo, hi
 
 
-def check(kinds: list[str], streamed: bool) -> None:
+def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
     """--batch max where it cannot run stops before Ray starts."""
+    if resume:
+        raise UserError("--resume goes on at the batch each trial already ran; the recorded --batch max cannot search "
+                        "again. Start a new invocation instead.")
     others = [k for k in kinds if k.split(":")[0] not in FRAMEWORKS or k.endswith(":ps") or ":ps-" in k]
     if others:
         raise UserError(f"--batch max searches tf and torch trials (not the parameter-server ones): drop "
@@ -81,29 +87,23 @@ def check(kinds: list[str], streamed: bool) -> None:
                         "size with streamed data.")
 
 
-def find(recipe, cfg, spec, ds, log=print) -> tuple[int, Search, int | None]:
+def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Search, int | None]:
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
-    import ray
-
     from raylab.backends import get_strategy
-    from raylab.data import num_items, tree_map
-    from raylab.resources import worker_resources
+    from raylab.data import num_items
 
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
-    cpus, gpus, _ = worker_resources(strategy, layout, cfg)
     limit = num_items(ds.x_train) // layout.replicas  # a replica's shard: no step takes more
     task = recipe.task(ds.target_names)
-    env = {"CUDA_VISIBLE_DEVICES": ""} if spec.framework == "tf" and cfg.device == "cpu" else {}
-    remote = ray.remote(probe).options(num_cpus=cpus, num_gpus=gpus, max_calls=1, max_retries=0,
-                                       runtime_env={"env_vars": env} if env else None)
+    probe_cfg = replace(cfg, epochs=1, steps_per_epoch=PROBE_STEPS, window=PROBE_STEPS, max_failures=0,
+                        profile=False, probe=True)
     search = Search()
 
     def fits(batch: int) -> bool:
-        x, y = (tree_map(lambda a: a[:batch], d) for d in (ds.x_train, ds.y_train))
+        per = recipe.with_batch(batch * layout.replicas if recipe.global_batch else batch)
         started = time.time()
-        out = ray.get(remote.remote(spec.framework, task, x, y, batch, cfg.threads, cfg.precision, cfg.device,
-                                    cfg.memory_cap_mb, cfg.seed))
+        out = probe(per, probe_cfg, spec, task, refs, nodes)
         out.update(batch=batch, seconds=time.time() - started)
         search.tried.append(out)
         said = "ok" if out["ok"] else f"out of {out['memory']} memory"
@@ -119,69 +119,32 @@ def find(recipe, cfg, spec, ds, log=print) -> tuple[int, Search, int | None]:
     return found, search, failed
 
 
-def probe(framework: str, task, x, y, batch: int, threads: int, precision: str, device: str,
-          cap_mb: int | None, seed: int) -> dict:
-    """In a fresh worker process: PROBE_STEPS training steps at `batch` under the memory cap. {"ok": True, ...}
-    or, out of memory, {"ok": False, "memory": "host" | "device", "error": ...}; any other error is raised."""
+def probe(recipe, cfg, spec, task, refs, nodes) -> dict:
+    """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps, without
+    evaluation, checkpoints or an MLflow run. {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
+    failure is raised."""
+    import uuid
+
+    import ray
+
     from raylab import failure
-    from raylab.loop.run import peak_rss_mb
+    from raylab.sink import TrialSink
+    from raylab.trainer import build_trainer
 
+    sink = TrialSink.remote([])
     try:
-        with failure.memory_cap(cap_mb):
-            (_torch_steps if framework == "torch" else _tf_steps)(task, x, y, batch, threads, precision, device, seed)
-        return {"ok": True, "peak_rss_mb": peak_rss_mb()}
-    except Exception as e:  # noqa: BLE001 - out of memory is the answer; anything else is raised
-        memory = failure.out_of_memory(e)
-        if memory is None:
-            raise
-        return {"ok": False, "memory": memory, "error": failure.message(e), "peak_rss_mb": peak_rss_mb()}
-
-
-def _torch_steps(task, x, y, batch, threads, precision, device, seed) -> None:
-    import torch
-
-    from raylab.task.torch import TorchTask, to_tensors
-
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
-    dev = torch.device("cuda" if device == "gpu" else "cpu")
-    tt = TorchTask(task, PROBE_STEPS)
-    model = tt.build_model().to(dev).train()
-    opt, _ = tt.build_optimizer(model.parameters())
-    xb, yb = to_tensors(tt.inputs(x), dev), to_tensors(tt.targets(y), dev)
-    for _ in range(PROBE_STEPS):
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            pred = model(xb)
-        loss = tt.per_example_loss(yb, tree_float32(pred)).mean()
-        loss.backward()
-        opt.step()
-    loss.item()
-
-
-def tree_float32(pred):
-    import torch
-
-    from raylab.data import tree_map
-
-    return tree_map(lambda t: t.float() if t.dtype in (torch.bfloat16, torch.float16) else t, pred)
-
-
-def _tf_steps(task, x, y, batch, threads, precision, device, seed) -> None:
-    import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    import keras
-
-    from raylab.task.tf import TFTask
-
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if precision == "bf16" else "float32")
-    keras.utils.set_random_seed(seed)
-    tt = TFTask(task, tf, keras, PROBE_STEPS)
-    model, opt = tt.build_model(), tt.build_optimizer()
-    xb, yb = tt.inputs(x), tt.targets(y)
-    step = tf.function(lambda a, b: tt.train_step(model, opt, a, b, batch))
-    for _ in range(PROBE_STEPS):
-        out = step(xb, yb)
-    out.numpy()
+        trainer = build_trainer(recipe, cfg, spec, task, refs, sink, time.time(), f"probe-{uuid.uuid4().hex[:12]}",
+                                nodes)
+        try:
+            trainer.fit()
+        except Exception as e:  # noqa: BLE001 - out of memory is the answer; anything else is the trial's error
+            code = failure.code_failures(e)
+            if not code or code[0].kind != "out_of_memory":
+                raise
+            peak = re.search(r"host peak RSS ([\d,]+) MB", code[0].line)
+            return {"ok": False, "memory": "device" if "out of device memory" in code[0].line else "host",
+                    "error": code[0].line, "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0}
+        peaks = [p for p in ray.get(sink.peak_rss.remote(), timeout=60) if p is not None]
+        return {"ok": True, "peak_rss_mb": max(peaks) if peaks else 0.0}
+    finally:
+        ray.kill(sink)

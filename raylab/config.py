@@ -78,6 +78,8 @@ class Settings:
     storage: str | None = None  # Ray Train storage for checkpoints (None: Ray's default, ~/ray_results)
     resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
     streamed: bool = False  # the data streams through Ray Data (raylab/stream.py): it needs CPUs of its own
+    probe: bool = False  # a --batch max probe: train only, no evaluation (raylab/batchsize.py)
+    batch_max: bool = False  # --batch max: each trial runs at the largest batch its probes fit (raylab/batchsize.py)
     profile: bool = False  # --profile: one steady window of rank 0 per trial, in the framework's profiler
     memory_cap_mb: int | None = None  # each training worker process's RLIMIT_DATA (None: no cap)
     concurrency: int | None = 1  # trials at once, each on whole nodes of its own (None: as many as nodes allow)

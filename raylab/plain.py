@@ -55,6 +55,7 @@ def run_tf(spec, task, x, y, xt, yt) -> dict:
     n = len(next(iter(_arrays(x))))
     steps = steps_of(spec, n)
     tt = TFTask(task, tf, keras, steps * spec["epochs"])
+    tt.eval_batch = spec["batch"]  # evaluation in the trial's batches, as the trials do
     x, y, xt, yt = tt.inputs(x), tt.targets(y), tt.inputs(xt), tt.targets(yt)
     model, opt = tt.build_model(), tt.build_optimizer()
     outputs = list(task.losses())
@@ -102,6 +103,7 @@ def run_torch(spec, task, x, y, xt, yt, xla=False) -> dict:
     n = len(next(iter(_arrays(x))))
     steps = steps_of(spec, n)
     tt = TorchTask(task, steps * spec["epochs"], xla=xla)
+    tt.eval_batch = spec["batch"]
     test = (to_tensors(tt.inputs(xt)), to_tensors(tt.targets(yt)))
     model = tt.build_model()
     next_batch, device, sync = _batches(spec, tt, x, y, n, xla)

@@ -49,6 +49,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
         window=cfg.window, checkpoint=max_failures(strategy, cfg) != 0,
         checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb, profile=cfg.profile,
+        probe=cfg.probe,
     )
 
 

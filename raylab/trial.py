@@ -288,8 +288,35 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs:
     """One trial as a child run. resume=(run id, epochs it logged): an interrupted trial's run goes on
     (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
     while other trials run (its workers are placed there); started: told the outcome once the run exists."""
+    searched, error = {}, None
+    if cfg.batch_max and resume is None:
+        try:
+            spec, searched = search_batch(recipe, cfg, spec, ds, refs, nodes)
+        except Exception as e:  # noqa: BLE001 - the trial's run ends FAILED with it; the next trial runs
+            error = e
     trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, refs, tracker, repeat)
-    outcome = trial.open(parent_id, tags, resume)
+    outcome = trial.open(parent_id, {**tags, **searched}, resume)
     if started is not None:
         started(outcome)
+    if error is not None:
+        with recorded(outcome, tracker, after_end=trial.after_end, log=trial.log):
+            raise error
+        return outcome
     return trial.run(nodes)
+
+
+def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs,
+                 nodes: list | None) -> tuple[TrialSpec, dict]:
+    """--batch max: the trial at the largest per-replica batch its probes fit (raylab/batchsize.py), and the
+    search's tags."""
+    from dataclasses import replace
+
+    from raylab import batchsize
+
+    found, search, failed = batchsize.find(recipe, cfg, spec, ds, refs, nodes, log=console.get().line)
+    replicas = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps).replicas
+    over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"
+    console.get().line(f"[{spec.name}] batch search: {found} per replica is the largest that fits{over}")
+    tags = {"batch_search": search.describe(), "batch_search_found": found,
+            "batch_search_failed": failed if failed else "none (the shard's size was reached)"}
+    return replace(spec, batch=found * replicas if recipe.global_batch else found), tags

@@ -39,6 +39,7 @@ class WorkerConfig:
     window: int = 32  # training steps between host reads (TF runs them as one tf.function call)
     checkpoint: bool = False  # checkpoint at epoch ends (and every checkpoint_every_s) for restarts
     checkpoint_every_s: float = 600.0  # also checkpoint inside an epoch this often (0: at epoch ends only)
+    probe: bool = False  # a --batch max probe (raylab/batchsize.py): no evaluation
     profile: bool = False  # rank 0 profiles its first steady window (raylab/profile.py)
     memory_cap_mb: int | None = None  # the worker process's RLIMIT_DATA while it trains (None: none)
 

@@ -86,6 +86,7 @@ def _chief(tf, cfg) -> None:
     steps_per_epoch = cfg.steps(num_items(x) // workers // cfg.batch_per_replica)
     # Each worker's update is its own: the optimizer step count is the rounds x workers.
     task = TFTask(cfg.task, tf, tf_keras, steps_per_epoch * cfg.epochs * workers)
+    task.eval_batch = cfg.batch_per_replica
     x, y, x_test, y_test = task.inputs(x), task.targets(y), task.inputs(x_test), task.targets(y_test)
 
     def dataset_fn(context):

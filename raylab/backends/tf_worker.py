@@ -170,6 +170,7 @@ def tf_worker_loop(config: dict) -> None:
     keras.mixed_precision.set_global_policy("mixed_bfloat16" if cfg.precision == "bf16" else "float32")
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // (cfg.batch_per_replica * local_replicas))
     task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
+    task.eval_batch = cfg.batch_per_replica
     data = worker_data(cfg, world, rank, lambda x, y: (task.inputs(x), task.targets(y)))
     # Already sharded: each pipeline reads its worker's shard (or split), batched per replica.
     batches = batch_source(tf, strategy, data, cfg.batch_per_replica, local_replicas, cfg.seed + rank, steps_per_epoch)

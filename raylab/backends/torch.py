@@ -166,6 +166,7 @@ def shard_and_task(cfg, ctx, xla: bool = False):
     world, rank = ctx.get_world_size(), ctx.get_world_rank()
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // cfg.batch_per_replica)
     task = TorchTask(cfg.task, steps_per_epoch * cfg.epochs, xla=xla)
+    task.eval_batch = cfg.batch_per_replica
     return task, steps_per_epoch, worker_data(cfg, world, rank, lambda x, y: (task.inputs(x), task.targets(y)))
 
 

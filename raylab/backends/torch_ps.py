@@ -211,6 +211,7 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
 
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
     task = TorchTask(cfg.task, total_updates)
+    task.eval_batch = cfg.batch_per_replica
     x, y, x_test, y_test = worker_shard(cfg.data_refs, workers, rank, cfg.seed)
     batches = shard_batches(to_tensors(task.inputs(x)), to_tensors(task.targets(y)), cfg.batch_per_replica,
                             cfg.seed + rank)

@@ -59,9 +59,12 @@ def _task(g, recipe) -> None:
     """What people sweep or change in a recipe's task. A flag that is also a --set key defaults to None, so
     the recipe as --set edited it decides unless the flag is given (make_config resolves them)."""
     batch_what = "global batch (split over the replicas)" if recipe.global_batch else "batch per replica"
-    g.add_argument("--batch", default=None, metavar="B[,B...]",
+    g.add_argument("--batch", default=None, metavar="B[,B...]|max",
                    help=f"{batch_what}; several sizes make a sweep axis like --workers: every trial runs at each, "
-                        f"named '... bB' (default: {recipe.global_batch or recipe.batch_per_replica})")
+                        "named '... bB'. 'max': before each tf and torch trial, find the largest batch per replica "
+                        "whose training steps run without running out of memory (under --memory-cap-mb, if given: "
+                        "doubling, then bisecting to one item, each size in a fresh process) and run the trial at "
+                        f"it, recording the search (default: {recipe.global_batch or recipe.batch_per_replica})")
     opt = recipe.optimizer
     g.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
                    help="the optimizer, keeping the recipe's learning rate and the arguments it takes (default: "

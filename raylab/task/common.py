@@ -19,6 +19,9 @@ class TaskBuilder:
     def __init__(self, task: Task, total_steps: int):
         self.task, self.total_steps = task, max(total_steps, 1)  # total_steps: optimizer updates in the run
         self.specs = task.metric_specs()
+        # Evaluation batches hold at most this many items (the trial's batch per replica): a model that trains at
+        # a batch evaluates at it (no gradients, less memory), whatever the memory left (--batch max, a cap).
+        self.eval_batch: int | None = None
 
     def named(self, pred) -> dict:
         """The model's output(s) by output name ("" for a single output); a tuple or list maps in order."""
@@ -52,13 +55,14 @@ def prepare_targets(y, int_dtype):
     return tree_map(lambda a: a.astype(int_dtype if a.dtype.kind in "biu" else np.float32, copy=False), y)
 
 
-def test_batches(x, y=None):
-    """The test split's batches for evaluation: (x, y) arrays cut into eval_batch_size pieces, or, when y is None,
-    x itself: an iterable of prepared (x, y) batches (a streamed test split)."""
+def test_batches(x, y=None, most: int | None = None):
+    """The test split's batches for evaluation: (x, y) arrays cut into eval_batch_size pieces (at most `most`
+    items), or, when y is None, x itself: an iterable of prepared (x, y) batches (a streamed test split)."""
     if y is None:
         yield from x
         return
-    n, size = num_items(x), eval_batch_size(x)
+    n = num_items(x)
+    size = min(eval_batch_size(x), most or eval_batch_size(x))
     for i in range(0, n, size):
         yield tree_map(lambda a: a[i : i + size], x), tree_map(lambda a: a[i : i + size], y)
 

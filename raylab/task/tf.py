@@ -142,7 +142,7 @@ class TFTask(TaskBuilder):
 
         def evaluate(x, y=None):
             n, sums = 0, 0.0
-            for xb, yb in test_batches(x, y):
+            for xb, yb in test_batches(x, y, self.eval_batch):
                 sums, n = sums + batch(xb, yb).numpy().astype(np.float64), n + num_items(yb)
             return self.results(sums, n, "val_")
 

@@ -128,7 +128,7 @@ class TorchTask(TaskBuilder):
         def evaluate(x, y=None):
             module.eval()
             n, sums = 0, 0.0
-            for xc, yc in test_batches(x, y):
+            for xc, yc in test_batches(x, y, self.eval_batch):
                 xb, yb = to_tensors(xc, device), to_tensors(yc, device)
                 pred = module(xb)
                 part = torch.cat([self.per_example_loss(yb, pred).sum().reshape(1), self.batch_stats(yb, pred)])
