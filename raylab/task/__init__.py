@@ -33,8 +33,9 @@ METRIC_ALIASES = {"mae": "mean_absolute_error", "mse": "mean_squared_error"}
 class Native:
     """A callable per framework, where a portable name does not fit: Native(tf=fn, torch=fn).
 
-    Loss: fn(y_true, y_pred) -> per-example loss (tf: shape [batch]; torch: a scalar mean or [batch]).
-    Metric: fn(y_true, y_pred) -> the batch mean, or a (numerator, denominator) pair of sums.
+    Loss: fn(y_true, y_pred) -> the framework's tensor: per-example loss ([batch]) or the batch mean (a scalar).
+    Metric: fn(y_true, y_pred) -> the batch mean, or a (numerator, denominator) pair of sums; each a 0-d tensor
+    or a Python or numpy number.
     Optimizer: fn(lr) -> (tf) a Keras optimizer, or fn(params, lr) -> (torch) a torch optimizer.
     Preprocess: fn(x) -> x, on the worker's numpy shard (tf and torch alike) once per trial.
     """
