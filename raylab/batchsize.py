@@ -7,7 +7,8 @@ checkpoints or an MLflow run. A probe that runs out of memory (raylab/failure.py
 The search doubles from the recipe's batch until a size runs out of memory (or reaches the largest a
 replica's shard allows), then bisects between the last size that ran and the first that did not, down to
 one item, as Lightning's batch-size finder does in its "binsearch" mode. The trial then runs at the size
-found, named "... bN", and records the search (tag batch_search) and the size one above it that failed.
+found less a 10% margin (MARGIN), named "... bN", and records the search (tag batch_search), the edge
+(batch_search_found: the largest size that passed) and the size one above it that ran out of memory.
 
 Why whole trials rather than a bare step in a process of its own: a cap counts the process's whole data
 segment, and a Ray Train worker holds more of it than a bare process (its threads, its data shard, the
@@ -23,7 +24,11 @@ from dataclasses import dataclass, field, replace
 
 from raylab.errors import UserError
 
-PROBE_STEPS = 2  # training steps each size runs: the first allocates the optimizer's state, the second reuses it
+PROBE_STEPS = 3  # training steps each size runs: the first allocates the optimizer's state, the others reuse it
+# The trial runs at this share of the largest size that passed. At the very edge a size that passed its probe
+# ran out of memory later in the trial (TF, 751 items: passed 2 probe steps, ran out on the trial's third; the
+# allocators' arenas grow over a run), so the trial keeps a margin; the edge itself is recorded.
+MARGIN = 0.9
 FRAMEWORKS = ("tf", "torch")  # xla compiles per shape on its own allocator: not searched
 
 

@@ -244,12 +244,19 @@ def _rank() -> int:
 
 
 def code_failures(error: BaseException) -> list[CodeFailure]:
-    """The CodeFailures inside a Ray Train error (a WorkerGroupError's per-rank errors, each wrapped)."""
+    """The CodeFailures inside a Ray Train error (a WorkerGroupError's per-rank errors, each wrapped). An
+    allocation that failed outside the training function (Ray's own threads of the worker share its memory
+    and its cap) is out of memory too."""
     found = []
-    for err in (getattr(error, "worker_failures", None) or {}).values():
+    for rank, err in (getattr(error, "worker_failures", None) or {}).items():
         base = getattr(err, "_base_exc", err)
         if isinstance(base, CodeFailure):
             found.append(base)
+        elif isinstance(base, Exception) and out_of_memory(base) and not lost_peer(base):
+            memory = out_of_memory(base)
+            found.append(CodeFailure(f"out of {memory} memory on rank {rank}, outside the training step (Ray's own "
+                                     f"work in the worker process): {message(base)}; not restarted: it would run "
+                                     "out again.", "out_of_memory", "Ray's worker process"))
     return found
 
 

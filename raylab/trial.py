@@ -315,8 +315,10 @@ def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, re
 
     found, search, failed = batchsize.find(recipe, cfg, spec, ds, refs, nodes, log=console.get().line)
     replicas = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps).replicas
+    run = max(1, int(found * batchsize.MARGIN)) if failed else found
     over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"
-    console.get().line(f"[{spec.name}] batch search: {found} per replica is the largest that fits{over}")
-    tags = {"batch_search": search.describe(), "batch_search_found": found,
+    console.get().line(f"[{spec.name}] batch search: {found} per replica is the largest that passed{over}; the "
+                       f"trial runs at {run}" + (f" ({batchsize.MARGIN:.0%} of it)" if run != found else ""))
+    tags = {"batch_search": search.describe(), "batch_search_found": found, "batch_search_ran": run,
             "batch_search_failed": failed if failed else "none (the shard's size was reached)"}
-    return replace(spec, batch=found * replicas if recipe.global_batch else found), tags
+    return replace(spec, batch=run * replicas if recipe.global_batch else run), tags

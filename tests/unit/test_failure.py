@@ -142,6 +142,12 @@ def test_the_policy_ends_a_code_failure_at_once_and_restarts_a_lost_process():
     assert spent.make_decision(group_error(r1=lost)) == FailureDecision.RAISE
 
 
+def test_memory_ray_itself_could_not_allocate_in_a_capped_worker_is_out_of_memory_too():
+    found = failure.code_failures(group_error(r0=MemoryError("Unable to allocate internal buffer.")))
+    assert [f.kind for f in found] == ["out_of_memory"]
+    assert found[0].line.startswith("out of host memory on rank 0, outside the training step")
+
+
 def test_a_tf_traced_error_names_the_users_function_and_its_message():
     tf = pytest.importorskip("tensorflow")
 
