@@ -156,11 +156,14 @@ def _is_users(path: str) -> bool:
 
 
 def device_peak_mb() -> float | None:
-    """The peak memory a CUDA device held for this process's tensors, MB (None: no CUDA in this process)."""
-    torch = sys.modules.get("torch")
+    """The peak memory this process's tensors held on its accelerator, MB: torch's CUDA caching allocator
+    (max_memory_allocated) or TF's first GPU (get_memory_info's peak); None where the process used none."""
+    torch, tf = sys.modules.get("torch"), sys.modules.get("tensorflow")
     try:
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             return torch.cuda.max_memory_allocated() / 2**20
+        if tf is not None and tf.config.list_logical_devices("GPU"):
+            return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
     except Exception:  # noqa: BLE001 - a broken device says nothing
         return None
     return None

@@ -341,7 +341,7 @@ class Tracker:
         page = f"/#/experiments/{self.experiment_id}/runs?{VIEW_QUERY}"
         if self.uri.startswith(("http://", "https://")):
             return f"MLflow UI (this invocation's trials and charts): {self.uri.rstrip('/')}{page}"
-        return (f"MLflow UI: mlflow ui --backend-store-uri {self.uri}  then open http://127.0.0.1:5000{page} "
+        return (f"MLflow UI: mlflow ui --host 127.0.0.1 --backend-store-uri {self.uri}  then open http://127.0.0.1:5000{page} "
                 f"(experiment '{experiment}': this invocation's trials and charts)")
 
 

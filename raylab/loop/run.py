@@ -197,8 +197,11 @@ class Loop:
         timing = self.chrono.summary(self.cfg.global_batch)
         carried = self.chrono.carried
         startup = carried["phases"] if carried else self.phases.summary(timing["startup_s"])
+        from raylab.failure import device_peak_mb
+
+        device = device_peak_mb()
         self.reporter.result({
-            **timing, **startup, **(self.t.extra() if self.t.extra else {}), **self.checkpointer.figures(self.state),
+            **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **(self.t.extra() if self.t.extra else {}), **self.checkpointer.figures(self.state),
             **self.input_figures(),
             "steps_per_epoch": self.t.steps_per_epoch, "host_syncs": self.host.total,
             "steps_per_host_sync": self.state.done / max(self.host.total, 1), "actual": self.actual(where)})
