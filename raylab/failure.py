@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import sys
 import sysconfig
 import time
 import traceback
@@ -25,6 +24,8 @@ from functools import partial
 
 from ray.train.v2._internal.execution.failure_handling import FailureDecision
 from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
+
+from raylab.memory import device_peak_mb, peak_rss_mb
 
 # A peer's loss seen from a survivor: the collective or the connection it was blocked on breaks. Not the
 # survivor's code: these are left to Ray Train's restart budget.
@@ -155,24 +156,10 @@ def _is_users(path: str) -> bool:
                 or "__autograph_generated_file" in path)
 
 
-def device_peak_mb() -> float | None:
-    """The peak memory this process's tensors held on its accelerator, MB: torch's CUDA caching allocator
-    (max_memory_allocated) or TF's first GPU (get_memory_info's peak); None where the process used none."""
-    torch, tf = sys.modules.get("torch"), sys.modules.get("tensorflow")
-    try:
-        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-            return torch.cuda.max_memory_allocated() / 2**20
-        if tf is not None and tf.config.list_logical_devices("GPU"):
-            return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
-    except Exception:  # noqa: BLE001 - a broken device says nothing
-        return None
-    return None
 
 
 def classify(exc: BaseException, rank: int, batch: int) -> CodeFailure | None:
     """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help)."""
-    from raylab.loop.run import peak_rss_mb
-
     if isinstance(exc, CodeFailure):
         return exc
     if isinstance(exc, (KeyboardInterrupt, SystemExit)) or lost_peer(exc):

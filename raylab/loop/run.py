@@ -20,6 +20,7 @@ from raylab.loop.checkpoint import Checkpointer, Saver
 from raylab.loop.report import HostReads, Reporter, builtins_only
 from raylab.loop.state import windows
 from raylab.loop.step import StepContext
+from raylab.memory import device_peak_mb, peak_rss_mb
 from raylab.timing import Chrono, Phases
 from raylab.worker import WorkerConfig, host_facts
 
@@ -53,12 +54,6 @@ class Training:
     phases: Phases | None = None
 
 
-def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, MB (getrusage; Linux counts KB). It counts the pages of
-    Ray's object store the process mapped (in-memory data is read zero-copy from there)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run_epochs(cfg: WorkerConfig, rank: int, training: Training) -> None:
@@ -197,8 +192,6 @@ class Loop:
         timing = self.chrono.summary(self.cfg.global_batch)
         carried = self.chrono.carried
         startup = carried["phases"] if carried else self.phases.summary(timing["startup_s"])
-        from raylab.failure import device_peak_mb
-
         device = device_peak_mb()
         self.reporter.result({
             **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **(self.t.extra() if self.t.extra else {}), **self.checkpointer.figures(self.state),

@@ -67,22 +67,37 @@ def test_torch_shard_batches_restart_where_an_uninterrupted_run_would_be():
 
 
 def test_step_context_wraps_nothing_unless_asked():
-    def train(k):
-        return k * 2
-
     plain = StepContext()
-    assert plain.window(train) is train
+    assert plain.profile is None
     assert isinstance(plain.forward(), contextlib.nullcontext)
+    assert StepContext("bf16", autocast=lambda: contextlib.nullcontext("bf16")).forward().enter_result == "bf16"
+
+
+@pytest.mark.parametrize("profile, rank, profiled", [(True, 0, True), (True, 1, False), (False, 0, False)])
+def test_the_loop_profiles_rank_0s_first_steady_window_once(profile, rank, profiled):
+    """--profile: the framework's capture is entered for the first window after the warm-up, on rank 0, once."""
+    from raylab.loop.run import Loop, Training
+    from raylab.worker import WorkerConfig
+
     entered = []
 
     @contextlib.contextmanager
-    def profile(k):
-        entered.append(k)
+    def capture(logdir, found):
+        entered.append(logdir)
         yield
 
-    profiled = StepContext(profile=profile).window(train)
-    assert profiled(16) == 32 and entered == [16]
-    assert StepContext("bf16", autocast=lambda: contextlib.nullcontext("bf16")).forward().enter_result == "bf16"
+    cfg = WorkerConfig(trial="t", strategy="none", task=None, data_refs=None, replicas=1, batch_per_replica=4,
+                       epochs=1, threads=1, seed=0, warmup_steps=8, trial_start=0.0, sink=None, profile=profile)
+    training = Training(64, lambda k: np.zeros(3), dict, lambda *a: {}, {}, lambda: None,
+                        step=StepContext(profile=capture))
+    loop = Loop(cfg, rank, training)
+    assert loop.profiler(1) is None  # the first step: warm-up
+    loop.own = 8  # the warm-up is done
+    first = loop.profiler(32)
+    assert (first is not None) == profiled and len(entered) == int(profiled)
+    if first is not None:
+        first.close()
+    assert loop.profiler(32) is None  # one window per attempt
 
 
 @pytest.mark.parametrize("saver, checkpoint, every, said", [
