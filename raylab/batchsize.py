@@ -149,6 +149,11 @@ def probe(recipe, cfg, spec, task, refs, nodes) -> dict:
             peak = re.search(r"host peak RSS ([\d,]+) MB", code[0].line)
             return {"ok": False, "memory": "device" if "out of device memory" in code[0].line else "host",
                     "error": code[0].line, "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0}
+        from raylab.outcome import INTERRUPTED
+
+        _, _, final = ray.get(sink.poll.remote(), timeout=60)
+        if INTERRUPTED.is_set() or final is None:  # fit() returns after Ctrl-C too: no answer, not a fit
+            raise KeyboardInterrupt("the batch search was interrupted")
         peaks = [p for p in ray.get(sink.peak_rss.remote(), timeout=60) if p is not None]
         return {"ok": True, "peak_rss_mb": max(peaks) if peaks else 0.0}
     finally:

@@ -35,8 +35,9 @@ LOST_PEER = ("connection closed", "connection reset", "broken pipe", "socket clo
 LOST_PEER_IN_COLLECTIVE = ("gloo", "nccl", "peer", "timed out", "deadline exceeded", "unavailable", "aborted",
                            "cancelled", "end of file", "eof")
 LOST_PEER_TYPES = ("DistBackendError", "DistNetworkError", "DistStoreError", "UnavailableError", "AbortedError",
-                   "CancelledError", "DeadlineExceededError", "RayError", "RayActorError", "ActorDiedError",
-                   "ObjectLostError", "OwnerDiedError", "GetTimeoutError", "WorkerCrashedError")
+                   "CancelledError", "DeadlineExceededError", "RayActorError", "ActorDiedError",
+                   "ActorUnavailableError", "ObjectLostError", "OwnerDiedError", "GetTimeoutError",
+                   "WorkerCrashedError", "NodeDiedError")
 OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "resource_exhausted",
             "oom when allocating", "std::bad_alloc", "failed to allocate")
 # The host's part of a traceback: frames here are not the recipe's.
@@ -75,6 +76,7 @@ def _names(exc: BaseException) -> list[str]:
 def lost_peer(exc: BaseException) -> bool:
     """Whether `exc` is what a survivor sees when a peer process (or the Ray object it waited on) is gone: a
     lost-process error, or one raised while handling one."""
+    exc = task_cause(exc)
     chain, seen = exc, 0
     while chain is not None and seen < 10:
         if isinstance(chain, LostProcess) or any(name in LOST_PEER_TYPES for name in _names(chain)):
@@ -84,15 +86,24 @@ def lost_peer(exc: BaseException) -> bool:
     if any(m in text for m in LOST_PEER):
         return True
     distributed = any(m in "".join(f.filename for f in traceback.extract_tb(exc.__traceback__))
-                      for m in ("torch/distributed", "collective", "tensorflow/python/distribute"))
+                      for m in ("torch/distributed", "collective", "tensorflow/python/distribute", "torch_xla"))
     return distributed and any(m in text for m in LOST_PEER_IN_COLLECTIVE)
+
+
+def task_cause(exc: BaseException) -> BaseException:
+    """What a remote task or actor method raised (a RayTaskError's cause, e.g. a parameter server's), else exc."""
+    seen = 0
+    while "RayTaskError" in _names(exc) and getattr(exc, "cause", None) is not None and seen < 5:
+        exc, seen = exc.cause, seen + 1
+    return exc
 
 
 def out_of_memory(exc: BaseException) -> str | None:
     """"device" or "host" when `exc` is an allocator's failure, else None."""
+    exc = task_cause(exc)
     names, text = _names(exc), str(exc).lower()
-    if "OutOfMemoryError" in names:  # torch.OutOfMemoryError: CUDA's caching allocator
-        return "device"
+    if "OutOfMemoryError" in names:  # torch.OutOfMemoryError: CUDA's caching allocator; Ray's: its memory monitor
+        return "device" if type(exc).__module__.startswith("torch") else "host"
     if "MemoryError" in names:  # Python's (and numpy's) allocations on the host
         return "host"
     if "ResourceExhaustedError" in names or any(m in text for m in OOM_TEXT):
@@ -162,13 +173,15 @@ def classify(exc: BaseException, rank: int, batch: int) -> CodeFailure | None:
     """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help)."""
     if isinstance(exc, CodeFailure):
         return exc
-    if isinstance(exc, (KeyboardInterrupt, SystemExit)) or lost_peer(exc):
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return None
+    memory = out_of_memory(exc)  # before a lost peer: an allocation that failed inside a collective is memory
+    if memory is None and lost_peer(exc):
         return None
     what, where = message(exc), user_frame(exc.__traceback__)
     traced = traced_frame(str(exc))  # TF's "in user code:" error lists the traced frames in its message
     if traced:
         where = traced
-    memory = out_of_memory(exc)
     if memory:
         device = device_peak_mb()
         peak = (f"device peak {device:,.0f} MB, " if device is not None and memory == "device" else "") + \
@@ -242,7 +255,8 @@ def code_failures(error: BaseException) -> list[CodeFailure]:
         base = getattr(err, "_base_exc", err)
         if isinstance(base, CodeFailure):
             found.append(base)
-        elif isinstance(base, Exception) and out_of_memory(base) and not lost_peer(base):
+        elif (isinstance(base, Exception) and getattr(base, "health_check_failure", None) is None
+              and out_of_memory(base)):
             memory = out_of_memory(base)
             found.append(CodeFailure(f"out of {memory} memory on rank {rank}, outside the training step (Ray's own "
                                      f"work in the worker process): {message(base)}; not restarted: it would run "

@@ -25,7 +25,7 @@ from raylab import floor as startup_floor
 from raylab.backends import get_strategy
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.outcome import TrialOutcome, recorded
+from raylab.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.params import common_params
 from raylab.progress import Progress
 from raylab.protocol import time_to_target
@@ -181,7 +181,7 @@ class Trial:
             result = trainer.fit()
         except Exception as e:
             code = failure.code_failures(e)
-            if not code:
+            if not code or failure.lost_processes(e):  # a lost process: Ray Train's budget decided
                 raise
             self.tracker.set_tags(self.run_id, {"failure_kind": code[0].kind, "failure_where": code[0].where})
             raise failure.TrialCodeError(code[0]) from e
@@ -229,7 +229,9 @@ class Trial:
             return
         got = ray.get(self.sink.profiled.remote(), timeout=60)
         if got is None:
-            self.tracker.set_tags(self.run_id, {"profiled": f"no: {self.spec.kind} has no profiler hook"})
+            why = ("has no profiler hook" if get_strategy(self.spec.kind).ps_roles else
+                   "reached no steady window to profile (fewer steps than the warm-up and one window)")
+            self.tracker.set_tags(self.run_id, {"profiled": f"no: {self.spec.kind} {why}"})
             return
         files, what = got
         root = Path(tempfile.mkdtemp(prefix="raylab-profile-"))
@@ -293,6 +295,8 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs:
         try:
             spec, searched = search_batch(recipe, cfg, spec, ds, refs, nodes)
         except Exception as e:  # noqa: BLE001 - the trial's run ends FAILED with it; the next trial runs
+            if INTERRUPTED.is_set():
+                raise
             error = e
     trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, refs, tracker, repeat)
     outcome = trial.open(parent_id, {**tags, **searched}, resume)

@@ -113,7 +113,7 @@ class Loop:
                 self.chrono.stop(k)
             finally:
                 if profiler is not None:
-                    profiler.close()  # the profiler stops and writes its files: outside the window's time
+                    self.close_profiler(profiler)  # it stops and writes its files: outside the window's time
             if before is not None:
                 self.window_waits.append(self.input_wait() - before)
             if profiler is not None:
@@ -143,6 +143,15 @@ class Loop:
         stack.logdir, stack.found = Path(tempfile.mkdtemp(prefix="raylab-profile-")), Captured("")
         stack.enter_context(self.t.step.profile(stack.logdir, stack.found))
         return stack
+
+    @staticmethod
+    def close_profiler(profiler) -> None:
+        """Stops the profiler; what it could not write or read becomes a note of the summary, never the trial's
+        failure."""
+        try:
+            profiler.close()
+        except Exception as e:  # noqa: BLE001 - a profile is an extra: training goes on without it
+            profiler.found.notes.append(f"(the profiler failed to finish: {type(e).__name__}: {str(e)[:200]})")
 
     def send_profile(self, profiler, steps: tuple[int, int], wait_before: float | None) -> None:
         """The window's trace files and its summary, to the driver (it logs them as the run's artifacts)."""

@@ -169,7 +169,7 @@ def _metric_value(value, like, spec: Native):
     import torch
 
     if _is_tensor(value):
-        return value.float().reshape(())
+        return value.float().reshape(()).to(like.device)  # a CPU tensor beside an XLA or CUDA one
     if is_number(value):
         return torch.tensor(float(value), dtype=torch.float32, device=like.device)
     raise NativeContractError(

@@ -142,6 +142,28 @@ def test_the_policy_ends_a_code_failure_at_once_and_restarts_a_lost_process():
     assert spent.make_decision(group_error(r1=lost)) == FailureDecision.RAISE
 
 
+def test_what_a_remote_task_raised_is_judged_by_its_cause():
+    """A parameter server's own error reaches a worker as a RayTaskError: the recipe's bug is code, its out of
+    memory is memory, and neither is a lost peer."""
+    from ray.exceptions import RayTaskError
+
+    bug = RayTaskError("ParameterServer.push", "Traceback ...", ValueError("the optimizer is broken"))
+    assert not lost_peer(bug) and classify(bug, 0, 8).kind == "error"
+    memory = RayTaskError("ParameterServer.push", "Traceback ...", MemoryError())
+    assert out_of_memory(memory) == "host" and classify(memory, 0, 8).kind == "out_of_memory"
+
+
+def test_an_allocation_failing_inside_a_collective_is_memory_not_a_lost_peer():
+    exc = RuntimeError("[gloo] DefaultCPUAllocator: can't allocate memory: you tried to allocate 4 GB")
+    assert classify(exc, 0, 64).kind == "out_of_memory"
+
+
+def test_rays_own_out_of_memory_kill_is_host_memory():
+    from ray.exceptions import OutOfMemoryError
+
+    assert out_of_memory(OutOfMemoryError("Task was killed due to the node running low on memory.")) == "host"
+
+
 def test_memory_ray_itself_could_not_allocate_in_a_capped_worker_is_out_of_memory_too():
     found = failure.code_failures(group_error(r0=MemoryError("Unable to allocate internal buffer.")))
     assert [f.kind for f in found] == ["out_of_memory"]
