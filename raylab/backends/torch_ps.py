@@ -308,7 +308,8 @@ def _push(servers: list, versions: list, params: list) -> list:
     except ray.exceptions.RayActorError as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise LostProcess(f"a parameter server died mid-trial ({first}); its shard of the weights is gone "
-                          "with it, so this worker group stops and restarts from the last checkpoint") from None
+                          "with it, so this worker group stops (a restart, where --max-failures allows one, starts "
+                          "from the last checkpoint)") from None
 
 
 def _set_group(group: str) -> None:

@@ -134,5 +134,6 @@ def test_killing_a_server_or_the_chief_fails_the_trial_and_leaves_nothing(run_re
     reason = run.data.tags["error_summary"]
     expected = "parameter server died mid-trial" if kind == "torch:ps-sync" else "The actor died unexpectedly"
     assert expected in reason, reason
-    assert run.data.params["max_failures"] == "0" and "restarts" not in run.data.metrics
+    assert run.data.params["max_failures"] == "0" and run.data.metrics["restarts"] == 0
+    assert run.data.tags["failures"].endswith("not restarted: the restart budget (--max-failures) is spent")
     assert_nothing_left()
