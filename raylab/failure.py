@@ -57,7 +57,7 @@ class CodeFailure(Exception):
         return (CodeFailure, (self.line, self.kind, self.where))
 
 
-class LostProcess(RuntimeError):
+class LostProcessError(RuntimeError):
     """raylab's own code found a process of the trial gone (a parameter server, say): a restart may help."""
 
 
@@ -79,7 +79,7 @@ def lost_peer(exc: BaseException) -> bool:
     exc = task_cause(exc)
     chain, seen = exc, 0
     while chain is not None and seen < 10:
-        if isinstance(chain, LostProcess) or any(name in LOST_PEER_TYPES for name in _names(chain)):
+        if isinstance(chain, LostProcessError) or any(name in LOST_PEER_TYPES for name in _names(chain)):
             return True
         chain, seen = chain.__cause__ or chain.__context__, seen + 1
     text = str(exc).lower()
@@ -142,8 +142,8 @@ def message(exc: BaseException) -> str:
     error at the end of the message."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     if lines and lines[0] == "in user code:":
-        return lines[-1][:300]
-    first = lines[0][:300] if lines else ""
+        return lines[-1][:600]
+    first = lines[0][:600] if lines else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 

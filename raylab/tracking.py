@@ -76,7 +76,7 @@ def error_summary(error: str) -> str:
     died = next((line for line in lines if line.startswith("The actor died")), None)
     if died and died not in text:  # a process that vanished (killed, OOM) rather than raised
         text += f" {died}"
-    return text[:500]
+    return text[:1000]
 
 
 def _check_sqlite(uri: str) -> None:

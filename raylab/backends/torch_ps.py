@@ -29,7 +29,7 @@ from ray.train.backend import Backend, BackendConfig
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raylab.backends.base import Strategy
-from raylab.failure import LostProcess
+from raylab.failure import LostProcessError
 
 WAIT_S = 600.0  # the longest a server host waits for its servers' handles or its workers
 
@@ -307,7 +307,7 @@ def _push(servers: list, versions: list, params: list) -> list:
                         for k, (h, shard) in enumerate(servers)], timeout=WAIT_S)
     except ray.exceptions.RayActorError as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise LostProcess(f"a parameter server died mid-trial ({first}); its shard of the weights is gone "
+        raise LostProcessError(f"a parameter server died mid-trial ({first}); its shard of the weights is gone "
                           "with it, so this worker group stops (a restart, where --max-failures allows one, starts "
                           "from the last checkpoint)") from None
 

@@ -61,8 +61,10 @@ def sum_and_count_torch(y, p):
 def sum_and_count_tf(y, p):
     import tensorflow as tf
 
+    # Inside the trial's tf.function the batch dimension is not static (p.shape[0] is None): the count is a
+    # tensor, an int32 one (cast by raylab); a Python number there would be fixed when the step is traced.
     hits = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(p, 1, output_type=tf.int32), tf.cast(y, tf.int32)), tf.float32))
-    return hits, float(p.shape[0])
+    return hits, tf.shape(p)[0]
 
 
 def test_a_native_metric_with_a_python_number_denominator_trains_everywhere(run_recipe):

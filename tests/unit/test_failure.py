@@ -87,7 +87,7 @@ def test_ray_errors_are_lost_processes_not_code():
     from ray.exceptions import ActorDiedError
 
     assert classify(ActorDiedError(), 0, 8) is None
-    assert classify(failure.LostProcess("a parameter server died mid-trial"), 0, 8) is None
+    assert classify(failure.LostProcessError("a parameter server died mid-trial"), 0, 8) is None
 
     def wrapped():
         try:
