@@ -95,8 +95,9 @@ def test_a_running_trials_cluster_listens_off_loopback_only_as_documented(tmp_pa
             tree = descendants(driver.pid)
             for ip, port, pid in listening():
                 if pid in tree and not loopback(ip):
-                    seen.setdefault((ip, port), title(pid))
-            workers_seen |= any(t.startswith("ray::RayTrainWorker") for t in seen.values())
+                    now = title(pid)  # a pooled worker is "ray::IDLE" until its actor starts: read it every time
+                    seen.setdefault((ip, port), now)
+                    workers_seen |= now.startswith("ray::RayTrainWorker")
             time.sleep(0.5)
         assert driver.wait(timeout=60) == 0
     finally:

@@ -54,7 +54,7 @@ def test_batch_max_finds_the_largest_batch_under_the_cap_in_torch_and_tf(run_rec
                                        "--memory-cap-mb", "3000", "--epochs", "1", "--steps-per-epoch", "4",
                                        "--max-failures", "0")
     captured = capsys.readouterr()
-    assert code == 0, [(t["trial"], t.get("error")) for t in summary["trials"]] + [captured.err[-2000:]]
+    assert code == 0, [(t["trial"], t["status"], t.get("error")) for t in summary["trials"]] + [captured.err[-4000:]]
     for trial in summary["trials"]:
         run = client.get_run(trial["run_id"])
         tags, params = run.data.tags, run.data.params
