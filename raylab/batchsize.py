@@ -14,6 +14,9 @@ Why whole trials rather than a bare step in a process of its own: a cap counts t
 segment, and a Ray Train worker holds more of it than a bare process (its threads, its data shard, the
 loop); a bare probe found sizes that then ran out of memory in the trial. Evaluation (no gradients) is not
 probed. An error that is not out of memory (a recipe bug) stops the search and fails the trial with it.
+Under --memory-cap-mb an allocation in native code can abort a worker instead of raising MemoryError: the
+process dies with no Python error. Such a size is tried once more; if its worker dies again, it counts as
+out of host memory (the search records that the worker died).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class Search:
         parts = []
         for t in self.tried:
             what = "ok" if t["ok"] else f"out of {t['memory']} memory"
+            if t.get("died"):
+                what += " (the worker process died twice under the cap, with no error)"
             parts.append(f"{t['batch']} {what} ({t['seconds']:.1f} s, peak RSS {t['peak_rss_mb']:,.0f} MB)")
         return " · ".join(parts)
 
@@ -108,7 +113,11 @@ def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Searc
     def fits(batch: int) -> bool:
         per = recipe.with_batch(batch * layout.replicas if recipe.global_batch else batch)
         started = time.time()
-        out = probe(per, probe_cfg, spec, task, refs, nodes)
+        out = probe(per, probe_cfg, spec, task, refs, nodes, batch)
+        if out.get("died"):  # a worker died under the cap with no error: once more, to tell a fluke from the edge
+            log(f"[{spec.name}] batch search: {batch} per replica: a worker died with no error "
+                f"({out['error']}); trying that size once more")
+            out = probe(per, probe_cfg, spec, task, refs, nodes, batch)
         out.update(batch=batch, seconds=time.time() - started)
         search.tried.append(out)
         said = "ok" if out["ok"] else f"out of {out['memory']} memory"
@@ -124,7 +133,7 @@ def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Searc
     return found, search, failed
 
 
-def probe(recipe, cfg, spec, task, refs, nodes) -> dict:
+def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
     """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps, without
     evaluation, checkpoints or an MLflow run. {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
     failure is raised."""
@@ -144,8 +153,14 @@ def probe(recipe, cfg, spec, task, refs, nodes) -> dict:
             trainer.fit()
         except Exception as e:  # noqa: BLE001 - out of memory is the answer; anything else is the trial's error
             code = failure.code_failures(e)
+            if not code and cfg.memory_cap_mb and failure.lost_processes(e):
+                # Under a cap, an allocation in native code can abort the worker rather than raise: the process
+                # is gone with no Python error. fits() retries such a size once before it counts as no fit.
+                return {"ok": False, "memory": "host", "died": True, "error": failure.describe(e),
+                        "peak_rss_mb": 0.0}
             if not code or code[0].kind != "out_of_memory":
-                raise
+                raise RuntimeError(f"the batch search's probe at {batch} per replica failed: "
+                                   f"{failure.describe(e)}") from e
             peak = re.search(r"host peak RSS ([\d,]+) MB", code[0].line)
             return {"ok": False, "memory": "device" if "out of device memory" in code[0].line else "host",
                     "error": code[0].line, "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0}

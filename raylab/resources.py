@@ -38,11 +38,6 @@ def worker_resources(strategy, layout, cfg: Settings) -> tuple[float, int, dict]
     return cpus, gpus, strategy.resources(cfg, total) if strategy.resources else {}
 
 
-def max_failures(strategy, cfg: Settings) -> int:
-    """The restarts a trial may make: --max-failures, or 0 where its loop cannot checkpoint (tf:ps, xla:*)."""
-    return cfg.max_failures if strategy.checkpoints else 0
-
-
 def check_resources(cfg: Settings) -> None:
     """Every trial must fit on the cluster, and pass its backend's checks, before any trial starts."""
     total = ray.cluster_resources()

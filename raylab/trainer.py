@@ -13,7 +13,7 @@ from raylab.backends import get_strategy
 from raylab.backends.tpu import slice_scaling
 from raylab.config import Settings, TrialSpec
 from raylab.recipe import Recipe
-from raylab.resources import max_failures, worker_resources
+from raylab.resources import worker_resources
 from raylab.worker import WorkerConfig
 
 
@@ -47,7 +47,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
         epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
-        window=cfg.window, checkpoint=max_failures(strategy, cfg) != 0,
+        window=cfg.window, checkpoint=cfg.max_failures != 0,
         checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb, profile=cfg.profile,
         probe=cfg.probe,
     )
@@ -86,7 +86,7 @@ def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
     backend = backend_config(strategy, cfg)
     # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
     run = RunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
-                       failure_config=FailureConfig(max_failures=max_failures(strategy, cfg)),
+                       failure_config=FailureConfig(max_failures=cfg.max_failures),
                        checkpoint_config=CheckpointConfig(num_to_keep=1),
                        worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
     wcfg = worker_config(recipe, cfg, spec, task, refs, sink, start)

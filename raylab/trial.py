@@ -30,7 +30,7 @@ from raylab.params import common_params
 from raylab.progress import Progress
 from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
-from raylab.resources import max_failures, reservation
+from raylab.resources import reservation
 from raylab.sink import TrialSink, restart_figures, sink_name
 from raylab.tracking import Tracker
 from raylab.trainer import build_trainer
@@ -51,7 +51,7 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
         **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
         "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps, **data_cpus,
-        "max_failures": max_failures(strategy, cfg), "checkpoint_every_min": cfg.checkpoint_every_min,
+        "max_failures": cfg.max_failures, "checkpoint_every_min": cfg.checkpoint_every_min,
         **({"memory_cap_mb": cfg.memory_cap_mb} if cfg.memory_cap_mb else {}),
         "storage": cfg.storage or "~/ray_results",
         "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S), "prewarm": prewarm.enabled(),

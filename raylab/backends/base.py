@@ -41,9 +41,6 @@ class Strategy:
     # Parameter-server roles beside the training workers: "chief" (tf:ps: a chief + ps + workers),
     # "hosts" (torch:ps-*: ps hosts + workers), None (no parameter servers).
     ps_roles: str | None = None
-    # Whether its loop checkpoints (and so can be restarted where it stopped). Without checkpoints a trial is
-    # never restarted: a restart from scratch would log a mix of two runs.
-    checkpoints: bool = True
 
     @property
     def framework(self) -> str:

@@ -17,14 +17,17 @@ from raylab.backends.base import Strategy
 from raylab.backends.tensorflow import MultiWorkerConfig
 from raylab.backends.tf_worker import _threads, shuffled_dataset, tf_facts
 from raylab.data import num_items
+from raylab.loop.batches import BatchSource
 from raylab.prewarm import hello
 
 
 SERVE_WAIT_S = 3600.0  # the longest a ps/worker server waits for its chief
 
 
-def _serve(tf, cfg, threads: int) -> None:
-    """A ps or worker task: serve the chief's ops until the chief says it is done (or the trial is torn down)."""
+def _serve(tf, cfg, threads: int, group: str) -> None:
+    """A ps or worker task: serve the chief's ops until the chief of its worker group says it is done (or the
+    trial is torn down), taking part in each of the chief's checkpoint reports (ray.train.report waits for
+    every rank of the group)."""
     import time
 
     import ray
@@ -35,8 +38,11 @@ def _serve(tf, cfg, threads: int) -> None:
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=2)
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
                                   protocol="grpc", config=config, start=True)
-    deadline = time.monotonic() + SERVE_WAIT_S * cfg.epochs
-    while ray.get(cfg.sink.finished.remote(), timeout=60) < 1:
+    deadline, reports = time.monotonic() + SERVE_WAIT_S * cfg.epochs, 0
+    while ray.get(cfg.sink.finished.remote(group), timeout=60) < 1:
+        for _ in range(ray.get(cfg.sink.report_rounds.remote(group), timeout=60) - reports):
+            ray.train.report({})
+            reports += 1
         if time.monotonic() > deadline:
             raise TimeoutError(f"{resolver.task_type} {resolver.task_id}: the chief did not finish in time")
         time.sleep(0.5)
@@ -56,16 +62,60 @@ def tf_ps_loop(config: dict) -> None:
 
     tf.config.experimental.enable_tensor_float_32_execution(False)  # as every TF trial: recorded float32_matmul
     role = json.loads(os.environ["TF_CONFIG"])["task"]["type"]
+    group = os.environ.get("RAYLAB_GROUP", "")  # one per worker group: a restarted group's servers wait on theirs
     ray.get(cfg.sink.register.remote(f"{role}-pid-{os.getpid()}", os.getpid(), None), timeout=60)
     if role != "chief":
-        return _serve(tf, cfg, cfg.threads)
+        return _serve(tf, cfg, cfg.threads, group)
     try:
-        _chief(tf, cfg)
+        _chief(tf, cfg, group)
     finally:
-        ray.get(cfg.sink.finish.remote(), timeout=60)
+        ray.get(cfg.sink.finish.remote(group), timeout=60)
 
 
-def _chief(tf, cfg) -> None:
+class PerWorkerBatches(BatchSource):
+    """The chief's batch source: per-worker datasets (each worker task builds its input pipeline, its shard of
+    the data), made on first use. The pipelines run inside the workers' scheduled functions, so their wait is
+    not measurable apart (wait_s None). restart(done) starts every worker's pipeline `done` batches in: the
+    coordinator schedules each window's steps to whichever worker is free, so a worker's own count is close to
+    the chief's rounds, not exactly it (asynchronous training has no exact position to replay)."""
+
+    wait_s = None
+
+    def __init__(self, make):
+        self.make, self.start, self.made = make, 0, None
+
+    def iterator(self):
+        if self.made is None:
+            self.made = self.make(self.start)
+        return self.made
+
+    def next(self):
+        raise NotImplementedError("tf:ps batches are taken on the workers, inside their scheduled functions")
+
+    def restart(self, done: int) -> None:
+        self.start, self.made = done, None
+
+
+def ps_saver(tf, model, optimizer, sink, group: str):
+    """Checkpoints in TF's own format: tf.train.Checkpoint of the model and optimizer variables (held by the
+    parameter servers; the chief reads them from there and writes, and restores them there after a restart),
+    the optimizer's step counter included. The servers take part in each checkpoint's report."""
+    import ray
+
+    from raylab.loop import Saver
+
+    ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+
+    def save(directory: str, rank: int) -> None:
+        ckpt.write(os.path.join(directory, "tf_ps"))
+
+    def load(directory: str) -> None:
+        ckpt.read(os.path.join(directory, "tf_ps")).assert_existing_objects_matched()
+
+    return Saver(save, load, before_report=lambda: ray.get(sink.report_round.remote(group), timeout=60))
+
+
+def _chief(tf, cfg, group: str) -> None:
     import logging
 
     import tf_keras
@@ -89,18 +139,22 @@ def _chief(tf, cfg) -> None:
     task.eval_batch = cfg.batch_per_replica
     x, y, x_test, y_test = task.inputs(x), task.targets(y), task.inputs(x_test), task.targets(y_test)
 
-    def dataset_fn(context):
-        shard = (context.num_input_pipelines, context.input_pipeline_id)
-        return shuffled_dataset(tf, x, y, cfg.batch_per_replica, cfg.seed + context.input_pipeline_id, shard)
+    def per_worker(start: int):
+        def dataset_fn(context):
+            shard = (context.num_input_pipelines, context.input_pipeline_id)
+            return shuffled_dataset(tf, x, y, cfg.batch_per_replica, cfg.seed + context.input_pipeline_id, shard,
+                                    start=start)
+
+        # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
+        return iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
 
     with strategy.scope():
         model = task.build_model(keras=tf_keras)
         optimizer = task.build_optimizer()
         optimizer.build(model.trainable_variables)
-    # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
-    iterator = iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
+    batches = PerWorkerBatches(per_worker)
     lags = {"sum": 0.0, "max": 0.0, "steps": 0, "fetches": 0}
-    train = _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags)
+    train = _rounds(tf, task, strategy, coordinator, model, optimizer, batches, cfg, lags)
 
     evaluate = task.evaluator(model)  # inline on the chief, reading the variables from the ps
     param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
@@ -119,10 +173,11 @@ def _chief(tf, cfg) -> None:
     # One copy of the weights (on the ps): nothing to compare across replicas. The chief reads each
     # worker's window sums once (a fetch per worker per window).
     run_epochs(cfg, 0, Training(steps_per_epoch, train, lambda: evaluate(x_test, y_test), task.results, actual,
-                                lambda: None, read=lambda sums: sums, syncs=lambda: lags["fetches"], extra=figures))
+                                lambda: None, read=lambda sums: sums, syncs=lambda: lags["fetches"], extra=figures,
+                                batches=batches, saver=ps_saver(tf, model, optimizer, cfg.sink, group)))
 
 
-def _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, lags: dict):
+def _rounds(tf, task, strategy, coordinator, model, optimizer, batches, cfg, lags: dict):
     """train(k) for the chief: k rounds, each a step on every worker; every worker runs its k steps as one
     scheduled function (a tf.range loop) and sums them there; lags collects the steps' staleness."""
     width = 1 + 2 * len(task.specs)
@@ -146,6 +201,7 @@ def _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, la
     def train(k: int):
         # A step for each worker, scheduled to whichever is free, then joined. The ps apply each
         # worker's update as it comes (asynchronous PS); the join only ends the window.
+        iterator = batches.iterator()
         results = [coordinator.schedule(worker_steps, args=(iterator, tf.constant(k, tf.int32)))
                    for _ in range(cfg.replicas)]
         coordinator.join()
@@ -159,5 +215,4 @@ def _rounds(tf, task, strategy, coordinator, model, optimizer, iterator, cfg, la
     return train
 
 
-PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief",
-              checkpoints=False)
+PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief")

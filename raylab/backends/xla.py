@@ -124,6 +124,6 @@ def _resources(cfg, cluster: dict) -> dict:
 
 
 SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, preflight=_preflight,
-                  model_family="torch", resources=_resources, checkpoints=False)
+                  model_family="torch", resources=_resources)
 DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, preflight=_preflight, model_family="torch",
-               resources=_resources, checkpoints=False)
+               resources=_resources)

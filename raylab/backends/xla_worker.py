@@ -70,17 +70,48 @@ def xla_worker_loop(config: dict) -> None:
     run_epochs(cfg, rank, Training(
         steps_per_epoch, train, evaluate, task.results, actual, lambda: param_checksum(model),
         read=lambda sums: sums.double().cpu().numpy(), batches=batches, step=step, syncs=lambda: device_reads(met),
-        extra=lambda: {**compiles.figures(), **(stats() if stats else {})}, phases=phases))
+        extra=lambda: {**compiles.figures(), **(stats() if stats else {})}, phases=phases,
+        saver=xla_saver(model, optimizer, scheduler, device)))
+
+
+def xla_saver(model, optimizer, scheduler, device):
+    """Checkpoints through torch_xla's own save path: xm.save moves the state dicts (model, optimizer, schedule)
+    off the device and writes them on the master ordinal, with the host and XLA RNG states (dropout). Every
+    rank calls it (it ends in a rendezvous); rank 0's directory is the checkpoint, and every rank loads it
+    (the replicas hold the same state), the tensors going back to the device through load_state_dict."""
+    import torch
+    import torch_xla.core.xla_model as xm
+
+    from raylab.loop import Saver
+
+    def save(directory: str, rank: int) -> None:
+        xm.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                 "rng": torch.get_rng_state(), "xla_rng": xm.get_rng_state(device)},
+                f"{directory}/xla.pt", master_only=True, global_master=True)
+
+    def load(directory: str) -> None:
+        state = torch.load(f"{directory}/xla.pt", map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if scheduler is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"])
+        xm.set_rng_state(int(state["xla_rng"]), device)
+
+    return Saver(save, load)
 
 
 def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
-    """A batch source of (x, y) on the XLA device, endlessly: a drop_last DataLoader behind MpDeviceLoader
-    (every step has the same shapes, so the step graph compiles once); a streamed split's whole batches, made
-    tensors on Ray Data's prefetch thread and moved to the device as the step takes them. It starts only from
-    the beginning: xla trials don't checkpoint."""
+    """A batch source of (x, y) on the XLA device, endlessly. In memory: the same shuffled index batches as the
+    torch trials (raylab/backends/torch.py shuffled_batches, seeded per rank: whole batches only, so every step
+    has the same shapes and the step graph compiles once) through a DataLoader behind MpDeviceLoader, restartable
+    after a checkpoint's steps. Streamed: a split's whole batches, made tensors on Ray Data's prefetch thread and
+    moved to the device as the step takes them."""
     import torch
     import torch_xla.distributed.parallel_loader as pl
 
+    from raylab.backends.torch import shuffled_batches
     from raylab.data import num_items
     from raylab.loop import Batches, StreamBatches
     from raylab.task.torch import to_tensors
@@ -90,24 +121,27 @@ def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
                              convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])), torch=True)
         return StreamBatches(epoch, steps_per_epoch, lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device)))
     xs, ys = to_tensors(data.x), to_tensors(data.y)  # prepared (numpy) by the task
+    n = num_items(xs)
 
     class Rows(torch.utils.data.Dataset):  # rows of a tensor or of a dict of tensors
         def __len__(self):
-            return num_items(xs)
+            return n
 
         def __getitem__(self, i):
             return ({k: v[i] for k, v in xs.items()} if isinstance(xs, dict) else xs[i],
                     {k: v[i] for k, v in ys.items()} if isinstance(ys, dict) else ys[i])
 
-    loader = torch.utils.data.DataLoader(Rows(), batch_size=cfg.batch_per_replica, shuffle=True, drop_last=True,
-                                         generator=torch.Generator().manual_seed(cfg.seed + rank))
-    device_loader = pl.MpDeviceLoader(loader, device)
+    class Order:  # the batch sampler: index batches from the trial's `done`-th on, endlessly
+        def __init__(self, done: int):
+            self.done = done
+
+        def __iter__(self):
+            generator = torch.Generator().manual_seed(cfg.seed + rank)
+            return (idx.tolist() for idx in shuffled_batches(n, cfg.batch_per_replica, generator, start=self.done))
 
     def start(done: int):
-        if done:
-            raise ValueError("xla batches start only from the beginning (xla trials don't checkpoint)")
-        while True:
-            yield from device_loader
+        loader = torch.utils.data.DataLoader(Rows(), batch_sampler=Order(done))
+        yield from pl.MpDeviceLoader(loader, device)
 
     return Batches(start)
 

@@ -118,10 +118,10 @@ def kill_chief(ray, sink):
 
 
 @pytest.mark.parametrize("kind,victim,flags", [("torch:ps-sync", kill_server, ["--max-failures", "0"]),
-                                               ("tf:ps", kill_chief, [])])
+                                               ("tf:ps", kill_chief, ["--max-failures", "0"])])
 def test_killing_a_server_or_the_chief_fails_the_trial_and_leaves_nothing(run_recipe, ray_cluster, kind, victim,
                                                                           flags):
-    """Without restarts (--max-failures 0, or tf:ps, which cannot checkpoint): FAILED at once, with the reason."""
+    """Without restarts (--max-failures 0): FAILED at once, with the reason."""
     thread, outcome = kill_when_training(ray_cluster, victim)
     code, summary, client = run_recipe(FASHION, "--quick", "--epochs", "5", "--trials", kind, "--workers", "2",
                                        *flags)

@@ -52,3 +52,31 @@ def test_xla_on_gpu_is_refused_because_torch_xla_has_no_cuda_plugin():
     assert probe.returncode != 0 and "No PjRtPlugin registered for: CUDA" in probe.stderr
     with pytest.raises(UserError, match="need PyTorch/XLA's CUDA plugin, which torch-xla 2.9 does not have"):
         xla.preflight("CUDA", {"CPU": 16, "GPU": 1})
+
+
+XLA_BATCHES = """
+import os, itertools, types
+os.environ.update(PJRT_DEVICE="CPU", CPU_NUM_DEVICES="1")
+import numpy as np, torch, torch_xla
+from raylab.backends.torch import shuffled_batches
+from raylab.backends.xla_worker import device_batches
+
+data = types.SimpleNamespace(streamed=False, x=np.arange(50 * 3, dtype=np.float32).reshape(50, 3),
+                             y=np.arange(50, dtype=np.int64))
+cfg = types.SimpleNamespace(batch_per_replica=8, seed=5)
+source = device_batches(data, cfg, 1, torch_xla.device(), 6)
+whole = [source.next()[1].cpu().tolist() for _ in range(15)]  # 6 batches a pass: 2.5 passes
+source.restart(8)
+later = [source.next()[1].cpu().tolist() for _ in range(5)]
+assert later == whole[8:13], (later, whole)
+torch_order = [b.tolist() for b in itertools.islice(shuffled_batches(50, 8, torch.Generator().manual_seed(6)), 15)]
+assert whole == torch_order, (whole, torch_order)  # the torch trials' order (seed + rank)
+print("ok")
+"""
+
+
+def test_xla_in_memory_batches_go_on_after_a_restart_in_the_torch_trials_order():
+    """xla:* in memory: the torch trials' shuffled batches through MpDeviceLoader; restart(done) goes on from
+    the trial's done-th batch (a checkpoint's position), as an uninterrupted run would."""
+    run = subprocess.run([sys.executable, "-c", XLA_BATCHES], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
