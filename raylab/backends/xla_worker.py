@@ -71,23 +71,30 @@ def xla_worker_loop(config: dict) -> None:
         steps_per_epoch, train, evaluate, task.results, actual, lambda: param_checksum(model),
         read=lambda sums: sums.double().cpu().numpy(), batches=batches, step=step, syncs=lambda: device_reads(met),
         extra=lambda: {**compiles.figures(), **(stats() if stats else {})}, phases=phases,
-        saver=xla_saver(model, optimizer, scheduler, device)))
+        saver=xla_saver(model, optimizer, scheduler, device, rank)))
 
 
-def xla_saver(model, optimizer, scheduler, device):
+def xla_saver(model, optimizer, scheduler, device, rank: int):
     """Checkpoints through torch_xla's own save path: xm.save moves the state dicts (model, optimizer, schedule)
-    off the device and writes them on the master ordinal, with the host and XLA RNG states (dropout). Every
-    rank calls it (it ends in a rendezvous); rank 0's directory is the checkpoint, and every rank loads it
-    (the replicas hold the same state), the tensors going back to the device through load_state_dict."""
+    off the device and writes them on the master ordinal, with the host RNG state and every rank's XLA RNG
+    seed (dropout): the ranks' seeds differ (rank 0 alone evaluates, and every graph it runs moves its seed
+    on), so each is gathered and each rank gets its own back. Every rank calls save (xm.save ends in a
+    rendezvous); rank 0's directory is the checkpoint, and every rank loads it (the replicas hold the same
+    weights), the tensors going back to the device through load_state_dict."""
     import torch
+    import torch.distributed as dist
     import torch_xla.core.xla_model as xm
 
     from raylab.loop import Saver
 
     def save(directory: str, rank: int) -> None:
+        seeds = [xm.get_rng_state(device)]
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            seeds = [None] * dist.get_world_size()
+            dist.all_gather_object(seeds, xm.get_rng_state(device))
         xm.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                  "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                 "rng": torch.get_rng_state(), "xla_rng": xm.get_rng_state(device)},
+                 "rng": torch.get_rng_state(), "xla_rng": seeds},
                 f"{directory}/xla.pt", master_only=True, global_master=True)
 
     def load(directory: str) -> None:
@@ -97,7 +104,8 @@ def xla_saver(model, optimizer, scheduler, device):
         if scheduler is not None:
             scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"])
-        xm.set_rng_state(int(state["xla_rng"]), device)
+        seeds = state["xla_rng"]
+        xm.set_rng_state(int(seeds[rank] if rank < len(seeds) else seeds[0]), device)
 
     return Saver(save, load)
 
