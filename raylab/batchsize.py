@@ -152,6 +152,10 @@ def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
         try:
             trainer.fit()
         except Exception as e:  # noqa: BLE001 - out of memory is the answer; anything else is the trial's error
+            from raylab.outcome import INTERRUPTED
+
+            if INTERRUPTED.is_set():  # Ctrl-C took the workers down: no answer, and no size to try again
+                raise KeyboardInterrupt("the batch search was interrupted") from e
             code = failure.code_failures(e)
             if not code and cfg.memory_cap_mb and failure.lost_processes(e):
                 # Under a cap, an allocation in native code can abort the worker rather than raise: the process
