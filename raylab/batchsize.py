@@ -142,6 +142,7 @@ def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
     import ray
 
     from raylab import failure
+    from raylab.outcome import INTERRUPTED
     from raylab.sink import TrialSink
     from raylab.trainer import build_trainer
 
@@ -152,8 +153,6 @@ def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
         try:
             trainer.fit()
         except Exception as e:  # noqa: BLE001 - out of memory is the answer; anything else is the trial's error
-            from raylab.outcome import INTERRUPTED
-
             if INTERRUPTED.is_set():  # Ctrl-C took the workers down: no answer, and no size to try again
                 raise KeyboardInterrupt("the batch search was interrupted") from e
             code = failure.code_failures(e)
@@ -168,8 +167,6 @@ def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
             peak = re.search(r"host peak RSS ([\d,]+) MB", code[0].line)
             return {"ok": False, "memory": "device" if "out of device memory" in code[0].line else "host",
                     "error": code[0].line, "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0}
-        from raylab.outcome import INTERRUPTED
-
         _, _, final = ray.get(sink.poll.remote(), timeout=60)
         if INTERRUPTED.is_set() or final is None:  # fit() returns after Ctrl-C too: no answer, not a fit
             raise KeyboardInterrupt("the batch search was interrupted")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from dataclasses import dataclass
 from typing import Callable
 
@@ -62,3 +64,15 @@ class Strategy:
         if self.ps_roles == "hosts":
             return Layout(workers + ps, threads, workers)
         return Layout(workers, threads, workers)
+
+
+def new_group() -> str:
+    """An id for one worker group (a restart makes a new group, with a new id)."""
+    return uuid.uuid4().hex[:12]
+
+
+def set_group(group: str) -> None:
+    """On a worker, before the loop starts: RAYLAB_GROUP, its worker group's id. A parameter-server trial's
+    processes find each other, and wait on each other, by it, never on the processes of a group that died.
+    (A function, not os.environ.__setitem__: that pickles a copy of environ.)"""
+    os.environ["RAYLAB_GROUP"] = group

@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 import os
 import socket
-import uuid
 from dataclasses import dataclass
 
 from ray.train.backend import Backend, BackendConfig
 
-from raylab.backends.base import Strategy
+from raylab.backends.base import Strategy, new_group, set_group
 from raylab.backends.tf_worker import tf_worker_loop
 
 
@@ -41,7 +40,7 @@ def _set_tf_config(workers: list[str], index: int) -> None:
 
 def _set_tf_config_roles(cluster: dict, role: str, index: int, group: str) -> None:
     os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
-    os.environ["RAYLAB_GROUP"] = group  # one id per worker group: its servers wait on its own chief
+    set_group(group)  # its servers wait on its own chief
 
 
 def ps_roles(addresses: list[str], ps: int) -> tuple[dict, list[tuple[str, int]]]:
@@ -58,7 +57,7 @@ class _MultiWorkerBackend(Backend):
         addresses = worker_group.execute(_address)
         if backend_config.ps:
             cluster, tasks = ps_roles(addresses, backend_config.ps)
-            group = uuid.uuid4().hex[:12]  # a restart makes a new worker group, with a new id
+            group = new_group()
             ray.get([worker_group.execute_single_async(i, _set_tf_config_roles, cluster=cluster, role=role, index=k,
                                                        group=group)
                      for i, (role, k) in enumerate(tasks)])

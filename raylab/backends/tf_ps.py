@@ -38,11 +38,11 @@ def _serve(tf, cfg, threads: int, group: str) -> None:
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=2)
     server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
                                   protocol="grpc", config=config, start=True)
+    from raylab.loop import join_reports
+
     deadline, reports = time.monotonic() + SERVE_WAIT_S * cfg.epochs, 0
     while ray.get(cfg.sink.finished.remote(group), timeout=60) < 1:
-        for _ in range(ray.get(cfg.sink.report_rounds.remote(group), timeout=60) - reports):
-            ray.train.report({})
-            reports += 1
+        reports = join_reports(cfg.sink, group, reports)
         if time.monotonic() > deadline:
             raise TimeoutError(f"{resolver.task_type} {resolver.task_id}: the chief did not finish in time")
         time.sleep(0.5)
@@ -100,9 +100,7 @@ def ps_saver(tf, model, optimizer, sink, group: str):
     """Checkpoints in TF's own format: tf.train.Checkpoint of the model and optimizer variables (held by the
     parameter servers; the chief reads them from there and writes, and restores them there after a restart),
     the optimizer's step counter included. The servers take part in each checkpoint's report."""
-    import ray
-
-    from raylab.loop import Saver
+    from raylab.loop import Saver, announce_report
 
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
 
@@ -112,7 +110,7 @@ def ps_saver(tf, model, optimizer, sink, group: str):
     def load(directory: str) -> None:
         ckpt.read(os.path.join(directory, "tf_ps")).assert_existing_objects_matched()
 
-    return Saver(save, load, before_report=lambda: ray.get(sink.report_round.remote(group), timeout=60))
+    return Saver(save, load, before_report=announce_report(sink, group))
 
 
 def _chief(tf, cfg, group: str) -> None:

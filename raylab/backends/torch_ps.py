@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
 from dataclasses import dataclass
 
 import ray
 from ray.train.backend import Backend, BackendConfig
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raylab.backends.base import Strategy
+from raylab.backends.base import Strategy, new_group, set_group
 from raylab.failure import LostProcessError
 
 WAIT_S = 600.0  # the longest a server host waits for its servers' handles or its workers
@@ -140,12 +139,11 @@ def _host_server(cfg, index: int, workers: int, total_updates: int, group: str) 
              state)
     ray.get(server.weights.remote(), timeout=WAIT_S)  # up before anyone is told about it
     ray.get(cfg.sink.register.remote(f"{group}/ps{index}", server, mine), timeout=60)
+    from raylab.loop import join_reports
+
     deadline, reports = time.monotonic() + cfg.epochs * WAIT_S, 0
     while ray.get(cfg.sink.finished.remote(group), timeout=60) < workers:
-        # ray.train.report waits for every rank of the group: the hosts report each time the workers do.
-        for _ in range(ray.get(cfg.sink.report_rounds.remote(group), timeout=60) - reports):
-            ray.train.report({})
-            reports += 1
+        reports = join_reports(cfg.sink, group, reports)  # the hosts report each time the workers do
         if time.monotonic() > deadline:
             raise TimeoutError(f"parameter server {index}: workers did not finish within {cfg.epochs * WAIT_S:.0f} s")
         time.sleep(0.05)
@@ -160,7 +158,7 @@ def ps_saver(servers: list, group: str, sink):
     and the worker RNG, written by worker rank 0; a restarted group's hosts start their servers from it."""
     import torch
 
-    from raylab.loop import Saver
+    from raylab.loop import Saver, announce_report
 
     def save(directory: str, rank: int) -> None:
         if rank == 0:
@@ -170,7 +168,7 @@ def ps_saver(servers: list, group: str, sink):
     def load(directory: str) -> None:
         torch.set_rng_state(torch.load(f"{directory}/{PS_FILE}", weights_only=False)["rng"])
 
-    return Saver(save, load, before_report=lambda: ray.get(sink.report_round.remote(group), timeout=60))
+    return Saver(save, load, before_report=announce_report(sink, group))
 
 
 def torch_ps_loop(config: dict) -> None:
@@ -312,16 +310,11 @@ def _push(servers: list, versions: list, params: list) -> list:
                           "from the last checkpoint)") from None
 
 
-def _set_group(group: str) -> None:
-    os.environ["RAYLAB_GROUP"] = group  # a function, not os.environ.__setitem__: that pickles a copy of environ
-
-
 class _GroupBackend(Backend):
     def on_start(self, worker_group, backend_config):
         # Each worker group (a restart makes a new one) gets its own id: its hosts and workers find each other
         # by it, never the servers of a group that died.
-        group = uuid.uuid4().hex[:12]
-        worker_group.execute(_set_group, group)
+        worker_group.execute(set_group, new_group())
 
 
 @dataclass

@@ -87,7 +87,7 @@ def xla_saver(model, optimizer, scheduler, device, rank: int):
 
     from raylab.loop import Saver
 
-    def save(directory: str, rank: int) -> None:
+    def save(directory: str, _rank: int) -> None:
         seeds = [xm.get_rng_state(device)]
         if dist.is_initialized() and dist.get_world_size() > 1:
             seeds = [None] * dist.get_world_size()

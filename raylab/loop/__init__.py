@@ -3,7 +3,7 @@
 (report.py), and the loop that joins them (run.py)."""
 
 from raylab.loop.batches import Batches, BatchSource, StreamBatches
-from raylab.loop.checkpoint import Handoff, Saver
+from raylab.loop.checkpoint import Handoff, Saver, announce_report, join_reports
 from raylab.loop.report import builtins_only
 from raylab.loop.run import Training, run_epochs
 from raylab.loop.state import LoopState, windows

@@ -35,6 +35,27 @@ class Saver:
     before_report: Callable[[], None] | None = None
 
 
+def announce_report(sink, group: str) -> Callable[[], None]:
+    """A Saver's before_report for a parameter-server trial: rank 0 tells its group's other processes that a
+    checkpoint report is coming (they take part through join_reports)."""
+    import ray
+
+    return lambda: ray.get(sink.report_round.remote(group), timeout=60)
+
+
+def join_reports(sink, group: str, made: int) -> int:
+    """On a process that does not checkpoint (a parameter-server host, a tf:ps server): ray.train.report waits
+    for every rank of the group, so it reports once for each checkpoint report rank 0 announced since the
+    `made` it reported already; the reports made so far."""
+    import ray
+    import ray.train
+
+    for _ in range(ray.get(sink.report_rounds.remote(group), timeout=60) - made):
+        ray.train.report({})
+        made += 1
+    return made
+
+
 class Handoff:
     """Runs what may only happen once a checkpoint is safe: once Ray Train's controller has taken the report.
 
