@@ -71,3 +71,57 @@ def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]
     while any(Path(f"/proc/{pid}").exists() for pid in found) and time.monotonic() < deadline:
         time.sleep(0.2)
     return found
+
+
+# Ray Train start-ups per test file, against what each file declares (tests/startups.py).
+_COUNTER = None
+_DECLARED: dict[str, int] = {}
+
+
+def pytest_sessionstart(session):
+    global _COUNTER
+    from tests.startups import StartupCounter
+
+    _COUNTER = StartupCounter()
+    _COUNTER.start()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and hasattr(module, "RAY_TRAIN_STARTS"):
+            _DECLARED[item.nodeid.split("::")[0]] = module.RAY_TRAIN_STARTS
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _COUNTER is not None:
+        with _COUNTER.lock:
+            _COUNTER.current = nodeid
+
+
+def _over_budget() -> list[str]:
+    return [f"{f}: {n} start-ups, declares {_DECLARED[f]}" if f in _DECLARED
+            else f"{f}: {n} start-ups, declares none (RAY_TRAIN_STARTS)"
+            for f, n in sorted(_COUNTER.by_file().items()) if n > _DECLARED.get(f, 0)]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _COUNTER is None:
+        return
+    _COUNTER.stop()
+    if _over_budget() and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _COUNTER is None:
+        return
+    files = _COUNTER.by_file()
+    tr = terminalreporter
+    tr.section("Ray Train start-ups")
+    for f, n in sorted(files.items()):
+        tr.write_line(f"{n:4d}  {f}" + (f"  (declares {_DECLARED[f]})" if f in _DECLARED else ""))
+    tr.write_line(f"{sum(files.values()):4d}  in all")
+    for line in _over_budget():
+        tr.write_line(f"OVER BUDGET: {line}: share a run that already happens, or raise the declaration "
+                      "if a new start-up is worth its 12-20 s", red=True)

@@ -1,0 +1,67 @@
+"""Counts Ray Train start-ups (one `fit()`: one `TrainController` actor process) per test file, whoever starts them.
+
+A trial's start-up (12-20 s here) is what the suite's time is made of, so the suite keeps count of them. A
+`fit()` runs its controller in a Ray actor process whose title Ray sets to `ray::TrainController...`; a
+thread in the pytest process reads /proc every POLL_S and records each such process once (pid and start
+time), charged to the test running when it was first seen. That sees the trials of this process's in-process
+clusters, of recipes run as subprocesses and of jobs submitted to a `ray start` head alike, with no hook in
+raylab. A restart after a lost worker keeps its controller: it is not a new start-up.
+
+Each test file declares what it may start: `RAY_TRAIN_STARTS = N` at module level. The run fails when a file
+starts more than it declares, or starts any without declaring (tests/conftest.py), so the next capability adds
+its assertions to a run that already happens instead of adding start-ups unnoticed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+POLL_S = 0.5  # a controller lives for a whole fit() (seconds at least), so none is missed
+
+
+def _controllers() -> set[tuple[int, str]]:
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if (proc / "cmdline").read_bytes().startswith(b"ray::TrainController"):
+                # the start time (field 22 of stat) tells a new process from a reused pid
+                found.add((int(proc.name), (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+class StartupCounter(threading.Thread):
+    def __init__(self):
+        super().__init__(daemon=True, name="ray-train-startups")
+        self.current = "(between tests)"  # the test id new start-ups are charged to
+        self.seen: set[tuple[int, str]] = set()
+        self.by_test: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.wait(POLL_S):
+            self.poll()
+
+    def poll(self):
+        new = _controllers() - self.seen
+        with self.lock:
+            self.seen |= new
+            self.by_test[self.current] += len(new)
+
+    def stop(self):
+        self.done.set()
+        self.join(timeout=10)
+        self.poll()
+
+    def by_file(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for test, n in self.by_test.items():
+            if n:
+                out[test.split("::")[0]] += n
+        return out
