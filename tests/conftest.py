@@ -73,55 +73,75 @@ def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]
     return found
 
 
-# Ray Train start-ups per test file, against what each file declares (tests/startups.py).
-_COUNTER = None
-_DECLARED: dict[str, int] = {}
 
-
+# Ray Train start-ups per test file and shared run, against what each declares (tests/startups.py).
 def pytest_sessionstart(session):
-    global _COUNTER
-    from tests.startups import StartupCounter
+    from tests import startups
 
-    _COUNTER = StartupCounter()
-    _COUNTER.start()
+    startups.COUNTER = startups.StartupCounter()
+    startups.COUNTER.start()
 
 
 def pytest_collection_modifyitems(session, config, items):
+    from tests import startups
+
     for item in items:
         module = getattr(item, "module", None)
         if module is not None and hasattr(module, "RAY_TRAIN_STARTS"):
-            _DECLARED[item.nodeid.split("::")[0]] = module.RAY_TRAIN_STARTS
+            startups.DECLARED[item.nodeid.split("::")[0]] = module.RAY_TRAIN_STARTS
 
 
 def pytest_runtest_logstart(nodeid, location):
-    if _COUNTER is not None:
-        with _COUNTER.lock:
-            _COUNTER.current = nodeid
+    from tests import startups
 
-
-def _over_budget() -> list[str]:
-    return [f"{f}: {n} start-ups, declares {_DECLARED[f]}" if f in _DECLARED
-            else f"{f}: {n} start-ups, declares none (RAY_TRAIN_STARTS)"
-            for f, n in sorted(_COUNTER.by_file().items()) if n > _DECLARED.get(f, 0)]
+    if startups.COUNTER is not None:
+        with startups.COUNTER.lock:
+            startups.COUNTER.current = nodeid
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if _COUNTER is None:
+    from tests import startups
+
+    if startups.COUNTER is None:
         return
-    _COUNTER.stop()
-    if _over_budget() and session.exitstatus == 0:
+    startups.COUNTER.stop()
+    if startups.over_budget() and session.exitstatus == 0:
         session.exitstatus = 1
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    if _COUNTER is None:
+    from tests import startups
+
+    if startups.COUNTER is None:
         return
-    files = _COUNTER.by_file()
-    tr = terminalreporter
-    tr.section("Ray Train start-ups")
-    for f, n in sorted(files.items()):
-        tr.write_line(f"{n:4d}  {f}" + (f"  (declares {_DECLARED[f]})" if f in _DECLARED else ""))
-    tr.write_line(f"{sum(files.values()):4d}  in all")
-    for line in _over_budget():
-        tr.write_line(f"OVER BUDGET: {line}: share a run that already happens, or raise the declaration "
-                      "if a new start-up is worth its 12-20 s", red=True)
+    counts, tr = startups.COUNTER.by_owner(), terminalreporter
+    tr.section("Ray Train start-ups (tests/startups.py)")
+    for name, n in sorted(counts.items()):
+        declared = startups.DECLARED.get(name)
+        tr.write_line(f"{n:4d}  {name}" + ("" if declared is None else f"  (declares {declared})"))
+    tr.write_line(f"{sum(counts.values()):4d}  in all")
+    for line in startups.over_budget():
+        tr.write_line(f"OVER BUDGET: {line}: add the assertions to a run that already happens, or raise the "
+                      "declaration if a new start-up is worth its 12-20 s", red=True)
+
+
+def make_template_store(where: Path) -> Path:
+    """An MLflow sqlite store with its schema made (MLflow's migrations take seconds): copied, never opened."""
+    from raylab.tracking import Tracker
+
+    cwd = os.getcwd()
+    os.chdir(where)
+    try:
+        Tracker(f"sqlite:///{where / 'mlflow.db'}")
+    finally:
+        os.chdir(cwd)
+    return where / "mlflow.db"
+
+
+import pytest  # noqa: E402 - below the environment set-up above, which must come first
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory) -> Path:
+    """One migrated MLflow store for the session; each test or shared run copies it (tests/*/conftest.py)."""
+    return make_template_store(tmp_path_factory.mktemp("template"))

@@ -7,13 +7,16 @@ time), charged to the test running when it was first seen. That sees the trials 
 clusters, of recipes run as subprocesses and of jobs submitted to a `ray start` head alike, with no hook in
 raylab. A restart after a lost worker keeps its controller: it is not a new start-up.
 
-Each test file declares what it may start: `RAY_TRAIN_STARTS = N` at module level. The run fails when a file
-starts more than it declares, or starts any without declaring (tests/conftest.py), so the next capability adds
-its assertions to a run that already happens instead of adding start-ups unnoticed.
+Each test file declares what its tests may start: `RAY_TRAIN_STARTS = N` at module level. A run shared by
+several tests (tests/integration/conftest.py `shared_run`) is charged to its own name with the start-ups it
+declares, whichever test first asks for it. The run fails when a file or a shared run starts more than it
+declares, or starts any without declaring (tests/conftest.py), so the next capability adds its assertions to a
+run that already happens instead of adding start-ups unnoticed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import Counter
 from pathlib import Path
@@ -59,9 +62,44 @@ class StartupCounter(threading.Thread):
         self.join(timeout=10)
         self.poll()
 
-    def by_file(self) -> Counter[str]:
+    def by_owner(self) -> Counter[str]:
         out: Counter[str] = Counter()
         for test, n in self.by_test.items():
             if n:
-                out[test.split("::")[0]] += n
+                out[owner(test)] += n
         return out
+
+
+COUNTER: StartupCounter | None = None  # started by tests/conftest.py for the whole session
+DECLARED: dict[str, int] = {}  # owner (a test file, or "run:NAME") -> the start-ups it may make
+
+
+def owner(test_id: str) -> str:
+    """What a start-up is charged to: a shared run's name, or the test's file."""
+    return test_id if test_id.startswith("run:") else test_id.split("::")[0]
+
+
+@contextlib.contextmanager
+def charged_to(run: str, starts: int):
+    """Start-ups made inside are charged to the shared run `run:NAME`, which declares `starts` of them."""
+    name = f"run:{run}"
+    DECLARED[name] = starts
+    if COUNTER is None:
+        yield
+        return
+    with COUNTER.lock:
+        before, COUNTER.current = COUNTER.current, name
+    try:
+        yield
+    finally:
+        COUNTER.poll()  # what started in its last moments is still this run's
+        with COUNTER.lock:
+            COUNTER.current = before
+
+
+def over_budget() -> list[str]:
+    if COUNTER is None:
+        return []
+    return [f"{f}: {n} start-ups, declares {DECLARED[f]}" if f in DECLARED
+            else f"{f}: {n} start-ups, declares none (RAY_TRAIN_STARTS)"
+            for f, n in sorted(COUNTER.by_owner().items()) if n > DECLARED.get(f, 0)]

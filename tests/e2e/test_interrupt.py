@@ -1,4 +1,5 @@
-"""A recipe stopped mid-trial (SIGTERM, as `ray job stop` sends) leaves its runs KILLED, not RUNNING."""
+"""A recipe stopped mid-trial (SIGTERM, as `ray job stop` sends) leaves its runs KILLED, not RUNNING; and what its
+in-process cluster listened on while it trained (the listening check of test_listening.py, on this run)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.e2e.listening import KINDS, Listeners
+
 pytestmark = pytest.mark.e2e
+RAY_TRAIN_STARTS = 1
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,13 +48,20 @@ def sqlite_store(where: Path) -> tuple[str, MlflowClient]:
     return uri, client
 
 
-def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory) -> dict:
+    """torch:none on the quick subset for up to 50 epochs, SIGTERMed once its first epoch is in MLflow, while a
+    thread records what its process tree listens on (test_listening.py): {"code", "out", "client",
+    "listeners"}."""
+    tmp_path = tmp_path_factory.mktemp("stopped")
     env = user_env(tmp_path)
     uri, client = sqlite_store(tmp_path)
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", "torch:none", "--workers", "1",
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", "torch:none", "--workers", "1",
            "--epochs", "50", "--tracking-uri", uri, "--experiment", "stopped"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
+    watcher = Listeners(proc.pid)
+    watcher.start()
     try:
         def first_epoch_logged():
             exp = client.get_experiment_by_name("stopped")
@@ -59,12 +70,32 @@ def test_sigterm_marks_the_trial_and_parent_killed(tmp_path):
             return trials and client.get_metric_history(trials[0].info.run_id, "val_accuracy") and runs
 
         wait_for(first_epoch_logged, 480, "the trial's first epoch in MLflow")
+        watcher.stop()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 130, out[-3000:]
-        runs = client.search_runs([client.get_experiment_by_name("stopped").experiment_id])
-        assert sorted(r.info.status for r in runs) == ["KILLED", "KILLED"]
+        return {"code": proc.returncode, "out": out, "client": client, "listeners": watcher}
     finally:
+        watcher.stop()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
+
+
+def test_sigterm_marks_the_trial_and_parent_killed(stopped):
+    assert stopped["code"] == 130, stopped["out"][-3000:]
+    client = stopped["client"]
+    runs = client.search_runs([client.get_experiment_by_name("stopped").experiment_id])
+    assert sorted(r.info.status for r in runs) == ["KILLED", "KILLED"]
+
+
+def test_a_running_trials_cluster_listens_off_loopback_only_as_documented(stopped):
+    """What the trial's in-process cluster listened on while it trained, read from /proc: nothing on a
+    non-loopback address that docs/clusters.md does not name."""
+    docs = (ROOT / "docs" / "clusters.md").read_text()
+    section = docs.split("## What listens on the network", 1)[1].split("\n## ", 1)[0]
+    for kind in KINDS:
+        assert f"`{kind}`" in section or kind in section, kind  # the table names every kind the test allows
+    seen = stopped["listeners"].seen
+    assert stopped["listeners"].workers_seen, seen  # the trial's own workers were caught listening
+    unnamed = {where: t for where, t in seen.items() if not any(match(t) for match in KINDS.values())}
+    assert not unnamed, unnamed

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.e2e
+RAY_TRAIN_STARTS = 0
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -7,7 +7,8 @@ no fix-ups the README does not show. A block right after `<!-- readme-test: skip
 one right after `<!-- readme-test: file NAME -->` is written to NAME first. The clone's `.venv` is this
 checkout's (the set-up it would make is the one the suite runs in; `scripts/setup.sh` in the README
 finds it ready). What the script leaves running in the background (the MLflow UI) is stopped at the end,
-and so is the Ray head if the script stopped before its `ray stop`.
+and so is the Ray head if the script stopped before its `ray stop`. Before that, the README's MLflow UI link is
+opened in headless Chromium (tests/e2e/browser.py) on the `mlflow ui` the README started, as a user would.
 """
 
 from __future__ import annotations
@@ -24,11 +25,19 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.e2e.browser import CHARTS, look
+
 pytestmark = pytest.mark.e2e
+# fashion.py --quick's 9 default trials, my_recipe.py's 2, the submitted job's 2
+RAY_TRAIN_STARTS = 13
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard
 TIMEOUT_S = 1200
+# The link the README gives, and the trials of the latest invocation it then shows: the submitted job's.
+UI_LINK = ("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning&viewStateShareKey=raylab-latest"
+           "&compareRunsMode=CHART")
+LATEST_TRIALS = ("tf:mwms x2", "torch:ddp x2")
 
 
 def readme_script(text: str) -> tuple[str, dict[str, str], list[str]]:
@@ -90,8 +99,11 @@ def editable_target() -> str:
     return re.search(r"'raylab': '([^']+)'", finder.read_text()).group(1)
 
 
-@pytest.mark.timeout(TIMEOUT_S + 600)
-def test_readme_commands_run_as_written(tmp_path):
+@pytest.fixture(scope="module")
+def readme_run(tmp_path_factory) -> dict:
+    """The README's commands, run once: {"code", "out", "clone", "ui"}; "ui" is what headless Chromium showed at
+    the README's UI link, on the `mlflow ui` the README left running, once the commands had ended (None if they
+    failed)."""
     busy = [p for p in PORTS if port_busy(p)]
     assert not busy, f"ports {busy} are taken; the README's commands need them free (stop what listens there)"
     # The clone shares this checkout's .venv: it must be up to date here, so that the README's
@@ -99,6 +111,7 @@ def test_readme_commands_run_as_written(tmp_path):
     subprocess.run([str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, check=True, capture_output=True, timeout=3600)
     assert Path(editable_target()) == ROOT / "raylab"
     script, files, _ = readme_script((ROOT / "README.md").read_text())
+    tmp_path = tmp_path_factory.mktemp("readme")
     clone, home = tmp_path / "clone", tmp_path / "home"
     clone.mkdir()
     home.mkdir()
@@ -113,8 +126,11 @@ def test_readme_commands_run_as_written(tmp_path):
     log = open(tmp_path / "readme.out", "w")  # written as it runs: what a timeout leaves is readable
     proc = subprocess.Popen(["bash", str(tmp_path / "readme.sh")], cwd=clone, env=env, stdout=log,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    ui = None
     try:
         proc.wait(timeout=TIMEOUT_S)
+        if proc.returncode == 0:  # the README's `mlflow ui` is still up: look at its link as a user would
+            ui = look(UI_LINK, LATEST_TRIALS)
     finally:
         log.close()
         ray_stop = [str(ROOT / ".venv" / "bin" / "ray"), "stop", "--force"]
@@ -129,13 +145,18 @@ def test_readme_commands_run_as_written(tmp_path):
             time.sleep(0.5)
         if proc.poll() is None:
             proc.kill()
-    out = (tmp_path / "readme.out").read_text()
     moved = Path(editable_target()) != ROOT / "raylab"
     if moved:  # put it back for the rest of the suite before failing
         subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
                         "-e", str(ROOT)], check=True, timeout=600)
     assert not moved, "the README's scripts/setup.sh reinstalled raylab from the clone"
-    assert proc.returncode == 0, out[-6000:]
+    return {"code": proc.returncode, "out": (tmp_path / "readme.out").read_text(), "clone": clone, "ui": ui}
+
+
+@pytest.mark.timeout(TIMEOUT_S + 600)
+def test_readme_commands_run_as_written(readme_run):
+    out, clone = readme_run["out"], readme_run["clone"]
+    assert readme_run["code"] == 0, out[-6000:]
 
     # The first run, the user's own recipe and the submitted job all finished, in the stores the README names.
     assert re.search(r"^tf:none x1 +FINISHED", out, re.M), out[-3000:]
@@ -144,6 +165,7 @@ def test_readme_commands_run_as_written(tmp_path):
     # The UI link the README gives is the one the first run printed.
     links = re.findall(r"(http://127\.0\.0\.1:5000/#/experiments/[^\s`)]+)", (ROOT / "README.md").read_text())
     assert links and all(link in out for link in links), (links, out[-3000:])
+    assert UI_LINK in links
     client = MlflowClient(tracking_uri=f"sqlite:///{clone}/mlflow.db")
     names = {e.name for e in client.search_experiments()}
     assert {"fashion", "my_recipe"} <= names, names
@@ -154,7 +176,24 @@ def test_readme_commands_run_as_written(tmp_path):
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
     families = {p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
                 for p in parents}
-    job = [kids for kids in families.values() if sorted(r.info.run_name for r in kids) == ["tf:mwms x2", "torch:ddp x2"]]
+    job = [kids for kids in families.values() if sorted(r.info.run_name for r in kids) == list(LATEST_TRIALS)]
     assert len(parents) == 2 and len(job) == 1, {p: [r.info.run_name for r in k] for p, k in families.items()}
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in job[0]), [r.data.metrics for r in job[0]]
     assert not any(port_busy(p) for p in PORTS)
+
+
+def test_ui_link_opens_on_the_trials_and_their_charts(readme_run):
+    """The README's UI link on its `mlflow ui`, after the submitted job logged through its `mlflow server`: the
+    rendered page shows the latest invocation's trials and the charts people compare (samples/s, step time, test
+    accuracy per epoch and against wall time) without a click, in the section raylab's view puts first."""
+    assert readme_run["code"] == 0, readme_run["out"][-3000:]
+    ui = readme_run["ui"]
+    assert ui["waited"] is None, (ui["waited"], ui["page"][-3000:])
+    page, tops = ui["page"], ui["tops"]
+    assert "Model metrics (0)" not in page
+    # raylab's section comes first: its charts sit above the alphabetical "Model metrics" ones.
+    section = next(t for t in tops if t.startswith("raylab: the latest invocation"))
+    assert all(tops[c] > tops[section] for c in CHARTS), tops
+    if any(t.startswith("Model metrics") for t in tops):
+        other = next(t for t in tops if t.startswith("Model metrics"))
+        assert all(tops[c] < tops[other] for c in CHARTS), tops

@@ -24,6 +24,7 @@ from tests.e2e.test_job_submit import free_port
 from tests.e2e.test_resume import nothing_left
 
 pytestmark = pytest.mark.e2e
+RAY_TRAIN_STARTS = 1
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -1,14 +1,27 @@
-"""A real local Ray cluster (2 CPUs, like the machines this runs on), shared by the integration tests."""
+"""A real local Ray cluster (2 CPUs, like the machines this runs on), shared by the integration tests, and runs
+shared between tests.
+
+A trial's start-up costs 12-20 s here, so one invocation does the work of many assertions: a module-scoped
+fixture runs a recipe once through its real command line (`shared_run`) and each test reads what it needs from
+that run's summary, MLflow store and console output. A shared run is charged to its own name and declares its
+Ray Train start-ups (tests/startups.py).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
+import shutil
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import kill_orphaned_workers, raylet_pids
+from tests.startups import charged_to
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,24 +45,105 @@ def ray_cluster():
     kill_orphaned_workers(raylets)
 
 
-def recipe_runner(tmp_path, monkeypatch):
-    """Runs a recipe through its real command line on the connected cluster; returns (exit code, summary, client)."""
+def invoke(where: Path, template: Path, recipe, *args) -> tuple[int, dict | None, object]:
+    """Runs a recipe through its real command line in `where` (its cwd) against a copy of the template store;
+    (exit code, the --json summary or None, an MLflow client of that store)."""
     from mlflow.tracking import MlflowClient
 
     from raylab.cli import recipe_main
 
-    monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    db = where / "mlflow.db"
+    if not db.exists():
+        shutil.copy(template, db)
+    uri = f"sqlite:///{db}"
+    out = where / "summary.json"
+    out.unlink(missing_ok=True)
+    with contextlib.chdir(where):  # the store's artifacts and raylab-logs/ go under the run's own folder
+        code = recipe_main(recipe, ["--tracking-uri", uri, "--json", str(out), *args])
+    summary = json.loads(out.read_text()) if out.exists() else None
+    return code, summary, MlflowClient(tracking_uri=uri)
+
+
+def recipe_runner(tmp_path, template):
+    """Runs a recipe through its real command line on the connected cluster; returns (exit code, summary, client)."""
 
     def run(recipe, *args):
-        out = tmp_path / "summary.json"
-        code = recipe_main(recipe, ["--tracking-uri", uri, "--json", str(out), *args])
-        summary = json.loads(out.read_text()) if out.exists() else None
-        return code, summary, MlflowClient(tracking_uri=uri)
+        return invoke(tmp_path, template, recipe, *args)
 
     return run
 
 
 @pytest.fixture
-def run_recipe(ray_cluster, tmp_path, monkeypatch):
-    return recipe_runner(tmp_path, monkeypatch)
+def run_recipe(ray_cluster, tmp_path, template_db):
+    return recipe_runner(tmp_path, template_db)
+
+
+# Lost workers, lost parameter servers and lost tf:ps tasks, one trial of each kind killed and restarted beside an
+# uninterrupted repeat, in one invocation. Read by test_fault_tolerance.py, test_ps.py (the uninterrupted ps-sync
+# against DDP; tf:ps training) and test_stream.py (the in-memory twins of the streamed trials: same seed, steps
+# and batch).
+LOST_WORKERS_TRIALS = "torch:ddp x2,tf:mwms x2,torch:ps-sync x2,tf:ps x2,xla:ddp x2"
+LOST_WORKERS_STEPS = ["--epochs", "3", "--steps-per-epoch", "200", "--batch", "64"]
+LOST_WORKERS_PLAN = {"torch:ddp x2": ["worker", None], "tf:mwms x2": ["worker", None],
+                     "torch:ps-sync x2": ["server", None], "tf:ps x2": ["tf-worker", "tf-ps"],
+                     "xla:ddp x2": ["worker", None]}
+
+
+@pytest.fixture(scope="package")
+def lost_workers(ray_cluster, tmp_path_factory, template_db) -> Ran:
+    return shared_run(tmp_path_factory.mktemp("lost-workers"), template_db, "lost-workers", 10, load_recipe("fashion"),
+                      "--trials", LOST_WORKERS_TRIALS, *LOST_WORKERS_STEPS, "--repeats", "2",
+                      "--checkpoint-every", "0", kill=LOST_WORKERS_PLAN)
+
+
+@dataclass
+class Ran:
+    """One shared invocation: what it returned, its store and what it printed."""
+
+    code: int
+    summary: dict | None
+    client: object  # MlflowClient of its store
+    out: str  # raylab's console on stdout
+    err: str
+    where: Path  # its cwd: mlflow.db, raylab-logs/
+    killer: object = None  # the Killer (tests/integration/killing.py) that ran beside it, if any
+
+    def trials(self) -> dict:
+        """Trial name -> its summary entry (a repeated trial: the first)."""
+        out = {}
+        for t in (self.summary or {}).get("trials", []):
+            out.setdefault(t["trial"], t)
+        return out
+
+    def run(self, trial: str):
+        """The MLflow run of a trial, by name."""
+        return self.client.get_run(self.trials()[trial]["run_id"])
+
+    def tail(self) -> str:
+        return self.err[-4000:]
+
+
+def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *args, kill: dict | None = None,
+               after: str = "epoch") -> Ran:
+    """Runs a recipe once for a whole module: its console captured (tests read `out` as they would capsys's),
+    its start-ups charged to `name`, which declares `starts` of them. kill: a Killer's plan (killing.py) to carry
+    out while it runs, {trial name: [victim per repeat]}."""
+    import ray
+
+    from tests.integration.killing import Killer
+
+    out, err = io.StringIO(), io.StringIO()
+    killer = Killer(ray, f"sqlite:///{where / 'mlflow.db'}", kill, after=after) if kill else None
+    if killer:
+        shutil.copy(template, where / "mlflow.db")  # the killer reads trial names from it from the start
+        killer.start()
+    try:
+        with charged_to(name, starts), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code, summary, client = invoke(where, template, recipe, *args)
+    finally:
+        if killer:
+            killer.stop.set()
+            killer.join(timeout=30)
+    ran = Ran(code, summary, client, out.getvalue(), err.getvalue(), where, killer)
+    sys.__stderr__.write(f"\n[shared run {name}: exit {code}, {len((summary or {}).get('trials', []))} trials]\n")
+    return ran

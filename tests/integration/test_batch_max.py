@@ -1,5 +1,11 @@
 """--batch max under a real memory cap: each framework's search finds a batch that trains, the size one above
-it ran out of memory in its probe, and the trial runs at the size found, less its 10% margin."""
+it ran out of memory in its probe, and the trial runs at the size found, less its 10% margin.
+
+The model makes each item cost hundreds of MB (its input copied K times) with almost no arithmetic, so the
+edge under the cap is a few items and the search, starting at the recipe's batch of 2, reaches it in about three
+probes (each a fresh Ray Train start-up); the search's doubling and bisecting on every path is
+tests/unit/test_batchsize.py's, against real allocator failures.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,10 @@ from tests.integration.conftest import load_recipe
 pytestmark = pytest.mark.integration
 
 FASHION = load_recipe("fashion")
-K = 256  # each item becomes K copies of itself: ~0.8 MB per activation, little arithmetic
+# Each item becomes K copies of itself: K * 784 * 4 bytes per activation (~170 MB at 56,000), and the step holds
+# a few of them; the weights are 784 numbers. The edge under the 3,000 MB cap is then 2-3 items in either framework.
+K = {"torch": 56_000, "tf": 56_000}
+RAY_TRAIN_STARTS = 10  # per framework: about three probes (four where the edge is further) and the trial
 
 
 def wide_torch():
@@ -21,13 +30,13 @@ def wide_torch():
     class Wide(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.w = torch.nn.Parameter(torch.full((K * 784,), 0.01))
+            self.w = torch.nn.Parameter(torch.full((784,), 0.01))
             self.out = torch.nn.Linear(784, 10)
 
         def forward(self, x):
             x = x.reshape(x.shape[0], -1)
-            h = x.repeat(1, K) * self.w
-            return self.out(h.reshape(x.shape[0], K, 784).mean(1))
+            h = x.repeat(1, K["torch"]).reshape(x.shape[0], K["torch"], 784) * self.w
+            return self.out(h.mean(1))
 
     return Wide()
 
@@ -38,18 +47,18 @@ def wide_tf(keras=None):
 
     class Wide(keras.layers.Layer):
         def build(self, shape):
-            self.w = self.add_weight(shape=(K * 784,), initializer=keras.initializers.Constant(0.01))
+            self.w = self.add_weight(shape=(784,), initializer=keras.initializers.Constant(0.01))
 
         def call(self, x):
             x = tf.reshape(x, [-1, 784])
-            h = tf.tile(x, [1, K]) * self.w
-            return tf.reduce_mean(tf.reshape(h, [-1, K, 784]), 1)
+            h = tf.reshape(tf.tile(x, [1, K["tf"]]), [-1, K["tf"], 784]) * self.w
+            return tf.reduce_mean(h, 1)
 
     return keras.Sequential([keras.Input((28, 28)), Wide(), keras.layers.Dense(10)])
 
 
 def test_batch_max_finds_the_largest_batch_under_the_cap_in_torch_and_tf(run_recipe, capsys):
-    recipe = FASHION.variant(models={"torch": wide_torch, "tf": wide_tf}, batch_per_replica=256)
+    recipe = FASHION.variant(models={"torch": wide_torch, "tf": wide_tf}, batch_per_replica=2)
     code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:none,tf:none", "--batch", "max",
                                        "--memory-cap-mb", "3000", "--epochs", "1", "--steps-per-epoch", "4",
                                        "--max-failures", "0")
@@ -62,7 +71,8 @@ def test_batch_max_finds_the_largest_batch_under_the_cap_in_torch_and_tf(run_rec
         assert failed == found + 1, tags  # bisected to one item
         assert re.search(rf"\b{failed} out of host memory \(", tags["batch_search"]), tags["batch_search"]
         assert re.search(rf"\b{found} ok \(", tags["batch_search"])
-        assert ran == int(found * 0.9)  # the margin
+        assert ran == max(1, int(found * 0.9))  # the margin (at least one item)
         assert trial["trial"].endswith(f" b{ran}") and params["batch_per_replica"] == str(ran)
         assert run.info.status == "FINISHED"
-        assert 256 < found < 8192, found
+        assert 1 <= found < 8, found  # hundreds of MB an item under a 3,000 MB cap
+        assert len(tags["batch_search"].split(" · ")) <= 5, tags["batch_search"]  # the edge in a few probes

@@ -9,6 +9,7 @@ from raylab.config import Settings, TrialSpec
 from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration
+RAY_TRAIN_STARTS = 0  # the plain scripts run in this process
 
 
 @pytest.mark.parametrize("framework", ["tf", "torch"])

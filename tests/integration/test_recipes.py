@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 
 import pytest
 
-from tests.integration.conftest import ROOT, load_recipe
+from tests.integration.conftest import ROOT, load_recipe, shared_run
 
 pytestmark = pytest.mark.integration
+# fashion_cnn 1, cifar10 1, the baseline's trial twice, resunet_train 3; mnist in bf16 is the shared run's (the
+# step benchmarks run in Ray tasks, not Ray Train)
+RAY_TRAIN_STARTS = 7
 
 
 def load_bench(name: str):
@@ -41,15 +43,20 @@ def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
     assert "parity: fair" in out and "parameters: 1619084" in out
 
 
-def test_bf16_where_the_framework_runs_it_and_a_recorded_fallback_where_not(run_recipe, capsys):
-    """The MLP in bf16 where the framework runs it on this CPU (torch autocast, Keras mixed_bfloat16) and in fp32,
-    recorded as a fallback, where it does not (xla on CPU). (The CNN in bf16 takes 2 minutes a step of 1024 on
-    this CPU, which has no bf16 instructions.)"""
-    # --set precision reaches the trial (it was once accepted and then ignored)
-    code, summary, client = run_recipe(load_recipe("fashion"), "--quick", "--trials", "tf:none,torch:none,xla:single",
-                                       "--set", "precision=bf16", "--precision-fallback", "fp32")
-    out, err = capsys.readouterr()
-    assert code == 0, err[-2000:]
+@pytest.fixture(scope="module")
+def mnist_bf16(ray_cluster, tmp_path_factory, template_db):
+    """The mnist recipe's MLP in bf16 where the framework runs it on this CPU (tf:mirrored under Keras
+    mixed_bfloat16, torch autocast) and in fp32, recorded as a fallback, where it does not (xla on CPU)."""
+    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, "mnist-bf16", 3, load_recipe("mnist"),
+                      "--quick", "--trials", "tf:mirrored,torch:none,xla:single", "--set", "precision=bf16",
+                      "--precision-fallback", "fp32")
+
+
+def test_bf16_where_the_framework_runs_it_and_a_recorded_fallback_where_not(mnist_bf16):
+    """(The CNN in bf16 takes 2 minutes a step of 1024 on this CPU, which has no bf16 instructions.) --set
+    precision reaches the trial (it was once accepted and then ignored)."""
+    out, client, summary = mnist_bf16.out, mnist_bf16.client, mnist_bf16.summary
+    assert mnist_bf16.code == 0, mnist_bf16.tail()
     applied = {}
     for run in children(client, summary):
         assert run.info.status == "FINISHED", run.info.run_name
@@ -59,34 +66,38 @@ def test_bf16_where_the_framework_runs_it_and_a_recorded_fallback_where_not(run_
         assert run.data.metrics["peak_rss_mb"] > 200
         if run.info.run_name.startswith("xla"):
             assert "TPU only" in run.data.tags["precision_fallback_reason"]
-    assert applied == {"tf:none x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32"}
+    assert applied == {"tf:mirrored x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32"}
     assert "xla:single x1 runs fp32, not bf16: torch_xla 2.9's autocast runs bf16 on a TPU only" in out
-    assert "! precision: tf:none x1 bf16, torch:none x1 bf16, xla:single x1 fp32" in out  # the parity report marks it
+    assert "! precision: tf:mirrored x1 bf16, torch:none x1 bf16, xla:single x1 fp32" in out  # the parity report
     assert "peak RSS MB" in out
 
 
-def test_mnist_records_the_data_that_ran(run_recipe, capsys):
+def test_mnist_records_the_data_that_ran(mnist_bf16):
     """No MNIST digits on this machine: the run says so and records Fashion-MNIST as its data."""
-    code, summary, client = run_recipe(load_recipe("mnist"), "--quick", "--trials", "tf:mirrored")
-    assert code == 0
+    client, summary = mnist_bf16.client, mnist_bf16.summary
+    assert mnist_bf16.code == 0, mnist_bf16.tail()
     parent = client.get_run(summary["parent_run_id"])
     data = parent.data.params["data"]
     assert data in ("mnist", "fashion-mnist")
     if data == "fashion-mnist":
         assert "MNIST digits not found" in parent.data.tags["data_note"]
-        assert "raylab: note: MNIST digits not found" in capsys.readouterr().out
+        assert "raylab: note: MNIST digits not found" in mnist_bf16.out
     for run in children(client, summary):
         assert run.data.params["data"] == data and run.data.params["batch_per_replica"] == "25"
         assert run.data.params["target_accuracy"] == ("0.97" if data == "mnist" else "0.85")
 
 
 def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
-    """Without CIFAR-10 files: synthetic data, recorded, and no accuracy or time to target in the comparison."""
-    code, summary, client = run_recipe(load_recipe("cifar10"), "--quick", "--trials", "torch:none")
+    """Without CIFAR-10 files: synthetic data, recorded, and no accuracy or time to target in the comparison.
+    --step-latency: the loop reads back to the host after every step, and says so."""
+    code, summary, client = run_recipe(load_recipe("cifar10"), "--quick", "--trials", "torch:none", "--step-latency")
     assert code == 0
     for run in children(client, summary):
         assert run.data.params["data"] == "cifar-10-synthetic" and run.data.params["data_synthetic"] == "True"
         assert run.data.params["target_accuracy"] == "None" and run.data.tags["parameters"] == "1250858"
+        steps = int(run.data.metrics["steps_per_epoch"])
+        assert run.data.params["window"] == "1" and run.data.tags["step_timing"] == "per step (synced)"
+        assert run.data.metrics["host_syncs"] == steps
     out = capsys.readouterr().out
     table = out[out.index("trial  "):out.index("parity:")]
     row = table.splitlines()[2].split()

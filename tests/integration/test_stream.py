@@ -1,6 +1,6 @@
 """Streamed data on the shared local cluster: Fashion-MNIST exported to Parquet by `raylab data export` and
-trained from those files in every framework, an image folder of procedural scenes, a streamed trial that loses
-a worker, and the scenes generator at the seed's size.
+trained from those files in every framework (one of them losing a worker), an image folder of procedural scenes
+(which also carries the batch sweep), and the scenes generator at the seed's size.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from tests.integration.conftest import ROOT, load_recipe
-from tests.integration.test_fault_tolerance import children, no_train_workers_left, run_killing
+from tests.integration.conftest import LOST_WORKERS_STEPS, ROOT, load_recipe, shared_run
+from tests.integration.killing import children, no_train_workers_left
+from tests.integration.test_fault_tolerance import runs_by_trial
 
 pytestmark = pytest.mark.integration
+RAY_TRAIN_STARTS = 1  # the scenes generator's trial; the others are the shared runs'
+STEPS = 200  # per epoch, as LOST_WORKERS_STEPS
 
 FASHION = load_recipe("fashion")
 
@@ -36,68 +39,89 @@ def test_export_refuses_a_directory_that_is_not_empty(exported):
     assert done.returncode == 2 and "is not empty" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_parquet_trains_in_every_framework_like_in_memory(run_recipe, exported):
-    """tf:none, tf:mwms x2, torch:ddp x2 and xla:single from the Parquet files, tf:mwms x2 and torch:ddp x2 also
-    from memory, same seed and steps: every trial FINISHED, input_wait_s and Ray Data's statistics recorded for
-    the streamed ones, test accuracy close to in memory (the 0.01 comparison of every trial on whole epochs is
-    bench/stream.py parity's; here 300 steps of batch 64)."""
-    steps = ["--epochs", "1", "--steps-per-epoch", "300", "--batch", "64"]
-    code, streamed, client = run_recipe(FASHION, "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single", *steps,
-                                        "--data", str(exported))
-    assert code == 0, streamed
-    code, memory, _ = run_recipe(FASHION, "--trials", "tf:mwms x2,torch:ddp x2", *steps)  # one per framework family
-    assert code == 0, memory
+@pytest.fixture(scope="module")
+def streamed(ray_cluster, tmp_path_factory, template_db, exported):
+    """tf:none, tf:mwms x2, torch:ddp x2 and xla:single from the Parquet files, with the in-memory run's seed,
+    steps and batch (conftest.py `lost_workers`); torch:ddp x2 loses a worker once epoch 1 reached the driver,
+    and checkpoints every 3 s, so it resumes mid-epoch."""
+    return shared_run(tmp_path_factory.mktemp("streamed"), template_db, "streamed", 4, FASHION,
+                      "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single", *LOST_WORKERS_STEPS,
+                      "--checkpoint-every", "0.05", "--data", str(exported), kill={"torch:ddp x2": ["worker"]})
+
+
+def test_parquet_trains_in_every_framework_like_in_memory(streamed, lost_workers):
+    """Every trial FINISHED, input_wait_s and Ray Data's statistics recorded for the streamed ones, test accuracy
+    close to the same trial in memory (the uninterrupted twins of `lost_workers`; the 0.01 comparison of every
+    trial on whole epochs is bench/stream.py parity's; here 600 steps of batch 64)."""
+    assert streamed.code == 0, streamed.tail()
+    memory = {name: run for name, runs in runs_by_trial(lost_workers).items() for restarted, run in runs
+              if not restarted and name in ("tf:mwms x2", "torch:ddp x2")}
     accs = {}
-    for summary, kind in ((streamed, "streamed"), (memory, "memory")):
-        for trial in summary["trials"]:
-            run = client.get_run(trial["run_id"])
-            assert run.info.status == "FINISHED", trial
-            assert run.data.params["data_streamed"] == str(kind == "streamed")
-            accs.setdefault(trial["trial"], {})[kind] = run.data.metrics["val_accuracy"]
-            if kind == "streamed":
-                assert run.data.params["train_samples"] == "60000" and run.data.params["data"] == "fashion-mnist"
-                assert run.data.metrics["input_wait_s"] >= 0 and 0 <= run.data.metrics["input_wait_share"] < 1
-                assert run.data.tags["input"].startswith("streamed")
-                artifacts = [a.path for a in client.list_artifacts(trial["run_id"])]
-                assert "ray_data_stats.txt" in artifacts, artifacts
+    for trial in streamed.summary["trials"]:
+        run = streamed.client.get_run(trial["run_id"])
+        assert run.info.status == "FINISHED", trial
+        assert run.data.params["data_streamed"] == "True"
+        assert run.data.params["train_samples"] == "60000" and run.data.params["data"] == "fashion-mnist"
+        assert run.data.metrics["input_wait_s"] >= 0 and 0 <= run.data.metrics["input_wait_share"] < 1
+        assert run.data.tags["input"].startswith("streamed")
+        artifacts = [a.path for a in streamed.client.list_artifacts(trial["run_id"])]
+        assert "ray_data_stats.txt" in artifacts, artifacts
+        accs[trial["trial"]] = {"streamed": run.data.metrics["val_accuracy"]}
+    for name, run in memory.items():
+        assert run.data.params["data_streamed"] == "False"
+        accs[name]["memory"] = run.data.metrics["val_accuracy"]
     assert set(accs) == {"tf:none x1", "tf:mwms x2", "torch:ddp x2", "xla:single x1"}, accs
     for trial, acc in accs.items():
         assert acc["streamed"] > 0.75, (trial, acc)
         assert "memory" not in acc or abs(acc["streamed"] - acc["memory"]) < 0.03, (trial, acc)
-    two = client.get_run(next(t["run_id"] for t in streamed["trials"] if t["trial"] == "tf:mwms x2"))
+    two = streamed.run("tf:mwms x2")
     # 2 CPUs, 2 workers: each reserves half a CPU so Ray Data keeps one, and the trial says so.
     assert two.data.params["oversubscribed"] == "True" and two.data.params["data_cpus"] == "1.0"
 
 
-def test_streamed_trial_survives_a_lost_worker(run_recipe, ray_cluster, exported):
-    """torch:ddp x2 streaming from Parquet, a worker SIGKILLed in epoch 2 of 3: FINISHED after a restart,
+def test_streamed_trial_survives_a_lost_worker(streamed):
+    """torch:ddp x2 streaming from Parquet, a worker SIGKILLed in epoch 2 or 3 of 3: FINISHED after a restart,
     every epoch logged once, the batches it read past on resuming recorded."""
-    code, summary, client, killer = run_killing(run_recipe, ray_cluster, "RayTrainWorker", 1, "--trials",
-                                                "torch:ddp x2", "--epochs", "3", "--steps-per-epoch", "250",
-                                                "--checkpoint-every", "0.05", "--data", str(exported))
-    assert code == 0, summary
-    assert len(killer.killed) == 1, killer.killed
-    run = client.get_run(summary["trials"][0]["run_id"])
+    assert [name for name, _, what in streamed.killer.killed if what] == ["torch:ddp x2"], streamed.killer.killed
+    run = streamed.run("torch:ddp x2")
     assert run.info.status == "FINISHED"
     assert run.data.metrics["restarts"] == 1
     resumed = int(run.data.metrics["resumed_from_step"])
-    assert resumed >= 250
-    assert run.data.metrics["stream_skipped_batches"] == resumed % 250, run.data.metrics
+    assert resumed >= STEPS
+    assert run.data.metrics["stream_skipped_batches"] == resumed % STEPS, run.data.metrics
     for key in ("val_accuracy", "epoch_time_s", "epoch_input_wait_s"):
-        steps = [m.step for m in client.get_metric_history(run.info.run_id, key)]
+        steps = [m.step for m in streamed.client.get_metric_history(run.info.run_id, key)]
         assert sorted(steps) == [1, 2, 3], (key, steps)
-    assert children(client, summary["parent_run_id"])[0].info.status == "FINISHED"
+    assert children(streamed.client, streamed.summary["parent_run_id"])[0].info.status == "FINISHED"
     assert no_train_workers_left()
 
 
-def test_image_folder_of_scenes_trains_in_torch_and_tf(run_recipe, tmp_path):
+def _keras_adam(lr):
+    import keras
+
+    return keras.optimizers.Adam(learning_rate=5e-4)  # Keras' default epsilon, 1e-7
+
+
+def _torch_adam(params, lr):
+    import torch
+
+    return torch.optim.Adam(params, lr=5e-4)  # torch's default epsilon, 1e-8: not the same optimizer
+
+
+@pytest.fixture(scope="module")
+def image_folder(ray_cluster, tmp_path_factory, template_db):
     """Procedural scenes written as PNG files, one folder per class (the mask covers more or less than the
-    median), read with Ray Data's image reader, decoded and resized to 28x28 grey in the pipeline."""
+    median), read with Ray Data's image reader, decoded and resized to 28x28 grey in the pipeline; trained in
+    torch and TF at two batch sizes (--batch 16,32), with per-framework optimizers that differ only in a default
+    (Adam's epsilon)."""
     from PIL import Image
+
+    from raylab import Native
 
     from raylab.scenes import scenes
     from raylab.stream import images
 
+    tmp_path = tmp_path_factory.mktemp("image-folder")
     x, y = scenes(480, seed=7)
     area = y["mask"].mean(axis=(1, 2, 3))
     big = area > np.median(area)
@@ -107,15 +131,40 @@ def test_image_folder_of_scenes_trains_in_torch_and_tf(run_recipe, tmp_path):
         folder.mkdir(parents=True, exist_ok=True)
         Image.fromarray((img * 255).astype(np.uint8)).save(folder / f"{i}.png")
     stream = images(str(tmp_path / "scenes" / "train"), str(tmp_path / "scenes" / "test"), size=(28, 28), mode="L")
-    recipe = FASHION.variant(name="scene_images", data=stream, target_accuracy=None)
-    code, summary, client = run_recipe(recipe, "--trials", "torch:none,tf:none", "--epochs", "2", "--batch", "16")
-    assert code == 0, summary
+    recipe = FASHION.variant(name="scene_images", data=stream, target_accuracy=None,
+                             optimizer=Native(tf=_keras_adam, torch=_torch_adam, name="adam-defaults"))
+    return shared_run(tmp_path, template_db, "image-folder", 4, recipe, "--trials", "tf:none,torch:none",
+                      "--epochs", "2", "--batch", "16,32")
+
+
+def test_image_folder_of_scenes_trains_in_torch_and_tf(image_folder):
+    code, summary, client = image_folder.code, image_folder.summary, image_folder.client
+    assert code == 0, image_folder.tail()
     for trial in summary["trials"]:
         run = client.get_run(trial["run_id"])
         assert run.info.status == "FINISHED", trial
         assert run.data.params["train_samples"] == "384" and run.data.params["test_samples"] == "96"
         assert run.data.metrics["val_accuracy"] > 0.5  # two classes, told apart from the images
         assert [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2]
+
+
+def test_batch_sweep_groups_and_parity_catches_what_was_built(image_folder):
+    """--batch 16,32 runs each trial at both sizes, grouped by batch in the comparison; per-framework optimizers
+    that differ only in a default (Adam's epsilon) make the comparison UNFAIR, from what the workers built."""
+    summary, client = image_folder.summary, image_folder.client
+    assert [t["trial"] for t in summary["trials"]] == ["tf:none x1 b16", "torch:none x1 b16", "tf:none x1 b32",
+                                                      "torch:none x1 b32"]
+    for trial in summary["trials"]:
+        params = client.get_run(trial["run_id"]).data.params
+        assert params["batch_per_replica"] == trial["trial"][-2:] == params["global_batch"]
+    out = image_folder.out.split("experiment 'scene_images', run")[-1]
+    table = [line.split() for line in out.splitlines() if line.startswith(("tf:none x1 b", "torch:none x1 b"))][:4]
+    assert [(row[0], row[1], row[2]) for row in table] == [("tf:none", "x1", "b16"), ("torch:none", "x1", "b16"),
+                                                          ("tf:none", "x1", "b32"), ("torch:none", "x1", "b32")]
+    assert [row[3] for row in table] == ["16", "16", "32", "32"]  # the batch/replica column
+    assert "parity: UNFAIR (optimizer as built differ)" in out
+    assert "tf:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)" in out
+    assert "torch:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in out
 
 
 def test_scenes_at_the_seed_size_stream_into_resunet_train(run_recipe):

@@ -39,5 +39,5 @@ def cluster():
 
 
 @pytest.fixture
-def run_recipe(cluster, tmp_path, monkeypatch):
-    return recipe_runner(tmp_path, monkeypatch)
+def run_recipe(cluster, tmp_path, template_db):
+    return recipe_runner(tmp_path, template_db)

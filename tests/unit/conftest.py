@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
 import struct
 from pathlib import Path
@@ -43,21 +42,6 @@ def fashion_root(tmp_path_factory) -> Path:
     write_idx(d / "t10k-images-idx3-ubyte", np.full((10000, 28, 28), 7, np.uint8))
     write_idx(d / "t10k-labels-idx1-ubyte.gz", np.arange(10000) % 10)
     return root
-
-
-@pytest.fixture(scope="session")
-def template_db(tmp_path_factory) -> Path:
-    """An MLflow sqlite store with its schema created once (migrations take seconds)."""
-    from raylab.tracking import Tracker
-
-    d = tmp_path_factory.mktemp("template")
-    cwd = os.getcwd()
-    os.chdir(d)
-    try:
-        Tracker(f"sqlite:///{d / 'mlflow.db'}")
-    finally:
-        os.chdir(cwd)
-    return d / "mlflow.db"
 
 
 @pytest.fixture

@@ -46,3 +46,47 @@ def test_evaluation_batches_hold_at_most_the_training_batch():
     assert [len(b[0]) for b in eval_batches(x, y)] == [1000]
     sizes = [len(b[0]) for b in eval_batches(x, y, most=300)]
     assert sizes == [300, 300, 300, 100]
+
+
+SEARCH_UNDER_A_CAP = r'''
+import json, resource, sys
+import torch
+from raylab.batchsize import bisect
+from raylab.failure import memory_cap, out_of_memory
+
+ITEM_MB, CAP_HEADROOM_MB = 64, 64 * 5 + 32  # room for 5 items, and half an item to spare
+data_mb = int(next(l for l in open("/proc/self/status") if l.startswith("VmData")).split()[1]) // 1024
+cap, tried, kinds = data_mb + CAP_HEADROOM_MB, [], []
+
+
+def fits(batch):
+    tried.append(batch)
+    try:
+        with memory_cap(cap):
+            x = torch.ones(batch, ITEM_MB << 18)  # a real allocation: batch * 64 MB of float32, written
+            y = x * 2  # and a step's worth of a second one
+        del x, y
+        return True
+    except BaseException as e:  # noqa: BLE001 - what the probe would see
+        kinds.append((type(e).__name__, out_of_memory(e)))
+        return False
+
+
+print(json.dumps({"edge": bisect(fits, 1, 1024), "tried": tried, "kinds": kinds}))
+'''
+
+
+def test_the_search_finds_the_edge_of_a_real_allocator_failure_in_one_process():
+    """The search against torch's own allocator under raylab's RLIMIT_DATA cap, in one process: each size a real
+    allocation of two 64 MB tensors per item; room for 5 items' first tensor, so 2 of both fit and 3 do not.
+    Every failure is torch's "can't allocate memory", which raylab names out of host memory."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", SEARCH_UNDER_A_CAP], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["edge"] == [2, 3], out  # 2 x 2 x 64 MB fit in 352 MB of room; 3 x 2 x 64 MB do not
+    assert out["tried"] == [1, 2, 4, 3], out  # doubling to the first failure, then bisecting to one item
+    assert out["kinds"] and all(kind == "host" for _, kind in out["kinds"]), out

@@ -1,0 +1,134 @@
+"""Fault injection for shared runs: real processes SIGKILLed (or Ray actors killed) mid-trial, several trials of
+one invocation each losing the process its plan names.
+
+A Killer thread watches the trials' sinks (named Ray actors `raylab-sink-<run id>`); once a trial's first epoch
+has reached its sink, it looks the trial's name up in the run's MLflow store and kills what the plan says for
+that trial's next repeat: {"torch:ddp x2": ["worker", None]} kills a worker of the first repeat and leaves the
+second alone (the uninterrupted twin the restarted one is compared with).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+
+def actor_pids(actor_class: str) -> list[int]:
+    """Processes whose title Ray set to the actor's class (`ray::RayTrainWorker...`, `ray::ParameterServer...`)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            title = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and title.startswith(f"ray::{actor_class}"):
+            pids.append(int(proc.name))
+    return pids
+
+
+def registered(ray, sink, prefix: str) -> int:
+    """The pid a tf:ps process registered with its role (`chief-pid-N`, `worker-pid-N`, `ps-pid-N`)."""
+    names = ray.get(sink.registered.remote(), timeout=30)
+    return int(next(n for n in names if n.startswith(prefix)).rsplit("-", 1)[1])
+
+
+def kill_server_actor(ray, sink) -> str:
+    """torch:ps-*'s first parameter server, killed through Ray (ray.kill), as a lost actor."""
+    (name,) = [n for n in ray.get(sink.registered.remote(), timeout=30) if n.endswith("/ps0")]
+    handle, _ = ray.get(sink.lookup.remote([name]), timeout=30)[0]
+    ray.kill(handle)
+    return name
+
+
+# What a plan can name, each -> a pid to SIGKILL (or a name, for what was killed through Ray).
+VICTIMS = {
+    "worker": lambda ray, sink: max(actor_pids("RayTrainWorker")),  # the newest Ray Train worker
+    "server": lambda ray, sink: max(actor_pids("ParameterServer")),  # torch:ps-*'s newest server process
+    "tf-worker": lambda ray, sink: registered(ray, sink, "worker-pid-"),  # a tf:ps worker task
+    "tf-ps": lambda ray, sink: registered(ray, sink, "ps-pid-"),  # a tf:ps parameter server task
+    "tf-chief": lambda ray, sink: registered(ray, sink, "chief-pid-"),
+    "server-actor": kill_server_actor,
+}
+
+
+class Killer(threading.Thread):
+    """Kills, in each trial the plan names, what it names for that trial's next repeat, once the trial's first
+    epoch (or, with after="training", its first progress report) has reached its sink."""
+
+    def __init__(self, ray, uri: str, plan: dict[str, list[str | None]], after: str = "epoch", timeout: float = 900):
+        super().__init__(daemon=True)
+        self.ray, self.uri, self.after, self.timeout = ray, uri, after, timeout
+        self.plan = {name: list(victims) for name, victims in plan.items()}
+        self.killed: list[tuple[str, str, object]] = []  # (trial name, run id, pid or name; None: left alone)
+        self.stop = threading.Event()
+
+    def run(self):
+        from mlflow.tracking import MlflowClient
+
+        client, seen = MlflowClient(tracking_uri=self.uri), set()
+        deadline = time.monotonic() + self.timeout
+        while any(self.plan.values()) and time.monotonic() < deadline and not self.stop.is_set():
+            for sink_name in self.sinks():
+                if sink_name in seen:
+                    continue
+                try:
+                    sink = self.ray.get_actor(sink_name)
+                    latest, epochs, _ = self.ray.get(sink.poll.remote(), timeout=10)
+                    if not (epochs if self.after == "epoch" else latest is not None):
+                        continue
+                    run_id = sink_name.removeprefix("raylab-sink-")
+                    name = client.get_run(run_id).info.run_name
+                    seen.add(sink_name)
+                    victims = self.plan.get(name)
+                    if not victims:
+                        continue
+                    victim = victims.pop(0)
+                    what = None
+                    if victim:
+                        what = VICTIMS[victim](self.ray, sink)
+                        if isinstance(what, int):
+                            os.kill(what, signal.SIGKILL)
+                    self.killed.append((name, run_id, what))
+                except Exception:  # noqa: BLE001 - the trial ended meanwhile, or its run is not readable yet
+                    continue
+            time.sleep(0.2)
+
+    def sinks(self) -> list[str]:
+        names = [n["name"] if isinstance(n, dict) else n for n in self.ray.util.list_named_actors()]
+        return sorted(n for n in names if n.startswith("raylab-sink-"))
+
+    def killed_runs(self) -> set[str]:
+        return {run_id for _, run_id, what in self.killed if what}
+
+
+def no_train_workers_left(timeout: float = 60) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not actor_pids("RayTrainWorker") and not actor_pids("ParameterServer"):
+            return True
+        time.sleep(1)
+    return False
+
+
+def leftovers() -> list[str]:
+    """raylab's Ray processes still alive: trial workers, parameter servers, sinks."""
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, timeout=30).stdout
+    return [line for line in out.splitlines()
+            if line.startswith(("ray::RayTrainWorker", "ray::ParameterServer", "ray::TrialSink"))]
+
+
+def assert_nothing_left():
+    deadline = time.monotonic() + 60
+    while leftovers() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert leftovers() == []
+
+
+def children(client, parent_id):
+    exp = client.get_run(parent_id).info.experiment_id
+    runs = client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    return sorted(runs, key=lambda r: r.info.start_time)
