@@ -97,7 +97,7 @@ TEXT
         exit 1
     fi
 fi
-# Headless Chromium, for the test that opens the MLflow UI as a user sees it (tests/e2e/test_mlflow_ui.py).
+# Headless Chromium, for the README test, which opens the MLflow UI as a user sees it (tests/e2e/test_readme.py).
 if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
     if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
         echo "setup: installing Debian's chromium and chromium-driver (for the MLflow UI test)"

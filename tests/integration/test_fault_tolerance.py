@@ -1,9 +1,9 @@
 """A trial survives a lost worker: real worker processes SIGKILLed mid-trial on the shared local cluster.
 
-One invocation (conftest.py `lost_workers`): torch:ddp x2, tf:mwms x2, torch:ps-sync x2, tf:ps x2 and xla:ddp x2,
-3 epochs of 200 steps, each twice (A B B A). The first repeat of each loses a process once epoch 1 has reached
-the driver (a Ray Train worker; ps-sync its parameter server; tf:ps a worker task, and in its second repeat
-its ps task); the second repeat (tf:ps: none) is the uninterrupted twin. Each trial checkpoints at epoch ends;
+Two invocations (conftest.py): `lost_workers`, torch:ddp x2, tf:mwms x2, torch:ps-sync x2 and xla:ddp x2, 3 epochs
+of 200 steps, each twice (A B B A), the first repeat of each losing a process once epoch 1 has reached the
+driver (a Ray Train worker; ps-sync its parameter server), the second the uninterrupted twin; and `lost_tf_ps`,
+tf:ps x2 twice, losing a worker task in the first repeat and its ps task in the second. Each trial checkpoints at epoch ends;
 Ray Train restarts the worker group from the last checkpoint, the data order goes on where it was, and MLflow
 holds every epoch once.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import LOST_WORKERS_PLAN
+from tests.integration.conftest import LOST_TF_PS_PLAN, LOST_WORKERS_PLAN
 from tests.integration.killing import children, no_train_workers_left
 
 pytestmark = pytest.mark.integration
@@ -30,15 +30,23 @@ def runs_by_trial(ran) -> dict[str, list]:
     return out
 
 
-def test_every_planned_process_was_lost_and_every_trial_finished(lost_workers):
-    assert lost_workers.code == 0, lost_workers.tail()
-    planned = sum(1 for victims in LOST_WORKERS_PLAN.values() for v in victims if v)
-    assert len(lost_workers.killer.killed_runs()) == planned, lost_workers.killer.killed
-    for trial in lost_workers.summary["trials"]:
-        run = lost_workers.client.get_run(trial["run_id"])
+@pytest.fixture(params=["lost_workers", "lost_tf_ps"])
+def lost(request):
+    """Each of the two runs, with its plan."""
+    return request.getfixturevalue(request.param), {"lost_workers": LOST_WORKERS_PLAN,
+                                                     "lost_tf_ps": LOST_TF_PS_PLAN}[request.param]
+
+
+def test_every_planned_process_was_lost_and_every_trial_finished(lost):
+    ran, plan = lost
+    assert ran.code == 0, ran.tail()
+    planned = sum(1 for victims in plan.values() for v in victims if v)
+    assert len(ran.killer.killed_runs()) == planned, ran.killer.killed
+    for trial in ran.summary["trials"]:
+        run = ran.client.get_run(trial["run_id"])
         assert run.info.status == "FINISHED", trial
         for key in ("val_accuracy", "epoch_time_s", "train_loss"):
-            steps = [m.step for m in lost_workers.client.get_metric_history(trial["run_id"], key)]
+            steps = [m.step for m in ran.client.get_metric_history(trial["run_id"], key)]
             assert sorted(steps) == list(range(1, EPOCHS + 1)), (trial["trial"], key, steps)  # each epoch once
         assert run.data.params["max_failures"] == "1"
         assert run.data.tags["checkpointing"] == "epoch ends"
@@ -47,11 +55,11 @@ def test_every_planned_process_was_lost_and_every_trial_finished(lost_workers):
     assert no_train_workers_left()
 
 
-@pytest.mark.parametrize("name", list(LOST_WORKERS_PLAN))
-def test_a_lost_process_restarts_from_the_last_checkpoint(lost_workers, name):
+def test_a_lost_process_restarts_from_the_last_checkpoint(lost):
     """FINISHED with restarts=1 where a process was lost (after epoch 1's checkpoint was safe, so it resumed at
     or past it), none elsewhere."""
-    for restarted, run in runs_by_trial(lost_workers)[name]:
+    ran, plan = lost
+    for name, restarted, run in [(n, r, run) for n, runs in runs_by_trial(ran).items() for r, run in runs]:
         m = run.data.metrics
         assert m.get("restarts", 0) == (1 if restarted else 0), (name, m)
         if restarted:
@@ -83,12 +91,11 @@ def test_lost_parameter_server_restarts_from_its_checkpointed_shard(lost_workers
     assert len({r.data.tags["param_checksums"] for _, r in runs}) == 1
 
 
-def test_tf_ps_and_xla_restart_from_their_checkpoints(lost_workers):
+def test_tf_ps_and_xla_restart_from_their_checkpoints(lost_workers, lost_tf_ps):
     """tf:ps x2 with a worker task SIGKILLed, and again with its parameter server task SIGKILLed (the variables
     the ps held come back from the chief's checkpoint); xla:ddp x2 (torch_xla's save of model, optimizer and
     schedule) ends with the weights of its uninterrupted repeat."""
-    trials = runs_by_trial(lost_workers)
-    assert [r for r, _ in trials["tf:ps x2"]] == [True, True]
-    xla = trials["xla:ddp x2"]
+    assert [r for r, _ in runs_by_trial(lost_tf_ps)["tf:ps x2"]] == [True, True]
+    xla = runs_by_trial(lost_workers)["xla:ddp x2"]
     assert sorted(r for r, _ in xla) == [False, True]
     assert len({r.data.tags["param_checksums"] for _, r in xla}) == 1, xla  # bit for bit the uninterrupted weights

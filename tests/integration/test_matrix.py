@@ -57,7 +57,7 @@ def matrix(ray_cluster, tmp_path_factory, template_db):
     recipe = FASHION.variant(metrics=("accuracy", Native(tf=sum_and_count_tf, torch=sum_and_count_torch,
                                                          name="hits")))
     trials = "tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2,tf:tpu"
-    return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 10, recipe,
+    return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 9, recipe,
                       "--quick", "--profile", "--ps", "2", "--tpu-fallback", "mirrored", "--trials", trials)
 
 
@@ -155,9 +155,12 @@ def test_xla_trial_learns_agrees_and_does_not_recompile(matrix, name, workers, p
 
 
 def test_profile_logs_each_frameworks_trace_and_a_summary(matrix):
-    """--profile: each trial's run holds its framework's trace and a profile_summary.txt, and is tagged profiled."""
+    """--profile: each trial's run holds its framework's trace and a profile_summary.txt, and is tagged profiled
+    (every kind the profiler covers, raylab/profile.py: not the parameter-server ones)."""
     for trial in matrix.summary["trials"]:
         name, run_id = trial["trial"], trial["run_id"]
+        if ":ps" in name:
+            continue
         files = artifacts(matrix.client, run_id)
         assert any(f.startswith(TRACES[name.split(":")[0]]) for f in files), (name, files)
         text = open(matrix.client.download_artifacts(run_id, "profile/profile_summary.txt")).read()

@@ -1,8 +1,9 @@
 """Parameter-server trials on a real local Ray cluster: sync PS equals DDP, tf:ps trains, and a dead server or
 chief fails the trial cleanly, leaving nothing behind. (torch:ps-async with two servers: test_matrix.py.)
 
-The trained trials are the uninterrupted ones of conftest.py's `lost_workers` run (3 epochs of 200 steps of
-batch 64; tf:ps: both repeats lost a task and restarted); the kills without restarts are this file's own run.
+The trained trials are conftest.py's shared runs: the uninterrupted ps-sync and DDP twins of `lost_workers` (3
+epochs of 200 steps), and `lost_tf_ps`'s tf:ps (both repeats lost a task and restarted); the kills without
+restarts are this file's own run.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def test_torch_ps_sync_computes_what_ddp_computes(lost_workers):
     assert m["ps_push_pull_ms"] > 0 and m["ps_bytes_per_step"] == 2 * 101_770 * 4 * 2
 
 
-def test_tf_ps_trains_with_chief_ps_and_workers(lost_workers):
-    for _, run in runs_by_trial(lost_workers)["tf:ps x2"]:
+def test_tf_ps_trains_with_chief_ps_and_workers(lost_tf_ps):
+    for _, run in runs_by_trial(lost_tf_ps)["tf:ps x2"]:
         assert run.info.status == "FINISHED" and run.data.metrics["val_accuracy"] > 0.6
         assert run.data.tags["strategy_class"] == "ParameterServerStrategyV2"  # tf.distribute.ParameterServerStrategy
         assert run.data.params["ray_workers"] == "4" and run.data.params["oversubscribed"] == "True"

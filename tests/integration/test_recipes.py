@@ -190,7 +190,10 @@ def test_resunet_trains_masks_and_depth_in_every_framework(run_recipe, capsys):
     (20 steps of 2): foreground IoU far above all-foreground's (the foreground fraction, ~0.2) and
     all-background's (0). Measured here: tf 0.75, torch 0.90, xla 0.95."""
     recipe = load_recipe("resunet_train")
-    code, summary, client = run_recipe(recipe, "--quick", "--trials", "tf:none,torch:none,xla:single")
+    # Two threads a worker: one trial at a time has both cores, and the 30M-parameter step takes ~1 s an image
+    # on one (as the recipe's docstring runs it).
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "tf:none,torch:none,xla:single",
+                                       "--threads", "2")
     assert code == 0, capsys.readouterr().err[-2000:]
     foreground = float(recipe.data()[3]["mask"][:recipe.quick_test].mean())  # all-foreground's IoU on them
     runs = children(client, summary)

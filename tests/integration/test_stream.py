@@ -11,13 +11,13 @@ import sys
 import numpy as np
 import pytest
 
-from tests.integration.conftest import LOST_WORKERS_STEPS, ROOT, load_recipe, shared_run
+from tests.integration.conftest import LOST_STEPS, ROOT, load_recipe, shared_run
 from tests.integration.killing import children, no_train_workers_left
 from tests.integration.test_fault_tolerance import runs_by_trial
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 1  # the scenes generator's trial; the others are the shared runs'
-STEPS = 200  # per epoch, as LOST_WORKERS_STEPS
+STEPS = 200  # per epoch, as LOST_STEPS
 
 FASHION = load_recipe("fashion")
 
@@ -42,17 +42,17 @@ def test_export_refuses_a_directory_that_is_not_empty(exported):
 @pytest.fixture(scope="module")
 def streamed(ray_cluster, tmp_path_factory, template_db, exported):
     """tf:none, tf:mwms x2, torch:ddp x2 and xla:single from the Parquet files, with the in-memory run's seed,
-    steps and batch (conftest.py `lost_workers`); torch:ddp x2 loses a worker once epoch 1 reached the driver,
+    data (--quick's first 8,192 items), steps and batch (conftest.py `lost_workers`); torch:ddp x2 loses a worker once epoch 1 reached the driver,
     and checkpoints every 3 s, so it resumes mid-epoch."""
     return shared_run(tmp_path_factory.mktemp("streamed"), template_db, "streamed", 4, FASHION,
-                      "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single", *LOST_WORKERS_STEPS,
+                      "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single", *LOST_STEPS,
                       "--checkpoint-every", "0.05", "--data", str(exported), kill={"torch:ddp x2": ["worker"]})
 
 
 def test_parquet_trains_in_every_framework_like_in_memory(streamed, lost_workers):
     """Every trial FINISHED, input_wait_s and Ray Data's statistics recorded for the streamed ones, test accuracy
     close to the same trial in memory (the uninterrupted twins of `lost_workers`; the 0.01 comparison of every
-    trial on whole epochs is bench/stream.py parity's; here 600 steps of batch 64)."""
+    trial on whole epochs is bench/stream.py parity's; here 600 steps of batch 32)."""
     assert streamed.code == 0, streamed.tail()
     memory = {name: run for name, runs in runs_by_trial(lost_workers).items() for restarted, run in runs
               if not restarted and name in ("tf:mwms x2", "torch:ddp x2")}
@@ -61,7 +61,8 @@ def test_parquet_trains_in_every_framework_like_in_memory(streamed, lost_workers
         run = streamed.client.get_run(trial["run_id"])
         assert run.info.status == "FINISHED", trial
         assert run.data.params["data_streamed"] == "True"
-        assert run.data.params["train_samples"] == "60000" and run.data.params["data"] == "fashion-mnist"
+        # --quick takes the first 8,192 rows of the Parquet files, as it takes the first items in memory
+        assert run.data.params["train_samples"] == "8192" and run.data.params["data"] == "fashion-mnist"
         assert run.data.metrics["input_wait_s"] >= 0 and 0 <= run.data.metrics["input_wait_share"] < 1
         assert run.data.tags["input"].startswith("streamed")
         artifacts = [a.path for a in streamed.client.list_artifacts(trial["run_id"])]
@@ -144,7 +145,8 @@ def test_image_folder_of_scenes_trains_in_torch_and_tf(image_folder):
         run = client.get_run(trial["run_id"])
         assert run.info.status == "FINISHED", trial
         assert run.data.params["train_samples"] == "384" and run.data.params["test_samples"] == "96"
-        assert run.data.metrics["val_accuracy"] > 0.5  # two classes, told apart from the images
+        if trial["trial"].endswith(" b16"):  # the size this test always trained at; b32 is the sweep's
+            assert run.data.metrics["val_accuracy"] > 0.5  # two classes, told apart from the images
         assert [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2]
 
 
@@ -158,7 +160,9 @@ def test_batch_sweep_groups_and_parity_catches_what_was_built(image_folder):
         params = client.get_run(trial["run_id"]).data.params
         assert params["batch_per_replica"] == trial["trial"][-2:] == params["global_batch"]
     out = image_folder.out.split("experiment 'scene_images', run")[-1]
-    table = [line.split() for line in out.splitlines() if line.startswith(("tf:none x1 b", "torch:none x1 b"))][:4]
+    # a row: the trial's name, "!" where it was input-bound (the note under the table says so), then its batch
+    table = [[word for word in line.split() if word != "!"] for line in out.splitlines()
+             if line.startswith(("tf:none x1 b", "torch:none x1 b"))][:4]
     assert [(row[0], row[1], row[2]) for row in table] == [("tf:none", "x1", "b16"), ("torch:none", "x1", "b16"),
                                                           ("tf:none", "x1", "b32"), ("torch:none", "x1", "b32")]
     assert [row[3] for row in table] == ["16", "16", "32", "32"]  # the batch/replica column
