@@ -18,10 +18,11 @@ from tests.integration.conftest import load_recipe
 pytestmark = pytest.mark.integration
 
 FASHION = load_recipe("fashion")
-# Each item becomes K copies of itself: K * 784 * 4 bytes per activation (~170 MB at 56,000), and the step holds
-# a few of them; the weights are 784 numbers. The edge under the 3,000 MB cap is then 2-3 items in either framework.
-K = {"torch": 56_000, "tf": 56_000}
-RAY_TRAIN_STARTS = 10  # per framework: about three probes (four where the edge is further) and the trial
+# Each item becomes K copies of itself: K * 784 * 4 bytes per activation (~88 MB at 28,000), and the step holds
+# several of them; the weights are 784 numbers. At 56,000 torch's edge under the 3,000 MB cap was 1 item (2 ran
+# out of memory in its probe): these put it a few items above the recipe's batch of 2.
+K = {"torch": 28_000, "tf": 20_000}
+RAY_TRAIN_STARTS = 12  # per framework: three to five probes and the trial
 
 
 def wide_torch():
@@ -58,7 +59,8 @@ def wide_tf(keras=None):
 
 
 def test_batch_max_finds_the_largest_batch_under_the_cap_in_torch_and_tf(run_recipe, capsys):
-    recipe = FASHION.variant(models={"torch": wide_torch, "tf": wide_tf}, batch_per_replica=2)
+    # 64 test items: evaluation runs in batches no larger than the training batch, here a few items
+    recipe = FASHION.variant(models={"torch": wide_torch, "tf": wide_tf}, batch_per_replica=2, quick_test=64)
     code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:none,tf:none", "--batch", "max",
                                        "--memory-cap-mb", "3000", "--epochs", "1", "--steps-per-epoch", "4",
                                        "--max-failures", "0")
