@@ -5,6 +5,7 @@ trained from those files in every framework (one of them losing a worker), an im
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -166,7 +167,8 @@ def test_batch_sweep_groups_and_parity_catches_what_was_built(image_folder):
     assert [(row[0], row[1], row[2]) for row in table] == [("tf:none", "x1", "b16"), ("torch:none", "x1", "b16"),
                                                           ("tf:none", "x1", "b32"), ("torch:none", "x1", "b32")]
     assert [row[3] for row in table] == ["16", "16", "32", "32"]  # the batch/replica column
-    assert "parity: UNFAIR (optimizer as built differ)" in out
+    # (streamed, each trial reports the test inputs' range it saw: that can differ between trials as well)
+    assert re.search(r"^parity: UNFAIR \(optimizer as built[ ,]", out, re.M), out
     assert "tf:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)" in out
     assert "torch:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in out
 
