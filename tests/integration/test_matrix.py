@@ -1,13 +1,13 @@
-"""The fashion matrix, once: every sync trial kind, PyTorch/XLA, a parameter-server kind and the tf:tpu fallback
-train the Fashion-MNIST subset on a real local Ray cluster in one invocation, with --profile and a Native metric,
+"""The fashion matrix, once: every sync trial kind, PyTorch/XLA and a parameter-server kind train the
+Fashion-MNIST subset on a real local Ray cluster in one invocation, with --profile and a Native metric,
 and each test below reads what it checks from that run.
 
     tf:none, tf:mirrored x2, tf:mwms x2, torch:none, torch:ddp x2, xla:single, xla:ddp x2, torch:ps-async x2
-    (two servers: --ps 2), tf:tpu (no TPU here: --tpu-fallback mirrored runs it as MirroredStrategy)
+    (two servers: --ps 2)
 
 Together with tests/unit this is the fast tier (docs/testing.md): one trial of every framework and kind of
-distribution, in minutes. The distributed strategies run on 2 workers only: x1 is the same code with one replica
-(tf:mirrored x1 runs as the tf:tpu fallback here and in test_recipes' mnist test, torch:ddp x1 in e2e).
+distribution, in under 5 minutes. The distributed strategies run on 2 workers only: x1 is the same code with one replica
+(tf:mirrored x1 runs in test_tpu.py's fallback and test_recipes' mnist test, torch:ddp x1 in e2e).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ RAY_TRAIN_STARTS = 0  # every trial here is the shared run's
 
 FASHION = load_recipe("fashion")
 KINDS = ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2", "xla:single x1",
-         "xla:ddp x2", "torch:ps-async x2", "tf:mirrored x1 (asked tf:tpu)"]
+         "xla:ddp x2", "torch:ps-async x2"]
 EXPECTED_CLASS = {
     "tf:none": "_DefaultDistributionStrategy",
     "tf:mirrored": "MirroredStrategy",
@@ -56,9 +56,9 @@ def matrix(ray_cluster, tmp_path_factory, template_db):
 
     recipe = FASHION.variant(metrics=("accuracy", Native(tf=sum_and_count_tf, torch=sum_and_count_torch,
                                                          name="hits")))
-    trials = "tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2,tf:tpu"
-    return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 9, recipe,
-                      "--quick", "--profile", "--ps", "2", "--tpu-fallback", "mirrored", "--trials", trials)
+    trials = "tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2"
+    return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 8, recipe,
+                      "--quick", "--profile", "--ps", "2", "--trials", trials)
 
 
 def most_reads(steps: int, window: int) -> int:
@@ -166,13 +166,10 @@ def test_profile_logs_each_frameworks_trace_and_a_summary(matrix):
         files = artifacts(matrix.client, run_id)
         assert any(f.startswith(TRACES[name.split(":")[0]]) for f in files), (name, files)
         text = open(matrix.client.download_artifacts(run_id, "profile/profile_summary.txt")).read()
-        # The tf:tpu fallback's profile is labelled with the kind asked for, "tf:tpu x1", not with what ran (the
-        # run's name and tags say tf:mirrored): noticed here, left to its own issue.
-        said = "tf:tpu x1" if "(asked tf:tpu)" in name else name
-        assert text.startswith(f"raylab profile: {said}, rank 0, steps "), text[:200]
+        assert text.startswith(f"raylab profile: {name}, rank 0, steps "), text[:200]
         assert "top " in text and "operations by self time" in text
         assert tags["profiled"].startswith("steps ") and "of rank 0" in tags["profiled"], tags["profiled"]
-        assert f"[{said}] profiled steps" in matrix.out
+        assert f"[{name}] profiled steps" in matrix.out
     xla = matrix.trials()["xla:single x1"]["run_id"]
     assert "profile/xla_metrics.txt" in artifacts(matrix.client, xla)
     ddp = matrix.trials()["torch:ddp x2"]["run_id"]
@@ -197,15 +194,3 @@ def test_torch_ps_async_with_two_servers_records_staleness(matrix):
     assert run.data.tags["replicas_consistent"] == "n/a"  # asynchronous workers hold different versions by design
     table = matrix.out.split("experiment 'fashion', run")[-1]
     assert "stale mean" in table and "torch:ps-async x2 *" in table and "oversubscribed" in table
-
-
-def test_tf_tpu_fallback_is_recorded_as_mirrored(matrix):
-    trial = matrix.trials()["tf:mirrored x1 (asked tf:tpu)"]
-    assert trial["status"] == "FINISHED"
-    tags = matrix.client.get_run(trial["run_id"]).data.tags
-    assert tags["requested_strategy"] == "tpu" and tags["actual_strategy"] == "mirrored"
-    assert tags["strategy_class"] == "MirroredStrategy" and tags["device_kind"] == "cpu"
-    assert "Ray assigned this worker no TPU chips" in tags["fallback_reason"]
-    assert "TPU" not in tags["ray_resources"]
-    # The comparison printed at the end names what ran.
-    assert "tf:mirrored x1 (asked tf:tpu)" in matrix.out.split("experiment 'fashion', run")[-1]
