@@ -43,7 +43,7 @@ HOSTS = ("process", "thread", "actor", "actor-thread", "ray-train")
 def torch_step():
     import torch
 
-    from raylab.backends.torch import shuffled_batches
+    from raylab.frameworks.torch.worker import shuffled_batches
     from raylab.models.mlp import torch_model
 
     torch.set_num_threads(1)
@@ -68,7 +68,7 @@ def torch_step():
 
 
 def xla_step():
-    from raylab.backends.xla import worker_env
+    from raylab.frameworks.xla.kinds import worker_env
 
     os.environ.update(worker_env("CPU", 1))  # before torch_xla is imported, as the trial's backend does
     import torch
@@ -167,7 +167,7 @@ def on(host: str, n: int, warmup: int, framework: str) -> dict:
 
         backend = None
         if framework == "xla":
-            from raylab.backends.xla import _xla_backend_config
+            from raylab.frameworks.xla.kinds import _xla_backend_config
 
             backend = _xla_backend_config("cpu")
         TorchTrainer(loop, train_loop_config={"out": str(out)}, scaling_config=ScalingConfig(num_workers=1),

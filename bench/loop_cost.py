@@ -11,7 +11,7 @@ machine's drift falls on both sides alike), each as its own process:
   - torch: the usual loop keeping the running loss and accuracy sums on the device (`loss_sum +=
     loss.detach()`, `correct += (logits.argmax(1) == y).sum()`) and reading them once every 32 steps,
     as Keras fit does; defined below (`plain_torch`);
-  - tf: Keras `compile(steps_per_execution=32)` and `fit` (raylab/plain.py `run_tf`, loss only).
+  - tf: Keras `compile(steps_per_execution=32)` and `fit` (raylab/frameworks/tf/plain.py `run`, loss only).
 
 Both sides are timed the same way: the same Chrono over the same windows (raylab.loop.windows: the
 first step alone, then windows of 32 steps from one host read to the next, the recipe's warm-up left out,
@@ -52,8 +52,8 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
     """The usual torch loop, the running loss and accuracy sums kept on the device, read every `window` steps."""
     import torch
 
+    from raylab.frameworks.torch.task import TorchTask, take, to_tensors
     from raylab.loop import windows
-    from raylab.task.torch import TorchTask, take, to_tensors
     from raylab.timing import Chrono
 
     torch.set_num_threads(spec["threads"])
@@ -106,7 +106,7 @@ def plain_main(spec_path: str) -> None:
         task, (x, y, xt, yt) = cloudpickle.load(f)
     spec = {**spec, "start": start}
     if spec["framework"] == "tf":
-        from raylab.plain import run_tf
+        from raylab.frameworks.tf.plain import run as run_tf
 
         result = run_tf(spec, task, x, y, xt, yt)
     else:

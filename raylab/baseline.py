@@ -32,14 +32,13 @@ def baseline_specs(cfg: Settings) -> list[TrialSpec]:
 
 
 def plain_env(framework: str, threads: int) -> dict:
-    """The subprocess environment: the trial's threads, the driver's import path, no GPU for TF."""
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    if framework == "xla":
-        from raylab.backends.xla import worker_env
+    """The subprocess environment: the trial's threads, the driver's import path, what the framework reads at
+    import (its plain script's env: XLA's PJRT device and flags)."""
+    from raylab.frameworks import framework as framework_named
 
-        env.update(worker_env("CPU", threads))
-    return env
+    fw = framework_named(framework)
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), **fw.import_env, **fw.part("plain").env(threads),
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
 def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdir: Path, trace: bool = False,

@@ -32,7 +32,6 @@ PROBE_STEPS = 3  # training steps each size runs: the first allocates the optimi
 # ran out of memory later in the trial (TF, 751 items: passed 2 probe steps, ran out on the trial's third; the
 # allocators' arenas grow over a run), so the trial keeps a margin; the edge itself is recorded.
 MARGIN = 0.9
-FRAMEWORKS = ("tf", "torch")  # xla compiles per shape on its own allocator: not searched
 
 
 @dataclass
@@ -88,9 +87,14 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
     if resume:
         raise UserError("--resume goes on at the batch each trial already ran; the recorded --batch max cannot search "
                         "again. Start a new invocation instead.")
-    others = [k for k in kinds if k.split(":")[0] not in FRAMEWORKS or k.endswith(":ps") or ":ps-" in k]
+    from raylab.frameworks import get_strategy
+    from raylab.frameworks import kinds as every_kind
+
+    others = [k for k in kinds if not get_strategy(k).batch_search]
     if others:
-        raise UserError(f"--batch max searches tf and torch trials (not the parameter-server ones): drop "
+        searched = [k for k in every_kind() if get_strategy(k).batch_search]
+        raise UserError(f"--batch max searches {', '.join(searched)} trials (not XLA's, not the parameter-server "
+                        f"ones): drop "
                         f"{', '.join(sorted(set(others)))}, or give --batch a size.")
     if streamed:
         raise UserError("--batch max needs the data in memory (it runs probes on the first items); give --batch a "
@@ -99,8 +103,8 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
 
 def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Search, int | None]:
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
-    from raylab.backends import get_strategy
     from raylab.data import num_items
+    from raylab.frameworks import get_strategy
 
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)

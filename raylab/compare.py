@@ -9,6 +9,7 @@ from pathlib import Path
 
 from raylab import protocol
 from raylab.errors import UserError
+from raylab.frameworks import frameworks
 from raylab.tracking import PARENT, ROLE
 
 # (column, header, format) in the order the table shows them
@@ -212,7 +213,7 @@ def write_chart(rows: list[dict], path: Path, title: str, lines: list[dict] | No
 
     done = [r for r in rows if r.get("samples_per_sec") is not None]
     names = [r["trial"] for r in done]
-    palette = {"tf": "tab:orange", "torch": "tab:blue", "xla": "tab:green"}
+    palette = {fw.name: fw.color for fw in frameworks()}
     colors = [palette.get(r["framework"], "tab:gray") for r in done]
     bars_h = 0.6 * max(len(done), 3) + 1.5
     if lines:
@@ -244,9 +245,8 @@ def write_chart(rows: list[dict], path: Path, title: str, lines: list[dict] | No
     axes[0].invert_yaxis()
     from matplotlib.patches import Patch
 
-    names_of = {"tf": "TensorFlow", "torch": "PyTorch", "xla": "PyTorch/XLA"}
-    axes[2].legend(handles=[Patch(color=palette[k], label=names_of[k]) for k in palette
-                            if any(r["framework"] == k for r in done)], loc="lower right")
+    axes[2].legend(handles=[Patch(color=fw.color, label=fw.title) for fw in frameworks()
+                            if any(r["framework"] == fw.name for r in done)], loc="lower right")
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -10,9 +10,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raylab.backends import STRATEGIES, get_strategy
 from raylab.errors import UserError
-
+from raylab.frameworks import framework_of, get_strategy, kinds
 
 # Training steps between host reads. bench/step_loop.py measured it on this repository's 2-core
 # machine (docs/results.md, "Steps per host read"): the MLP at batch 32 gains little past 32.
@@ -27,7 +26,7 @@ class TrialSpec:
     """One way of running a recipe: framework:strategy on a number of replicas.
 
     Three names, one trial (say TensorFlow's MultiWorkerMirroredStrategy on two replicas):
-      kind      "tf:mwms"     framework:strategy, the key of raylab.backends.STRATEGIES and what --trials lists
+      kind      "tf:mwms"     framework:strategy, one of raylab.frameworks.kinds() and what --trials lists
       strategy  "mwms"        the strategy's short name within its framework (recorded as requested_strategy)
       name      "tf:mwms x2"  the kind on its worker count (plus " bB" in a --batch sweep): the MLflow run name
     """
@@ -99,16 +98,11 @@ def parse_trials(text: str) -> list[str]:
     if not items:
         raise UserError("--trials is empty; give a comma-separated list such as tf:mwms,torch:ddp.")
     for item in items:
-        if split_trial(item)[0] not in STRATEGIES:
-            known = ", ".join(sorted(STRATEGIES))
+        if split_trial(item)[0] not in kinds():
+            known = ", ".join(sorted(kinds()))
             raise UserError(f"unknown trial '{item}'; choose from {known} (framework:strategy, optionally ' xN').")
     check_installed(items)
     return list(dict.fromkeys(items))
-
-
-# The packages each framework's trials import, and the install extra (scripts/setup.sh choice) that brings them.
-FRAMEWORK_PACKAGES = {"tf": ("tensorflow", "TensorFlow", "tf"), "torch": ("torch", "PyTorch", "torch"),
-                      "xla": ("torch_xla", "PyTorch/XLA", "xla")}
 
 
 def installed(module: str) -> bool:
@@ -120,11 +114,10 @@ def installed(module: str) -> bool:
 def check_installed(items: list[str]) -> None:
     """UserError naming the extra to install when a trial's framework is not in this Python."""
     for item in items:
-        framework = split_trial(item)[0].split(":")[0]
-        module, name, extra = FRAMEWORK_PACKAGES[framework]
-        if not installed(module):
-            raise UserError(f"trial '{item}' needs {name}, which is not installed in this Python; install it with "
-                            f"`scripts/setup.sh {extra}` (or `pip install -e '.[{extra}]'`).")
+        fw = framework_of(split_trial(item)[0])
+        if not installed(fw.package):
+            raise UserError(f"trial '{item}' needs {fw.title}, which is not installed in this Python; install it with "
+                            f"`scripts/setup.sh {fw.extra}` (or `pip install -e '.[{fw.extra}]'`).")
 
 
 def parse_counts(text: str, flag: str, example: str) -> list[int]:

@@ -25,6 +25,7 @@ from functools import partial
 from ray.train.v2._internal.execution.failure_handling import FailureDecision
 from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
 
+from raylab.frameworks import frameworks
 from raylab.memory import device_peak_mb, peak_rss_mb
 
 # A peer's loss seen from a survivor: the collective or the connection it was blocked on breaks. Not the
@@ -85,8 +86,8 @@ def lost_peer(exc: BaseException) -> bool:
     text = str(exc).lower()
     if any(m in text for m in LOST_PEER):
         return True
-    distributed = any(m in "".join(f.filename for f in traceback.extract_tb(exc.__traceback__))
-                      for m in ("torch/distributed", "collective", "tensorflow/python/distribute", "torch_xla"))
+    paths = ("collective", *(p for fw in frameworks() for p in fw.collective_paths))
+    distributed = any(m in "".join(f.filename for f in traceback.extract_tb(exc.__traceback__)) for m in paths)
     return distributed and any(m in text for m in LOST_PEER_IN_COLLECTIVE)
 
 
@@ -103,7 +104,8 @@ def out_of_memory(exc: BaseException) -> str | None:
     exc = task_cause(exc)
     names, text = _names(exc), str(exc).lower()
     if "OutOfMemoryError" in names:  # torch.OutOfMemoryError: CUDA's caching allocator; Ray's: its memory monitor
-        return "device" if type(exc).__module__.startswith("torch") else "host"
+        device = tuple(m for fw in frameworks() for m in fw.device_errors)
+        return "device" if device and type(exc).__module__.startswith(device) else "host"
     if "MemoryError" in names:  # Python's (and numpy's) allocations on the host
         return "host"
     if "ResourceExhaustedError" in names or any(m in text for m in OOM_TEXT):

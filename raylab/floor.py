@@ -23,7 +23,8 @@ import sys
 import time
 from pathlib import Path
 
-IMPORTS = {"tf": "import tensorflow", "torch": "import torch", "xla": "import torch_xla"}
+from raylab.frameworks import framework, frameworks
+
 CACHE = Path("~/.cache/raylab/startup-floor.json")
 
 _FIT = """
@@ -73,9 +74,9 @@ def import_seconds(statement: str) -> float:
 
 
 def installed_frameworks() -> list[str]:
-    from raylab.config import FRAMEWORK_PACKAGES, installed
+    from raylab.config import installed
 
-    return [f for f, (module, _, _) in FRAMEWORK_PACKAGES.items() if installed(module)]
+    return [fw.name for fw in frameworks() if installed(fw.package)]
 
 
 def measure(rounds: int = 3, poll_s: float | None = None) -> dict:
@@ -85,7 +86,7 @@ def measure(rounds: int = 3, poll_s: float | None = None) -> dict:
     for _ in range(rounds):
         times["pass"].append(import_seconds("pass"))
         for f in frameworks:
-            times[f].append(import_seconds(IMPORTS[f]))
+            times[f].append(import_seconds(f"import {framework(f).package}"))
     fits = fit_seconds(rounds, poll_s)
     python = statistics.median(times["pass"])
     return {"fit_entry_s": statistics.median(e for e, _ in fits), "fit_total_s": statistics.median(t for _, t in fits),
@@ -105,7 +106,7 @@ def identity() -> dict:
             return None
 
     return {"host": socket.gethostname(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-            **{name: version(name) for name in ("ray", "tensorflow", "torch", "torch_xla")}}
+            **{name: version(name) for name in ("ray", *(fw.package for fw in frameworks()))}}
 
 
 def save(figures: dict, path: Path = CACHE) -> Path:

@@ -14,14 +14,17 @@ def peak_rss_mb() -> float:
 
 
 def device_peak_mb() -> float | None:
-    """The peak memory this process's tensors held on its accelerator, MB: torch's CUDA caching allocator
-    (max_memory_allocated) or TF's first GPU (get_memory_info's peak); None where the process used none."""
-    torch, tf = sys.modules.get("torch"), sys.modules.get("tensorflow")
-    try:
-        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-            return torch.cuda.max_memory_allocated() / 2**20
-        if tf is not None and tf.config.list_logical_devices("GPU"):
-            return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**20
-    except Exception:  # noqa: BLE001 - a broken device says nothing
-        return None
+    """The peak memory this process's tensors held on its accelerator, MB, as the first framework this process
+    imported that used one reads it (raylab/frameworks/<name>/memory.py); None where the process used none."""
+    from raylab.frameworks import frameworks
+
+    for fw in frameworks():
+        if fw.package not in sys.modules:
+            continue
+        try:
+            peak = fw.part("memory").device_peak_mb()
+        except Exception:  # noqa: BLE001 - a broken device says nothing
+            return None
+        if peak is not None:
+            return peak
     return None

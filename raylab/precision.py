@@ -7,7 +7,7 @@
           xla:* on a TPU: `torch.autocast("xla")` (torch_xla 2.9's autocast is TPU-only).
     fp16  not applied by raylab yet: it needs a CUDA GPU and loss scaling (GradScaler, LossScaleOptimizer).
 
-A trial that cannot apply what was asked stops the command before Ray starts with one line, unless
+Each trial kind says what it meets (`Strategy.bf16` in raylab/frameworks/<name>/kinds.py). A trial that cannot apply what was asked stops the command before Ray starts with one line, unless
 --precision-fallback fp32 was given: then it runs fp32 and records precision_applied=fp32 with the reason
 (precision_fallback_reason), and the command says so.
 """
@@ -15,29 +15,17 @@ A trial that cannot apply what was asked stops the command before Ray starts wit
 from __future__ import annotations
 
 from raylab.errors import UserError
-
-BF16_KINDS = {"torch:none", "torch:ddp", "tf:none", "tf:mirrored", "tf:mwms", "tf:tpu"}
+from raylab.frameworks import get_strategy
 
 
 def why_not(kind: str, precision: str, device: str) -> str | None:
-    """Why `kind` cannot apply `precision` on `device` ("cpu", "gpu", or "tpu" for xla/tf:tpu), or None."""
+    """Why `kind` cannot apply `precision` on `device` ("cpu", "gpu", or "tpu": the kind's own device), or None."""
     if precision == "fp32":
         return None
     if precision == "fp16":
         return ("fp16 needs loss scaling on a CUDA GPU, which raylab does not apply yet"
                 if device == "gpu" else "fp16 needs a CUDA GPU (CPUs and TPUs run bf16)")
-    if kind in BF16_KINDS:
-        return None
-    if kind.startswith("xla:"):
-        return None if device == "tpu" else "torch_xla 2.9's autocast runs bf16 on a TPU only"
-    return f"{kind} has no bf16 step in raylab: its parameter servers hold float32 weights and apply the updates"
-
-
-def xla_device(cfg) -> str:
-    """The device an xla trial runs on: its PJRT device (raylab/backends/xla.py), TPU or not."""
-    from raylab.backends.xla import pjrt_device
-
-    return "tpu" if pjrt_device(cfg.device) == "TPU" else cfg.device
+    return get_strategy(kind).why_not_bf16(device)
 
 
 def check(cfg) -> dict[str, str]:
@@ -45,8 +33,7 @@ def check(cfg) -> dict[str, str]:
     --precision-fallback fp32); a UserError without it. Called before Ray starts."""
     fallen: dict[str, str] = {}
     for spec in cfg.trials:
-        device = xla_device(cfg) if spec.kind.startswith("xla:") else ("tpu" if spec.kind == "tf:tpu" else cfg.device)
-        reason = why_not(spec.kind, cfg.precision, device)
+        reason = why_not(spec.kind, cfg.precision, get_strategy(spec.kind).device(cfg))
         if reason is None:
             continue
         if cfg.precision_fallback != "fp32":

@@ -24,14 +24,9 @@ import time
 
 ENV_IMPORTS = "RAYLAB_PREWARM"  # comma-separated modules to import at process start
 
-# What each framework's worker loop imports first (torch._dynamo: torch.optim's first optimizer imports it).
-IMPORTS = {"tf": ("tensorflow", "keras"), "torch": ("torch", "torch.distributed", "torch._dynamo"),
-           "xla": ("torch", "torch.distributed", "torch._dynamo", "torch_xla")}
-
-# The environment the frameworks read at import, set from the start of the process (the worker loops set
-# the same again): TF's C++ log level; XLA's PJRT device and flags (raylab/backends/xla.py).
-FRAMEWORK_ENV = {"tf": {"TF_CPP_MIN_LOG_LEVEL": "2"}}
-# What a worker reports of its environment at process start: what raylab sets there (raylab/trainer.py worker_env).
+# What each framework's worker loop imports first is its FRAMEWORK.imports; what it reads at import, set from the
+# start of the process (the worker loops set the same again), its FRAMEWORK.import_env and its kind's worker_env
+# (XLA's PJRT device and flags). What a worker reports of its environment at process start: what raylab sets there (raylab/trainer.py worker_env).
 START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")
 
 started: dict[str, float] = {}  # module -> seconds its import took on the hook's thread (for tests and phases)
@@ -44,15 +39,17 @@ def enabled() -> bool:
 
 
 def runtime_env(framework: str, env: dict | None = None) -> dict:
-    """Ray Train's worker_runtime_env for a trial of `framework`: the hook and what it imports."""
+    """Ray Train's worker_runtime_env for a trial of `framework` (its name): the hook and what it imports."""
     from ray._private import ray_constants
 
+    from raylab.frameworks import framework as framework_named
+
+    fw = framework_named(framework)
     # The job brought its own hook (keep it), or RAYLAB_PREWARM=0 (the benchmarks' before/after switch).
     if not enabled():
-        return {"env_vars": {**FRAMEWORK_ENV.get(framework, {}), **(env or {})}}
+        return {"env_vars": {**fw.import_env, **(env or {})}}
     return {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.prewarm.start",
-                         ENV_IMPORTS: ",".join(IMPORTS.get(framework, ())),
-                         **FRAMEWORK_ENV.get(framework, {}), **(env or {})}}
+                         ENV_IMPORTS: ",".join(fw.imports), **fw.import_env, **(env or {})}}
 
 
 def start() -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import statistics
 
+from raylab.frameworks import NAMES, framework
+
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
           "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
@@ -24,7 +26,6 @@ PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"
           ("steps_per_epoch", "steps/epoch")]
 PER_RUN_LENGTH = [("built_lr_schedule", "learning rate as built"), ("global_batch", "global batch")]
 WALL_TARGET, SPS_TARGET = 1.05, 0.97  # raylab vs a plain script: whole-job time at most, samples/s at least
-SAME_AS_PLAIN = {"tf": "tf:none", "torch": "torch:none", "xla": "xla:single"}  # the trial a plain script mirrors
 
 
 def rate(value: float) -> str:
@@ -126,7 +127,7 @@ def overhead(folded: list[dict]) -> list[str]:
             continue
         sps = r["samples_per_sec"] / base["samples_per_sec"]
         wall = r["wall_s"] / base["wall_s"] if r.get("wall_s") and base.get("wall_s") else None
-        same = f"{r['framework']}:{r['strategy']}" == SAME_AS_PLAIN.get(r["framework"])
+        same = r["framework"] in NAMES and r["strategy"] == framework(r["framework"]).single  # what the plain mirrors
         verdict = ""
         if same:
             met = sps >= SPS_TARGET and (wall is not None and wall <= WALL_TARGET)

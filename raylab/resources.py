@@ -5,10 +5,10 @@ from __future__ import annotations
 import ray
 
 from raylab import matrix
-from raylab.backends import get_strategy
-from raylab.backends.tpu import slice_scaling
 from raylab.config import Settings, TrialSpec
 from raylab.errors import UserError
+from raylab.frameworks import get_strategy
+from raylab.tpu import slice_scaling
 
 
 def reservation(strategy, layout, cluster: dict, streamed: bool = False) -> tuple[float, bool]:

@@ -11,27 +11,31 @@ no accuracy is claimed.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from raylab.errors import UserError
+from raylab.frameworks import framework as frameworks_named
+from raylab.frameworks import frameworks
 
-KINDS = {"tf:none": "tf", "torch:none": "torch", "xla:single": "xla"}  # single-process trials only
+
+def single_kinds() -> dict[str, str]:
+    """Each framework's one-process trial kind -> its framework: what a step benchmark runs."""
+    return {f"{fw.name}:{fw.single}": fw.name for fw in frameworks()}
 
 
 @dataclass(frozen=True)
 class StepBench:
     name: str
-    # framework ("tf", "torch"; xla uses the torch builder on an XLA device) -> builder(ctx) -> (run_once, facts)
+    # whose model builder (a framework's `models`: xla uses torch's on an XLA device) -> builder(ctx) -> (run_once, facts)
     builders: dict[str, Callable[["BenchContext"], tuple[Callable[[], Any], dict]]]
     batch: int  # items per iteration (samples/s = batch / iteration time)
     iterations: int  # timed iterations
     warmup: int  # untimed-for-steady-state iterations before them (the first is the trace/compile)
     quick_batch: int
     quick_iterations: int = 2
-    default_trials: tuple[str, ...] = ("tf:none", "torch:none", "xla:single")
+    default_trials: tuple[str, ...] = field(default_factory=lambda: tuple(single_kinds()))
     what: str = "iteration"  # what one iteration is, for the logs
     doc: str = field(default="", compare=False)
 
@@ -49,47 +53,6 @@ class BenchContext:
     bf16: bool = False  # torch builders: autocast to bf16 (applied on CUDA and XLA TPU; recorded)
 
 
-def _set_up(ctx: BenchContext, facts: dict, precision: str, gpu: bool):
-    """Threads, seed and device of the bench's framework, into ctx and facts; torch_xla's metrics (XLA) or None."""
-    framework, threads = ctx.framework, ctx.threads
-    met = None
-    if framework == "tf":
-        if not gpu:
-            os.environ["CUDA_VISIBLE_DEVICES"] = ""
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-        facts["framework_version"] = tf.__version__
-        gpus = tf.config.list_logical_devices("GPU")
-        if gpu and not gpus:
-            raise RuntimeError("--device gpu, but TensorFlow sees no GPU on this worker (a CPU-only build?); "
-                               "install a CUDA build of TensorFlow or use --device cpu.")
-        ctx.device = "gpu" if gpus else "cpu"
-    else:
-        import torch
-
-        torch.set_num_threads(threads)
-        torch.manual_seed(ctx.seed)
-        facts["framework_version"] = torch.__version__
-        ctx.device = torch.device("cpu")
-        if framework == "torch" and gpu:
-            ctx.device = torch.device("cuda", 0)  # Ray sets CUDA_VISIBLE_DEVICES to the one it assigned
-            ctx.sync = lambda: torch.cuda.synchronize(ctx.device)
-            ctx.bf16 = precision == "bf16" and torch.cuda.is_bf16_supported()
-            facts["device_name"] = torch.cuda.get_device_name(ctx.device)
-        if framework == "xla":
-            import torch_xla
-            import torch_xla.core.xla_model as xm
-            import torch_xla.debug.metrics as met
-
-            ctx.device = torch_xla.device()
-            ctx.sync = lambda: (torch_xla.sync(), xm.wait_device_ops())
-            ctx.bf16 = precision == "bf16" and os.environ.get("PJRT_DEVICE") == "TPU"
-            facts.update(torch_xla_version=torch_xla.__version__, pjrt_device=os.environ.get("PJRT_DEVICE"))
-    return met
-
-
 def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, warmup: int, threads: int,
                 seed: int, precision: str, trial_start: float, gpu: bool = False) -> dict:
     """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
@@ -100,11 +63,11 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
     t_enter = time.time()
     ctx = BenchContext(framework, batch, threads, seed)
     facts = {"intra_op_threads": threads}
-    met = _set_up(ctx, facts, precision, gpu)
-    run_once, built = bench.builders["tf" if framework == "tf" else "torch"](ctx)
+    fw = frameworks_named(framework)
+    met = fw.part("stepbench").set_up(ctx, facts, precision, gpu)
+    run_once, built = bench.builders[fw.models](ctx)
     # The same names as training trials' device_kind: cpu, gpu (TF), cuda (torch), xla:cpu / xla:cuda / xla:tpu.
-    kind = ("xla:" + os.environ.get("PJRT_DEVICE", "").lower() if framework == "xla"
-            else getattr(ctx.device, "type", ctx.device))
+    kind = facts.pop("device_kind", None) or getattr(ctx.device, "type", ctx.device)
     facts.update(built, precision_applied="bf16" if ctx.bf16 else "fp32", device_kind=kind)
     times, compiled = [], (0, 0.0)
     t_first = time.time()
@@ -126,9 +89,10 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
 
 
 def check_trials(bench: StepBench, kinds: list[str]) -> None:
-    wrong = [k for k in kinds if k not in KINDS]
+    single = single_kinds()
+    wrong = [k for k in kinds if k not in single]
     if wrong:
-        raise UserError(f"{bench.name} is a single-process step benchmark; it runs {', '.join(KINDS)}, "
+        raise UserError(f"{bench.name} is a single-process step benchmark; it runs {', '.join(single)}, "
                         f"not {', '.join(wrong)}.")
 
 
@@ -136,7 +100,6 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     """Every trial x repeat (interleaved, alternating order) as a Ray task in a fresh process; returns outcomes."""
     import ray
 
-    from raylab.backends.xla import pjrt_device, worker_env
     from raylab.matrix import schedule
     from raylab.outcome import INTERRUPTS, TrialOutcome, recorded
 
@@ -150,7 +113,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     outcomes, status = [], "FAILED"
     try:
         for repeat, spec in schedule(cfg, []):
-            fw = KINDS[spec.kind]
+            fw = frameworks_named(spec.framework)
             params = {"recipe": bench.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.strategy,
                       "requested_strategy": spec.strategy, "workers": 1, "global_batch": batch, "batch_per_replica": batch,
                       "iterations": iterations, "warmup_steps": warmup, "threads": cfg.threads, "seed": cfg.seed,
@@ -160,14 +123,13 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
             print(f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
                   f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===", flush=True)
             outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.strategy, repeat=repeat)
-            env = {"OMP_NUM_THREADS": str(cfg.threads),
-                   **(worker_env(pjrt_device(cfg.device), cfg.threads) if fw == "xla" else {})}
+            env = {"OMP_NUM_THREADS": str(cfg.threads), **fw.part("stepbench").env(cfg)}
             start = time.time()
             outcomes.append(outcome)
             with recorded(outcome, tracker):
                 task = ray.remote(max_calls=1)(_bench_task).options(  # max_calls=1: a fresh process per trial
                     num_cpus=cfg.threads, num_gpus=1 if gpu else 0, runtime_env={"env_vars": env})
-                out = ray.get(task.remote(bench, fw, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision,
+                out = ray.get(task.remote(bench, fw.name, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision,
                                           start, gpu))
                 outcome.result = {**out["result"], "wall_s": time.time() - start}
                 tracker.log_metrics(run_id, outcome.result)

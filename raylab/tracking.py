@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from raylab.errors import UserError
+from raylab.frameworks import frameworks
 
 ROLE = "raylab.role"  # "parent" or "trial"
 PARENT = "mlflow.parentRunId"
@@ -54,9 +55,7 @@ def driver_versions() -> dict:
         "version.python": platform.python_version(),
         "version.ray": package_version("ray"),
         "version.mlflow": package_version("mlflow"),
-        "version.tensorflow": package_version("tensorflow"),
-        "version.torch": package_version("torch"),
-        "version.torch_xla": package_version("torch-xla"),
+        **{f"version.{fw.package}": package_version(fw.package) for fw in frameworks()},
     }
 
 

@@ -9,11 +9,11 @@ Test the framework with `strategy.framework`, never with the short name.
 from __future__ import annotations
 
 from raylab import failure, matrix, prewarm
-from raylab.backends import get_strategy
-from raylab.backends.tpu import slice_scaling
 from raylab.config import Settings, TrialSpec
+from raylab.frameworks import get_strategy
 from raylab.recipe import Recipe
 from raylab.resources import worker_resources
+from raylab.tpu import slice_scaling
 from raylab.worker import WorkerConfig
 
 
@@ -26,14 +26,7 @@ def train_run_name(run_id: str) -> str:
 def worker_env(strategy, backend, cfg: Settings) -> dict:
     """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
     framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
-    if strategy.framework == "tf" and (cfg.device == "cpu" or strategy.ps_roles):
-        return {"CUDA_VISIBLE_DEVICES": ""}  # what ran is what's recorded: no GPU may sneak into a CPU trial
-    if strategy.framework == "xla":
-        # PJRT reads these at `import torch_xla`, which the prewarm thread starts as the process starts.
-        from raylab.backends.xla import worker_env as xla_env
-
-        return xla_env(backend.pjrt, backend.threads)
-    return {}
+    return strategy.worker_env(backend, cfg) if strategy.worker_env else {}
 
 
 def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: dict, sink,

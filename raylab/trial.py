@@ -22,9 +22,9 @@ import ray
 
 from raylab import cluster, console, failure, prewarm
 from raylab import floor as startup_floor
-from raylab.backends import get_strategy
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
+from raylab.frameworks import get_strategy
 from raylab.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.params import common_params
 from raylab.progress import Progress

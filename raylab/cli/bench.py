@@ -11,12 +11,12 @@ from raylab.errors import UserError
 
 
 def bench_parser(bench) -> argparse.ArgumentParser:
-    from raylab.stepbench import KINDS
+    from raylab.stepbench import single_kinds
 
     p = F.parser(bench.name, bench.doc)
     what = p.add_argument_group("what to run")
     what.add_argument("--trials", default=",".join(bench.default_trials),
-                      help=f"comma-separated trials (default: %(default)s); known: {', '.join(KINDS)}")
+                      help=f"comma-separated trials (default: %(default)s); known: {', '.join(single_kinds())}")
     what.add_argument("--iterations", type=F.integer, default=bench.iterations,
                       help=f"timed {bench.what}s per trial, after {bench.warmup} warm-up ones (default: %(default)s)")
     what.add_argument("--quick", action="store_true",
@@ -51,8 +51,9 @@ def bench_main(bench, argv: list[str] | None = None) -> int:
     args = bench_parser(bench).parse_args(argv)
     try:
         cfg = bench_config(bench, args)
-        if any(s.kind == "xla:single" for s in cfg.trials):
-            C.get_strategy("xla:single").preflight(cfg, {})
+        for kind in dict.fromkeys(s.kind for s in cfg.trials):  # before Ray starts (torch_xla imports, say)
+            if C.get_strategy(kind).preflight:
+                C.get_strategy(kind).preflight(cfg, {})
         tracker = connect(cfg, args.address)
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 
 from raylab import config as C
-from raylab.backends.tpu import parse_topology, parse_tpu_type
 from raylab.errors import UserError
 from raylab.overrides import parse_batches, set_fields
+from raylab.tpu import parse_topology, parse_tpu_type
 
 # What --resume may be given beside it: where to look and where to run; the rest is the recorded command's.
 RESUME_FLAGS = {"resume", "tracking_uri", "experiment", "json", "address", "verbose"}

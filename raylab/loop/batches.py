@@ -1,7 +1,7 @@
 """Where a worker's training batches come from: the loop's one seam for input.
 
 A backend's train(k) takes each step's batch from a BatchSource. Today's sources hold the worker's
-in-memory shard (raylab/backends/torch.py ShardBatches, the TF and XLA loaders); a streamed dataset
+in-memory shard (raylab/frameworks/torch/worker.py ShardBatches, the TF and XLA loaders); a streamed dataset
 comes in as another source. The loop moves a source to a checkpoint's position after a restart and
 records how long the steps waited on it.
 """

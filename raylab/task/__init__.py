@@ -1,7 +1,7 @@
 """The training task a recipe declares once: preprocessing, loss, optimizer, schedule, metrics.
 
 Everything here is framework-free and picklable: it travels to the workers as declared, and
-`raylab/task/tf.py` and `raylab/task/torch.py` each build the same thing from it (the only two
+`raylab/frameworks/tf/task.py` and `raylab/frameworks/torch/task.py` each build the same thing from it (the only two
 places that know how a portable name maps onto a framework). A recipe may use portable names
 or bring its own callables per framework with `Native(tf=..., torch=...)`.
 """

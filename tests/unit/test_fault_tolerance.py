@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from raylab import cli
-from raylab.backends.torch import shuffled_batches
+from raylab.frameworks.torch.worker import shuffled_batches
 from raylab.sink import restart_figures
 from raylab.timing import Chrono
 from tests.unit.test_config import RECIPE, _main_fails, no_ray  # noqa: F401 - a fixture
@@ -23,8 +23,8 @@ def test_unknown_tracking_scheme_exits_2_in_one_line(no_ray, fashion_root, monke
 
 
 def test_dead_ray_address_is_a_user_error_within_seconds():
-    from raylab.errors import UserError
     from raylab.cluster import init_ray
+    from raylab.errors import UserError
 
     start = time.monotonic()
     with pytest.raises(UserError, match="nothing answers at the Ray address 127.0.0.1:1"):

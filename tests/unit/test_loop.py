@@ -56,7 +56,7 @@ def test_batches_restart_after_done_and_time_their_waits():
 
 def test_torch_shard_batches_restart_where_an_uninterrupted_run_would_be():
     torch = pytest.importorskip("torch")
-    from raylab.backends.torch import shard_batches
+    from raylab.frameworks.torch.worker import shard_batches
 
     x, y = torch.arange(40.0).reshape(20, 2), torch.arange(20)
     whole = shard_batches(x, y, 3, seed=7)

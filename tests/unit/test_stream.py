@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from raylab import cli
-from raylab.backends import get_strategy
 from raylab.errors import UserError
+from raylab.frameworks import get_strategy
 from raylab.loop import StreamBatches
 from raylab.resources import reservation
 from raylab.stream import MANIFEST, StreamInfo, images, parquet

@@ -17,8 +17,8 @@ tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")
 
-from raylab.task.tf import TFTask  # noqa: E402
-from raylab.task.torch import TorchTask  # noqa: E402
+from raylab.frameworks.tf.task import TFTask  # noqa: E402
+from raylab.frameworks.torch.task import TorchTask  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -13,8 +13,8 @@ tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 keras = pytest.importorskip("keras")
 
-from raylab.task.tf import TFTask  # noqa: E402
-from raylab.task.torch import TorchTask  # noqa: E402
+from raylab.frameworks.tf.task import TFTask  # noqa: E402
+from raylab.frameworks.torch.task import TorchTask  # noqa: E402
 
 Y = np.array([0.0, 1.0, 2.0, 3.0], "float32")
 PRED = np.array([[0.5], [1.0], [2.5], [3.0]], "float32")

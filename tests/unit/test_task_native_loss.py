@@ -8,8 +8,8 @@ torch = pytest.importorskip("torch")
 
 
 def test_native_torch_loss_scalar_or_per_example():
+    from raylab.frameworks.torch.task import TorchTask
     from raylab.task import Native, Task
-    from raylab.task.torch import TorchTask
 
     pred, y = torch.randn(4, 1, requires_grad=True), torch.randn(4)
     per_example = (pred.reshape(-1) - y).square()

@@ -6,7 +6,7 @@ import itertools
 
 import torch
 
-from raylab.backends.torch import shuffled_batches
+from raylab.frameworks.torch.worker import shuffled_batches
 
 
 def take(n: int, batch: int, seed: int, count: int) -> list[list[int]]:

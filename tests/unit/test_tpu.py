@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 from ray.train import ScalingConfig
 
-from raylab.backends import get_strategy
-from raylab.backends.tpu import (accelerator_type, describe, missing_tpu, parse_topology, parse_tpu_type,
-                                 slice_scaling)
 from raylab.config import Settings
 from raylab.errors import UserError
+from raylab.frameworks import get_strategy
+from raylab.tpu import accelerator_type, describe, missing_tpu, parse_topology, parse_tpu_type, slice_scaling
 
 CPU_ONLY = {"CPU": 2.0, "memory": 1e9, "object_store_memory": 1e8, "node:127.0.0.1": 1.0}
 TPU_HOST = {**CPU_ONLY, "TPU": 4.0, "TPU-v4-8-head": 1.0, "accelerator_type:TPU-V4": 1.0}

@@ -1,24 +1,9 @@
-"""PyTorch trials: one plain process (torch:none) and DistributedDataParallel (torch:ddp).
-
-Ray Train's TorchConfig sets up the process group for DDP: gloo on CPU, nccl on GPU.
-torch:none is the analogue of tf:none: the same loop with no process group and no DDP
-wrapper. It exists because DDP costs about 1 ms per step even with one rank here (gloo
-all-reduce plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would
-be recorded as something that did not run.
-"""
+"""The PyTorch worker loop of torch:none and torch:ddp (raylab/frameworks/torch/kinds.py), and the pieces the
+xla loop shares with it (the shard, the saver, the step)."""
 
 from __future__ import annotations
 
-from ray.train.backend import BackendConfig
-
-from raylab.backends.base import Strategy
 from raylab.shard import data_facts, evaluation, stream_stats
-
-
-def _backend_config(device: str):
-    from ray.train.torch import TorchConfig  # imports torch: only torch trials get here
-
-    return TorchConfig(backend="nccl" if device == "gpu" else "gloo")
 
 
 def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0):
@@ -82,8 +67,8 @@ def shard_batches(x, y, batch: int, seed: int, device=None):
 def batch_source(data, batch: int, seed: int, steps_per_epoch: int, device=None):
     """The worker's batches: its in-memory shard's tensors (moved to the device once), or its streamed split
     through iter_torch_batches (prepared and made tensors on Ray Data's prefetch thread, then moved)."""
+    from raylab.frameworks.torch.task import to_tensors
     from raylab.loop import StreamBatches
-    from raylab.task.torch import to_tensors
 
     if not data.streamed:
         return shard_batches(to_tensors(data.x, device), to_tensors(data.y, device), batch, seed, device)
@@ -98,8 +83,8 @@ def torch_worker_loop(config: dict) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
+    from raylab.frameworks.torch.task import to_tensors
     from raylab.loop import StepContext, Training, run_epochs
-    from raylab.task.torch import to_tensors
 
     rank = ctx.get_world_rank()
     device = torch.device(f"cuda:{ctx.get_local_rank()}" if cfg.device == "gpu" else "cpu")
@@ -119,9 +104,9 @@ def torch_worker_loop(config: dict) -> None:
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
     # bf16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs
-    from raylab.profile import torch_capture
+    from raylab.frameworks.torch.profile import capture
 
-    profile = torch_capture(device.type == "cuda") if cfg.profile else None
+    profile = capture(device.type == "cuda") if cfg.profile else None
     step = (StepContext("bf16", autocast=lambda: torch.autocast(device.type, dtype=torch.bfloat16), profile=profile)
             if cfg.precision == "bf16" else StepContext(profile=profile))
     evaluate = evaluation(data, task.evaluator(module, device))
@@ -160,8 +145,8 @@ def start_worker(config: dict):
 
 def shard_and_task(cfg, ctx, xla: bool = False):
     """(TorchTask, steps per epoch, this worker's data: raylab/shard.py's MemoryShard or StreamShard)."""
+    from raylab.frameworks.torch.task import TorchTask
     from raylab.shard import items_per_worker, worker_data
-    from raylab.task.torch import TorchTask
 
     world, rank = ctx.get_world_size(), ctx.get_world_rank()
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // cfg.batch_per_replica)
@@ -171,7 +156,7 @@ def shard_and_task(cfg, ctx, xla: bool = False):
 
 
 def take_batch(x, y, idx):
-    from raylab.task.torch import take
+    from raylab.frameworks.torch.task import take
 
     return take(x, idx), take(y, idx)
 
@@ -233,7 +218,3 @@ def param_checksum(module) -> float:
     """Sum of |parameters and buffers|: equal on every replica that holds the same model."""
     return float(sum(t.detach().cpu().double().abs().sum() for t in [*module.parameters(), *module.buffers()]
                      if t.is_floating_point()))
-
-
-NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1)
-DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config)

@@ -27,8 +27,8 @@ import ray
 from ray.train.backend import Backend, BackendConfig
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from raylab.backends.base import Strategy, new_group, set_group
 from raylab.failure import LostProcessError
+from raylab.frameworks.base import new_group, set_group
 
 WAIT_S = 600.0  # the longest a server host waits for its servers' handles or its workers
 
@@ -41,7 +41,7 @@ class ParameterServer:
                  state: dict | None = None):
         import torch
 
-        from raylab.task.torch import TorchTask
+        from raylab.frameworks.torch.task import TorchTask
 
         torch.set_num_threads(threads)
         shard = state["params"] if state else shard  # a restart: the shard as the last checkpoint holds it
@@ -202,10 +202,10 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     """A ps worker: its shard, the model pulled from the servers, the shared loop."""
     import torch
 
-    from raylab.backends.torch import host_copy, param_checksum, shard_batches, torch_facts, train_fn
     from raylab.data import worker_shard
+    from raylab.frameworks.torch.task import TorchTask, to_tensors
+    from raylab.frameworks.torch.worker import host_copy, param_checksum, shard_batches, torch_facts, train_fn
     from raylab.loop import StepContext, Training, run_epochs
-    from raylab.task.torch import TorchTask, to_tensors
 
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
     task = TorchTask(cfg.task, total_updates)
@@ -324,7 +324,3 @@ class GroupConfig(BackendConfig):
     @property
     def backend_cls(self):
         return _GroupBackend
-
-
-SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts")
-ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts")

@@ -11,7 +11,17 @@ import types
 import numpy as np
 
 from raylab.data import num_items, tree_map
-from raylab.task import Metric, Native, NativeContractError, Task, canonical_loss, describe_schedule, is_number, lr_factor, returned
+from raylab.task import (
+    Metric,
+    Native,
+    NativeContractError,
+    Task,
+    canonical_loss,
+    describe_schedule,
+    is_number,
+    lr_factor,
+    returned,
+)
 from raylab.task.common import TaskBuilder, built_report, prepare_inputs, prepare_targets, schedule_probe, test_batches
 
 
@@ -202,3 +212,6 @@ def _metric(tf, spec: Metric, y, pred) -> list:
     if spec.name == "iou":
         return [inter, tf.reduce_sum(tf.maximum(p, t))]
     return [2.0 * inter, tf.reduce_sum(p) + tf.reduce_sum(t)]  # dice
+
+
+BUILDER = TFTask  # the part every framework has (raylab/frameworks/base.py PARTS)

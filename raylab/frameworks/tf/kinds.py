@@ -1,6 +1,7 @@
-"""TensorFlow trials: the default strategy, MirroredStrategy, MultiWorkerMirroredStrategy, TPUStrategy.
+"""TensorFlow's trial kinds: the default strategy, MirroredStrategy, MultiWorkerMirroredStrategy, TPUStrategy
+(tf:tpu) and ParameterServerStrategy (tf:ps, raylab/frameworks/tf/ps.py).
 
-One training loop for every TF strategy (raylab/backends/tf_worker.py), so the strategy is the
+One training loop for every synchronous TF strategy (raylab/frameworks/tf/worker.py), so the strategy is the
 only thing that differs between TF trials. It is a Keras 3 model driven by a custom loop with `strategy.run`:
 Keras 3 `fit` fails under MultiWorkerMirroredStrategy (keras#20585, ray#47464), and of the
 two working options the custom loop measured ~10.5 ms/step against ~21 ms/step
@@ -9,7 +10,10 @@ for tf-keras `fit` (MLP, 2 workers x 1 thread, on the 2-core development VM), so
 Ray Train's own TensorflowConfig would do for TF_CONFIG, but importing ray.train.tensorflow
 imports TensorFlow on the driver (5 s, and torch trials would pay it too) and it forces
 TF_USE_LEGACY_KERAS=1; the few lines below wire TF_CONFIG without either. This module is the
-driver's side (the backend and the strategies); what each worker runs is in tf_worker.py.
+driver's side (the backend and the strategies); what each worker runs is in worker.py and ps.py.
+
+tf:tpu is placed through Ray's TPU resources (raylab/tpu.py); without a TPU it stops before training,
+or runs MirroredStrategy where --tpu-fallback mirrored allows it, recorded as actual_strategy=mirrored.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from dataclasses import dataclass
 
 from ray.train.backend import Backend, BackendConfig
 
-from raylab.backends.base import Strategy, new_group, set_group
-from raylab.backends.tf_worker import tf_worker_loop
+from raylab.frameworks.base import PS_NO_BF16, Strategy, new_group, set_group
+from raylab.frameworks.tf.ps import tf_ps_loop
+from raylab.frameworks.tf.worker import tf_worker_loop
 
 
 def _address() -> str:
@@ -77,6 +82,42 @@ class MultiWorkerConfig(BackendConfig):
         return _MultiWorkerBackend
 
 
-NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1)
-MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True)
-MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig())
+def _tpu_preflight(cfg, cluster: dict) -> None:
+    from raylab.errors import UserError
+    from raylab.tpu import missing_tpu
+
+    why = missing_tpu(cfg.tpu_type, cluster)
+    if why and cfg.tpu_fallback != "mirrored":
+        raise UserError(f"tf:tpu: {why}; run on a TPU node or choose another strategy "
+                        "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such).")
+    if why:
+        print(f"tf:tpu: {why}; --tpu-fallback mirrored: it will run MirroredStrategy, recorded as "
+              "actual_strategy=mirrored.", flush=True)
+
+
+def _tpu_resources(cfg, cluster: dict) -> dict:
+    from raylab.tpu import host_resources
+
+    return host_resources(cfg.tpu_type, cluster)
+
+
+def _cpu_env(backend, cfg) -> dict:
+    """What ran is what's recorded: no GPU may sneak into a CPU trial (TF takes every GPU it sees at import)."""
+    return {"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {}
+
+
+def _no_gpu(backend, cfg) -> dict:
+    return {"CUDA_VISIBLE_DEVICES": ""}  # tf:ps runs on CPUs
+
+
+_SYNC = dict(worker_env=_cpu_env, batch_search=True)  # what the synchronous kinds share
+NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, **_SYNC)
+MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True, **_SYNC)
+MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), **_SYNC)
+# One worker on one TPU host; its replicas are that host's TPU cores (a pod slice: --tpu-type).
+TPU = Strategy("tf:tpu", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, preflight=_tpu_preflight,
+               resources=_tpu_resources, replicas_found=True, device_of=lambda cfg: "tpu", **_SYNC)
+PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief", bf16=PS_NO_BF16,
+              worker_env=_no_gpu)
+
+KINDS = {"none": NONE, "mirrored": MIRRORED, "mwms": MWMS, "tpu": TPU, "ps": PS}

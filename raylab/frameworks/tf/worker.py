@@ -1,4 +1,4 @@
-"""What each TF worker runs: the one training loop of every TF strategy (raylab/backends/tensorflow.py
+"""What each TF worker runs: the one training loop of every TF strategy (raylab/frameworks/tf/kinds.py
 wires the processes together; tf_tpu.py and tf_ps.py place their trials).
 
 Each window's steps run as one tf.function call (a tf.range loop, as Keras' steps_per_execution); the
@@ -148,10 +148,10 @@ def tf_worker_loop(config: dict) -> None:
     cfg, phases, tf = _start(config)
     import ray.train
 
+    from raylab.frameworks.tf.profile import capture
+    from raylab.frameworks.tf.task import TFTask
     from raylab.loop import StepContext, Training, run_epochs
-    from raylab.profile import tf_capture
     from raylab.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
-    from raylab.task.tf import TFTask
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -195,7 +195,7 @@ def tf_worker_loop(config: dict) -> None:
                           if data.streamed else _train_fn(tf, strategy, task, model, optimizer, batches, cfg)), evaluate,
         task.results, actual, lambda: replica_checksums(strategy, model), read=lambda sums: sums.numpy() * scale,
         batches=batches, saver=tf_saver(tf, strategy, model, optimizer), phases=phases, extra=stream_stats(data, rank),
-        step=StepContext(actual["precision_applied"], profile=tf_capture() if cfg.profile else None)))
+        step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))
 
 
 def _start(config: dict):

@@ -13,13 +13,10 @@ import os
 
 import numpy as np
 
-from raylab.backends.base import Strategy
-from raylab.backends.tensorflow import MultiWorkerConfig
-from raylab.backends.tf_worker import _threads, shuffled_dataset, tf_facts
 from raylab.data import num_items
+from raylab.frameworks.tf.worker import _threads, shuffled_dataset, tf_facts
 from raylab.loop.batches import BatchSource
 from raylab.prewarm import hello
-
 
 SERVE_WAIT_S = 3600.0  # the longest a ps/worker server waits for its chief
 
@@ -55,10 +52,9 @@ def tf_ps_loop(config: dict) -> None:
     hello(cfg.sink)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    import ray
     import ray.train
     import tensorflow as tf
-
-    import ray
 
     tf.config.experimental.enable_tensor_float_32_execution(False)  # as every TF trial: recorded float32_matmul
     role = json.loads(os.environ["TF_CONFIG"])["task"]["type"]
@@ -119,7 +115,7 @@ def _chief(tf, cfg, group: str) -> None:
     import tf_keras
 
     from raylab.data import worker_shard
-    from raylab.task.tf import TFTask
+    from raylab.frameworks.tf.task import TFTask
     from raylab.loop import Training, run_epochs
 
     tf.get_logger().setLevel(logging.WARNING)  # the coordinator logs every join at INFO
@@ -212,5 +208,3 @@ def _rounds(tf, task, strategy, coordinator, model, optimizer, batches, cfg, lag
 
     return train
 
-
-PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief")

@@ -1,6 +1,6 @@
 """The xla:* worker loop: PJRT device, data through MpDeviceLoader, one step graph, compilations counted.
 
-raylab/backends/xla.py wires PJRT and the process group (the backend); this is what each worker runs.
+raylab/frameworks/xla/kinds.py wires PJRT and the process group (the backend); this is what each worker runs.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def sync_path(pjrt: str, world: int) -> str:
 
 
 def xla_worker_loop(config: dict) -> None:
-    from raylab.backends.torch import param_checksum, shard_and_task, start_worker, torch_facts
+    from raylab.frameworks.torch.worker import param_checksum, shard_and_task, start_worker, torch_facts
     from raylab.shard import data_facts, evaluation, stream_stats
 
     cfg, phases, ctx = start_worker(config)
@@ -33,9 +33,9 @@ def xla_worker_loop(config: dict) -> None:
     path = sync_path(pjrt, world)
     device = _device(pjrt, ctx)
     # autocast bf16 is TPU-only in torch_xla 2.9
-    from raylab.profile import xla_capture
+    from raylab.frameworks.xla.profile import capture
 
-    profile = xla_capture() if cfg.profile else None
+    profile = capture(False) if cfg.profile else None
     step = (StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16), profile=profile)
             if cfg.precision == "bf16" and pjrt == "TPU" else StepContext(profile=profile))
     phases.mark("setup")
@@ -112,17 +112,17 @@ def xla_saver(model, optimizer, scheduler, device, rank: int):
 
 def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
     """A batch source of (x, y) on the XLA device, endlessly. In memory: the same shuffled index batches as the
-    torch trials (raylab/backends/torch.py shuffled_batches, seeded per rank: whole batches only, so every step
+    torch trials (raylab/frameworks/torch/worker.py shuffled_batches, seeded per rank: whole batches only, so every step
     has the same shapes and the step graph compiles once) through a DataLoader behind MpDeviceLoader, restartable
     after a checkpoint's steps. Streamed: a split's whole batches, made tensors on Ray Data's prefetch thread and
     moved to the device as the step takes them."""
     import torch
     import torch_xla.distributed.parallel_loader as pl
 
-    from raylab.backends.torch import shuffled_batches
     from raylab.data import num_items
+    from raylab.frameworks.torch.task import to_tensors
+    from raylab.frameworks.torch.worker import shuffled_batches
     from raylab.loop import Batches, StreamBatches
-    from raylab.task.torch import to_tensors
 
     if data.streamed:
         epoch = data.batches(cfg.batch_per_replica, cfg.seed + rank,

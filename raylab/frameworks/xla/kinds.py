@@ -20,10 +20,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-
-from raylab.backends.base import Strategy
-from raylab.backends.xla_worker import sync_path, xla_worker_loop  # noqa: F401 - sync_path: the backend's too
 from raylab.errors import UserError
+from raylab.frameworks.base import Strategy
+from raylab.frameworks.xla.worker import sync_path, xla_worker_loop  # noqa: F401 - sync_path: the backend's too
 
 PJRT_FOR_DEVICE = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
 RAY_RESOURCE = {"CUDA": "GPU", "TPU": "TPU"}  # the Ray resource a PJRT device needs
@@ -123,7 +122,23 @@ def _resources(cfg, cluster: dict) -> dict:
     return {"TPU": 1} if pjrt_device(cfg.device) == "TPU" else {}
 
 
-SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, preflight=_preflight,
-                  model_family="torch", resources=_resources)
-DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, preflight=_preflight, model_family="torch",
-               resources=_resources)
+def _device(cfg) -> str:
+    """The device an xla trial runs on: its PJRT device, TPU or not."""
+    return "tpu" if pjrt_device(cfg.device) == "TPU" else cfg.device
+
+
+def _bf16(device: str) -> str | None:
+    return None if device == "tpu" else "torch_xla 2.9's autocast runs bf16 on a TPU only"
+
+
+def _worker_env(backend, cfg) -> dict:
+    # PJRT reads these at `import torch_xla`, which the prewarm thread starts as the process starts.
+    return worker_env(backend.pjrt, backend.threads)
+
+
+_XLA = dict(preflight=_preflight, model_family="torch", resources=_resources, bf16=_bf16, device_of=_device,
+            worker_env=_worker_env)
+SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, **_XLA)
+DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, **_XLA)
+
+KINDS = {"single": SINGLE, "ddp": DDP}

@@ -12,7 +12,17 @@ import functools
 import numpy as np
 
 from raylab.data import num_items, tree_map
-from raylab.task import PY_MATH, Metric, Native, NativeContractError, Task, canonical_loss, is_number, lr_factor, returned
+from raylab.task import (
+    PY_MATH,
+    Metric,
+    Native,
+    NativeContractError,
+    Task,
+    canonical_loss,
+    is_number,
+    lr_factor,
+    returned,
+)
 from raylab.task.common import TaskBuilder, built_report, prepare_inputs, prepare_targets, schedule_probe, test_batches
 
 
@@ -228,3 +238,6 @@ def _metric(spec: Metric, y, pred) -> list:
     if spec.name == "iou":
         return [inter, p.maximum(t).sum()]
     return [2.0 * inter, p.sum() + t.sum()]
+
+
+BUILDER = TorchTask  # the part every framework has (raylab/frameworks/base.py PARTS)

@@ -1,0 +1,141 @@
+"""What every framework package provides (`Framework`, its parts) and what each of its trial kinds is (`Strategy`).
+
+A framework is a folder, `raylab/frameworks/<name>/`, with the same modules in each (PARTS): the code above
+the folders asks a `Framework` or a `Strategy`, never a framework's name.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a trial's replicas map onto Ray workers."""
+
+    ray_workers: int  # Ray Train workers (processes)
+    cpus_per_worker: int  # Ray CPU resources each worker reserves
+    replicas: int  # replicas in sync across the trial
+
+    @property
+    def cpus(self) -> int:
+        return self.ray_workers * self.cpus_per_worker
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A framework:strategy pair: how many replicas it can take and how its trainer is built.
+
+    `worker_loop` is the function each Ray Train worker runs; `backend_config` returns the
+    Ray Train BackendConfig that wires the processes together (TF_CONFIG, process group).
+    """
+
+    kind: str  # "framework:strategy"
+    worker_loop: Callable[[dict], None]
+    backend_config: Callable[[str], object]  # device -> BackendConfig
+    max_workers: int | None = None  # None: any number of Ray workers
+    in_one_process: bool = False  # replicas share one Ray worker (MirroredStrategy)
+    # Driver-side checks before any worker starts (run config, cluster resources) -> UserError.
+    preflight: Callable[[object, dict], None] | None = None
+    model_family: str | None = None  # which recipe builder it uses, if not its framework's (xla -> torch)
+    # Extra Ray resources each worker reserves (e.g. {"TPU": 4}), from the run config and cluster resources.
+    resources: Callable[[object, dict], dict] | None = None
+    replicas_found: bool = False  # replicas are the devices the worker finds (TPU cores), logged after it starts
+    # Parameter-server roles beside the training workers: "chief" (tf:ps: a chief + ps + workers),
+    # "hosts" (torch:ps-*: ps hosts + workers), None (no parameter servers).
+    ps_roles: str | None = None
+    # What --precision bf16 meets on this kind: None (applied), a reason it never applies, or a function of the
+    # device it runs on giving the reason (or None) where it depends on the device.
+    bf16: str | Callable[[str], str | None] | None = None
+    # The device it runs on ("cpu", "gpu", "tpu") from the run config, where that is not --device (TPU kinds).
+    device_of: Callable[[object], str] | None = None
+    # Whether --batch max can search its largest batch (probes in one process on the host's or CUDA's allocator:
+    # not XLA, which compiles per shape on its own allocator, nor the parameter servers).
+    batch_search: bool = False
+    # What its worker processes get in their environment from their start (what the framework reads at import,
+    # raylab/prewarm.py), from (its backend config, the run config).
+    worker_env: Callable[[object, object], dict] | None = None
+
+    @property
+    def framework(self) -> str:
+        return self.kind.split(":")[0]
+
+    @property
+    def models(self) -> str:
+        return self.model_family or self.framework
+
+    @property
+    def name(self) -> str:
+        return self.kind.split(":")[1]
+
+    def device(self, cfg) -> str:
+        return self.device_of(cfg) if self.device_of else cfg.device
+
+    def why_not_bf16(self, device: str) -> str | None:
+        if callable(self.bf16):
+            return self.bf16(device)
+        return None if self.bf16 is None else f"{self.kind} has no bf16 step in raylab: {self.bf16}"
+
+    def layout(self, workers: int, threads: int, ps: int = 0) -> Layout:
+        if self.in_one_process:
+            return Layout(1, threads * workers, workers)
+        if self.ps_roles == "chief":
+            return Layout(1 + ps + workers, threads, workers)
+        if self.ps_roles == "hosts":
+            return Layout(workers + ps, threads, workers)
+        return Layout(workers, threads, workers)
+
+
+PS_NO_BF16 = "its parameter servers hold float32 weights and apply the updates"  # the ps kinds' bf16 answer
+
+
+def new_group() -> str:
+    """An id for one worker group (a restart makes a new group, with a new id)."""
+    return uuid.uuid4().hex[:12]
+
+
+def set_group(group: str) -> None:
+    """On a worker, before the loop starts: RAYLAB_GROUP, its worker group's id. A parameter-server trial's
+    processes find each other, and wait on each other, by it, never on the processes of a group that died.
+    (A function, not os.environ.__setitem__: that pickles a copy of environ.)"""
+    os.environ["RAYLAB_GROUP"] = group
+
+
+# The modules every framework package has, and what each must define (tests/unit/test_frameworks.py checks).
+PARTS = {
+    "kinds": ("KINDS",),  # its trial kinds: short name -> Strategy (driver side: no framework import at the top)
+    "task": ("BUILDER",),  # the task builder: the recipe's portable names -> the framework's objects
+    "worker": (),  # what its Ray Train workers run (the loops the kinds name)
+    "profile": ("capture",),  # capture(cuda) -> a context around one window writing the framework's trace
+    "memory": ("device_peak_mb",),  # the process's peak accelerator memory, MB, or None
+    "plain": ("run", "env"),  # the plain baseline script (raylab/plain.py) and its subprocess environment
+    # A step benchmark's (raylab/stepbench.py) worker environment from the run config, and its threads, seed and
+    # device set on the worker.
+    "stepbench": ("env", "set_up"),
+}
+
+
+@dataclass(frozen=True)
+class Framework:
+    """What raylab knows of a framework without importing it: its package's FRAMEWORK."""
+
+    name: str  # the prefix of its trial kinds ("tf" in "tf:mwms")
+    title: str  # how people name it ("TensorFlow")
+    package: str  # the module it imports ("tensorflow")
+    extra: str  # raylab's pip extra that installs it (raylab[tf])
+    kinds: tuple[str, ...]  # its trial kinds' short names, the keys of its kinds.KINDS
+    single: str  # its one-process kind: the trial a plain script and a step benchmark mirror
+    models: str  # whose model builder a recipe gives it: its own name, or another's (xla runs torch's)
+    imports: tuple[str, ...]  # what its worker loop imports first (raylab/prewarm.py starts them early)
+    color: str  # its colour in charts
+    import_env: dict = field(default_factory=dict)  # environment read at import, set from a worker's start
+    collective_paths: tuple[str, ...] = ()  # source paths of its collective ops (an error there: a lost peer?)
+    device_errors: tuple[str, ...] = ()  # modules whose OutOfMemoryError is the accelerator's, not the host's
+
+    def part(self, module: str):
+        import importlib
+
+        return importlib.import_module(f"raylab.frameworks.{self.name}.{module}")

@@ -1,0 +1,11 @@
+"""TensorFlow (Keras 3 models; tf_keras for tf:ps): what raylab knows of it without importing it."""
+
+from raylab.frameworks.base import Framework
+
+FRAMEWORK = Framework(
+    name="tf", title="TensorFlow", package="tensorflow", extra="tf",
+    kinds=("none", "mirrored", "mwms", "tpu", "ps"), single="none", models="tf",
+    imports=("tensorflow", "keras"), color="tab:orange",
+    import_env={"TF_CPP_MIN_LOG_LEVEL": "2"},  # TF's C++ log level, read at import
+    collective_paths=("tensorflow/python/distribute",),
+)

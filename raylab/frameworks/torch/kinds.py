@@ -1,0 +1,31 @@
+"""PyTorch's trial kinds: one plain process (torch:none), DistributedDataParallel (torch:ddp) and parameter
+servers on Ray actors (torch:ps-sync, torch:ps-async: raylab/frameworks/torch/ps.py).
+
+Ray Train's TorchConfig sets up the process group for DDP: gloo on CPU, nccl on GPU.
+torch:none is the analogue of tf:none: the same loop with no process group and no DDP
+wrapper. It exists because DDP costs about 1 ms per step even with one rank here (gloo
+all-reduce plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would
+be recorded as something that did not run.
+"""
+
+from __future__ import annotations
+
+from ray.train.backend import BackendConfig
+
+from raylab.frameworks.base import PS_NO_BF16, Strategy
+from raylab.frameworks.torch.ps import GroupConfig, torch_ps_loop
+from raylab.frameworks.torch.worker import torch_worker_loop
+
+
+def _backend_config(device: str):
+    from ray.train.torch import TorchConfig  # imports torch: only torch trials get here
+
+    return TorchConfig(backend="nccl" if device == "gpu" else "gloo")
+
+
+NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True)
+DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config, batch_search=True)
+SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts", bf16=PS_NO_BF16)
+ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts", bf16=PS_NO_BF16)
+
+KINDS = {"none": NONE, "ddp": DDP, "ps-sync": SYNC, "ps-async": ASYNC}
