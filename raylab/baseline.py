@@ -34,7 +34,7 @@ def baseline_specs(cfg: Settings) -> list[TrialSpec]:
 def plain_env(framework: str, threads: int) -> dict:
     """The subprocess environment: the trial's threads, the driver's import path, what the framework reads at
     import (its plain script's env: XLA's PJRT device and flags)."""
-    from raylab.frameworks import framework as framework_named
+    from raylab.registry import framework as framework_named
 
     fw = framework_named(framework)
     return {**os.environ, "OMP_NUM_THREADS": str(threads), **fw.import_env, **fw.part("plain").env(threads),

@@ -87,8 +87,8 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
     if resume:
         raise UserError("--resume goes on at the batch each trial already ran; the recorded --batch max cannot search "
                         "again. Start a new invocation instead.")
-    from raylab.frameworks import get_strategy
-    from raylab.frameworks import kinds as every_kind
+    from raylab.registry import get_strategy
+    from raylab.registry import kinds as every_kind
 
     others = [k for k in kinds if not get_strategy(k).batch_search]
     if others:
@@ -104,7 +104,7 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
 def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Search, int | None]:
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
     from raylab.data import num_items
-    from raylab.frameworks import get_strategy
+    from raylab.registry import get_strategy
 
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)

@@ -13,7 +13,7 @@ import ray
 
 from raylab import console
 from raylab.errors import UserError
-from raylab.frameworks import get_strategy
+from raylab.registry import get_strategy
 
 # How often Ray Train's controller polls its workers (Ray's default 2 s): a trial's end is noticed up to one
 # poll late, and its worker group started one poll late after a restart. The driver's value reaches the

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from raylab import protocol
 from raylab.errors import UserError
-from raylab.frameworks import frameworks
+from raylab.registry import frameworks
 from raylab.tracking import PARENT, ROLE
 
 # (column, header, format) in the order the table shows them

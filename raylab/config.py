@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raylab.errors import UserError
-from raylab.frameworks import framework_of, get_strategy, kinds
+from raylab.registry import framework_of, get_strategy, kinds
 
 # Training steps between host reads. bench/step_loop.py measured it on this repository's 2-core
 # machine (docs/results.md, "Steps per host read"): the MLP at batch 32 gains little past 32.

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from raylab.frameworks import framework, frameworks
+from raylab.registry import framework, frameworks
 
 CACHE = Path("~/.cache/raylab/startup-floor.json")
 

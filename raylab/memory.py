@@ -16,7 +16,7 @@ def peak_rss_mb() -> float:
 def device_peak_mb() -> float | None:
     """The peak memory this process's tensors held on its accelerator, MB, as the first framework this process
     imported that used one reads it (raylab/frameworks/<name>/memory.py); None where the process used none."""
-    from raylab.frameworks import frameworks
+    from raylab.registry import frameworks
 
     for fw in frameworks():
         if fw.package not in sys.modules:

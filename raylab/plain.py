@@ -15,11 +15,10 @@ Steady state is timed between those reads, as the trials are. Prints one JSON li
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 
-from raylab.frameworks import framework
+from raylab.registry import framework
 from raylab.timing import Chrono
 
 

@@ -15,7 +15,7 @@ Each trial kind says what it meets (`Strategy.bf16` in raylab/frameworks/<name>/
 from __future__ import annotations
 
 from raylab.errors import UserError
-from raylab.frameworks import get_strategy
+from raylab.registry import get_strategy
 
 
 def why_not(kind: str, precision: str, device: str) -> str | None:

@@ -42,7 +42,7 @@ def runtime_env(framework: str, env: dict | None = None) -> dict:
     """Ray Train's worker_runtime_env for a trial of `framework` (its name): the hook and what it imports."""
     from ray._private import ray_constants
 
-    from raylab.frameworks import framework as framework_named
+    from raylab.registry import framework as framework_named
 
     fw = framework_named(framework)
     # The job brought its own hook (keep it), or RAYLAB_PREWARM=0 (the benchmarks' before/after switch).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from raylab.frameworks import NAMES, framework
+from raylab.registry import NAMES, framework
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",

@@ -7,7 +7,7 @@ import ray
 from raylab import matrix
 from raylab.config import Settings, TrialSpec
 from raylab.errors import UserError
-from raylab.frameworks import get_strategy
+from raylab.registry import get_strategy
 from raylab.tpu import slice_scaling
 
 

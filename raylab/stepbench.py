@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from raylab.errors import UserError
-from raylab.frameworks import framework as frameworks_named
-from raylab.frameworks import frameworks
+from raylab.registry import framework as frameworks_named
+from raylab.registry import frameworks
 
 
 def single_kinds() -> dict[str, str]:

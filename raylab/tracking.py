@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from raylab.errors import UserError
-from raylab.frameworks import frameworks
+from raylab.registry import frameworks
 
 ROLE = "raylab.role"  # "parent" or "trial"
 PARENT = "mlflow.parentRunId"

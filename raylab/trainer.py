@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from raylab import failure, matrix, prewarm
 from raylab.config import Settings, TrialSpec
-from raylab.frameworks import get_strategy
 from raylab.recipe import Recipe
+from raylab.registry import get_strategy
 from raylab.resources import worker_resources
 from raylab.tpu import slice_scaling
 from raylab.worker import WorkerConfig

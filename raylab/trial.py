@@ -24,12 +24,12 @@ from raylab import cluster, console, failure, prewarm
 from raylab import floor as startup_floor
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.frameworks import get_strategy
 from raylab.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.params import common_params
 from raylab.progress import Progress
 from raylab.protocol import time_to_target
 from raylab.recipe import Recipe
+from raylab.registry import get_strategy
 from raylab.resources import reservation
 from raylab.sink import TrialSink, restart_figures, sink_name
 from raylab.tracking import Tracker

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,3 +68,15 @@ def host_facts() -> dict:
     # Ray starts workers at nice 15 unless told otherwise; a benchmark must say at what priority it ran.
     return {"host": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
             "niceness": os.nice(0)}
+
+
+def new_group() -> str:
+    """An id for one worker group (a restart makes a new group, with a new id)."""
+    return uuid.uuid4().hex[:12]
+
+
+def set_group(group: str) -> None:
+    """On a worker, before the loop starts: RAYLAB_GROUP, its worker group's id. A parameter-server trial's
+    processes find each other, and wait on each other, by it, never on the processes of a group that died.
+    (A function, not os.environ.__setitem__: that pickles a copy of environ.)"""
+    os.environ["RAYLAB_GROUP"] = group

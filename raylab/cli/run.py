@@ -84,7 +84,7 @@ def load_data(recipe, cfg: C.Settings):
 
 def check_streamed(cfg: C.Settings) -> None:
     """What cannot run on a streamed dataset says so before Ray starts."""
-    from raylab.frameworks import get_strategy
+    from raylab.registry import get_strategy
 
     cfg.streamed = True
     for spec in cfg.trials:

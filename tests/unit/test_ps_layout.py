@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from raylab.frameworks import get_strategy
 from raylab.frameworks.tf.kinds import ps_roles
 from raylab.frameworks.torch.ps import shard_parameters
+from raylab.registry import get_strategy
 from raylab.resources import reservation
 
 

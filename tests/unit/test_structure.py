@@ -87,3 +87,30 @@ def test_no_long_functions_or_modules():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(RAYLAB)}:{node.name}: {lines} lines")
     assert long == []
+
+
+MAX_IMPORT_LEVELS = 14  # the longest import chain from raylab's top (13 when the frameworks became folders; 18 before)
+
+
+def import_levels(graph: dict[str, set[str]]) -> tuple[int, list[str]]:
+    """The longest chain of imports, in modules (a module importing nothing is one level), and that chain."""
+    longest: dict[str, list[str]] = {}
+
+    def chain(name: str) -> list[str]:
+        if name not in longest:
+            below = [chain(m) for m in graph[name]]
+            longest[name] = [name] + max(below, key=len, default=[])
+        return longest[name]
+
+    top = max((chain(name) for name in graph), key=len)
+    return len(top), top
+
+
+def test_the_level_counter_counts_the_longest_chain():
+    assert import_levels({"a": {"b", "c"}, "b": {"c"}, "c": set(), "d": {"c"}}) == (3, ["a", "b", "c"])
+
+
+def test_the_imports_stack_few_levels():
+    known = modules()
+    levels, chain = import_levels({name: imports(name, path, known) for name, path in known.items()})
+    assert levels <= MAX_IMPORT_LEVELS, " -> ".join(chain)

@@ -7,7 +7,7 @@ from ray.train import ScalingConfig
 
 from raylab.config import Settings
 from raylab.errors import UserError
-from raylab.frameworks import get_strategy
+from raylab.registry import get_strategy
 from raylab.tpu import accelerator_type, describe, missing_tpu, parse_topology, parse_tpu_type, slice_scaling
 
 CPU_ONLY = {"CPU": 2.0, "memory": 1e9, "object_store_memory": 1e8, "node:127.0.0.1": 1.0}

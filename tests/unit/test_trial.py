@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from raylab import prewarm
-from raylab.frameworks import get_strategy
+from raylab.registry import get_strategy
 from raylab.sink import Attempts, ServerRegistry, TrialLog
 from raylab.trainer import worker_env
 from raylab.trial import agreement, start_env_tag, trial_record

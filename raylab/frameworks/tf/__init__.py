@@ -1,6 +1,6 @@
 """TensorFlow (Keras 3 models; tf_keras for tf:ps): what raylab knows of it without importing it."""
 
-from raylab.frameworks.base import Framework
+from raylab.registry import Framework
 
 FRAMEWORK = Framework(
     name="tf", title="TensorFlow", package="tensorflow", extra="tf",

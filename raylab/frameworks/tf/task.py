@@ -10,7 +10,7 @@ import types
 
 import numpy as np
 
-from raylab.data import num_items, tree_map
+from raylab.data import num_items
 from raylab.task import (
     Metric,
     Native,
@@ -214,4 +214,4 @@ def _metric(tf, spec: Metric, y, pred) -> list:
     return [2.0 * inter, tf.reduce_sum(p) + tf.reduce_sum(t)]  # dice
 
 
-BUILDER = TFTask  # the part every framework has (raylab/frameworks/base.py PARTS)
+BUILDER = TFTask  # the part every framework has (raylab/registry.py PARTS)

@@ -1,6 +1,6 @@
 """PyTorch: what raylab knows of it without importing it."""
 
-from raylab.frameworks.base import Framework
+from raylab.registry import Framework
 
 FRAMEWORK = Framework(
     name="torch", title="PyTorch", package="torch", extra="torch",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from ray.train.backend import BackendConfig
 
-from raylab.frameworks.base import PS_NO_BF16, Strategy
 from raylab.frameworks.torch.ps import GroupConfig, torch_ps_loop
 from raylab.frameworks.torch.worker import torch_worker_loop
+from raylab.registry import PS_NO_BF16, Strategy
 
 
 def _backend_config(device: str):

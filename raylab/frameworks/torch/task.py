@@ -240,4 +240,4 @@ def _metric(spec: Metric, y, pred) -> list:
     return [2.0 * inter, p.sum() + t.sum()]
 
 
-BUILDER = TorchTask  # the part every framework has (raylab/frameworks/base.py PARTS)
+BUILDER = TorchTask  # the part every framework has (raylab/registry.py PARTS)

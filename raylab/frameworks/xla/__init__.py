@@ -1,6 +1,6 @@
 """PyTorch/XLA through PJRT (torch models on an XLA device): what raylab knows of it without importing it."""
 
-from raylab.frameworks.base import Framework
+from raylab.registry import Framework
 
 FRAMEWORK = Framework(
     name="xla", title="PyTorch/XLA", package="torch_xla", extra="xla",

@@ -21,8 +21,8 @@ import sys
 from dataclasses import dataclass
 
 from raylab.errors import UserError
-from raylab.frameworks.base import Strategy
 from raylab.frameworks.xla.worker import sync_path, xla_worker_loop  # noqa: F401 - sync_path: the backend's too
+from raylab.registry import Strategy
 
 PJRT_FOR_DEVICE = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
 RAY_RESOURCE = {"CUDA": "GPU", "TPU": "TPU"}  # the Ray resource a PJRT device needs

@@ -1,15 +1,23 @@
-"""What every framework package provides (`Framework`, its parts) and what each of its trial kinds is (`Strategy`).
+"""The registry: the frameworks raylab runs and their trial kinds, looked up by name and imported lazily, and what
+each framework package provides (`Framework`, its parts) and what each of its trial kinds is (`Strategy`).
 
-A framework is a folder, `raylab/frameworks/<name>/`, with the same modules in each (PARTS): the code above
-the folders asks a `Framework` or a `Strategy`, never a framework's name.
+Each framework is a folder, `raylab/frameworks/<name>/`, with the same modules (PARTS): `__init__.py` holds its
+`FRAMEWORK` (what raylab knows of it without importing it), `kinds.py` its trial kinds, then its task builder,
+worker loop, profiler, memory reading, plain baseline and step-benchmark set-up. Adding a framework is adding a
+folder with those parts and its name in NAMES below. The code outside the folders asks a `Framework` or a
+`Strategy`, never a framework's name (tests/unit/test_frameworks.py), and imports the folders only through
+this module, lazily: framework imports happen inside worker functions, so a TensorFlow trial never imports torch
+and vice versa.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
+import functools
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable
+
+from raylab.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -92,18 +100,6 @@ class Strategy:
 PS_NO_BF16 = "its parameter servers hold float32 weights and apply the updates"  # the ps kinds' bf16 answer
 
 
-def new_group() -> str:
-    """An id for one worker group (a restart makes a new group, with a new id)."""
-    return uuid.uuid4().hex[:12]
-
-
-def set_group(group: str) -> None:
-    """On a worker, before the loop starts: RAYLAB_GROUP, its worker group's id. A parameter-server trial's
-    processes find each other, and wait on each other, by it, never on the processes of a group that died.
-    (A function, not os.environ.__setitem__: that pickles a copy of environ.)"""
-    os.environ["RAYLAB_GROUP"] = group
-
-
 # The modules every framework package has, and what each must define (tests/unit/test_frameworks.py checks).
 PARTS = {
     "kinds": ("KINDS",),  # its trial kinds: short name -> Strategy (driver side: no framework import at the top)
@@ -139,3 +135,36 @@ class Framework:
         import importlib
 
         return importlib.import_module(f"raylab.frameworks.{self.name}.{module}")
+
+
+# The registry: one line per framework, its package raylab.frameworks.<name>.
+NAMES = ("tf", "torch", "xla")
+
+
+@functools.cache
+def framework(name: str) -> Framework:
+    """The FRAMEWORK of raylab.frameworks.<name>."""
+    if name not in NAMES:
+        raise UserError(f"unknown framework '{name}'; choose from {', '.join(NAMES)}.")
+    return importlib.import_module(f"raylab.frameworks.{name}").FRAMEWORK
+
+
+def frameworks() -> list[Framework]:
+    return [framework(name) for name in NAMES]
+
+
+def kinds() -> list[str]:
+    """Every trial kind, "framework:strategy"."""
+    return [f"{fw.name}:{short}" for fw in frameworks() for short in fw.kinds]
+
+
+def framework_of(kind: str) -> Framework:
+    return framework(kind.split(":")[0])
+
+
+def get_strategy(kind: str) -> Strategy:
+    """The strategy object for 'framework:strategy'."""
+    name, _, short = kind.partition(":")
+    if name not in NAMES or short not in framework(name).kinds:
+        raise UserError(f"unknown trial '{kind}'; choose from {', '.join(sorted(kinds()))}.")
+    return framework(name).part("kinds").KINDS[short]
