@@ -6,7 +6,7 @@ and accuracy count); `--framework xla` is an `xla:single` trial's (PJRT on CPU w
 environment, MpDeviceLoader, Adam(capturable=True), one sync per step, loss and accuracy read
 back). The hosts:
 
-    process       this process, main thread (as raylab/plain.py runs it)
+    process       this process, main thread (as raylab/frameworks/plain.py runs it)
     thread        this process, a second thread
     actor         a Ray actor's method
     actor-thread  a thread started inside a Ray actor

@@ -2,7 +2,7 @@
 
 For each recipe it runs the recipe's own command line with --repeats (interleaved, alternating
 order) and, for training recipes, --baseline: each framework's 1-worker trial beside a plain
-single-process script of the same job (raylab/plain.py: no Ray, no raylab). The report it keeps is
+single-process script of the same job (raylab/frameworks/plain.py: no Ray, no raylab). The report it keeps is
 `raylab compare`'s: medians with their min..max range, which differences are significant, scaling,
 the overhead ratios against their targets (whole-job wall <= 1.05x, steady samples/s >= 0.97x),
 startup per phase and the parity report. Benchmarks, not tests: the numbers are for reading.
@@ -39,8 +39,8 @@ RUNS = {
 
 def machine() -> str:
     sys.path.insert(0, str(ROOT))
-    from raylab.tracking import driver_versions, git_commit
-    from raylab.worker import host_facts
+    from raylab.driver.tracking import driver_versions, git_commit
+    from raylab.loop.worker import host_facts
 
     facts, v = host_facts(), driver_versions()
     return (f"{facts['cpu_model']}, {facts['cpu_count']} cores, {platform.system()} {platform.machine()}; "

@@ -96,8 +96,8 @@ def delivery(args) -> None:
     from ray.train import DataConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    from raylab.scenes import SEED_SCENES, scene_stream
-    from raylab.stream import open_stream, parquet
+    from raylab.data.scenes import SEED_SCENES, scene_stream
+    from raylab.data.stream import open_stream, parquet
 
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
     sources = {"scenes generator (1.2M x 96x96x3)": (scene_stream(SEED_SCENES, 144), args.scene_batches, 32),
@@ -109,7 +109,7 @@ def delivery(args) -> None:
             import ray.train
 
             from raylab.loop import StreamBatches
-            from raylab.shard import StreamShard
+            from raylab.data.shard import StreamShard
 
             data = StreamShard(config["info"], 1, lambda x, y: (x, y))
             source = StreamBatches(data.batches(config["batch"], 0, torch=True), config["n"] + 10)
@@ -224,7 +224,7 @@ def memory_trial(directory: str, trial: str, steps: int) -> None:
 
     from raylab import Recipe, Scale, optimizer
     from raylab.cli import recipe_main
-    from raylab.stream import parquet
+    from raylab.data.stream import parquet
 
     def tf_model(keras=None):
         import keras

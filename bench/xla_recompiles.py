@@ -6,7 +6,7 @@ every step) on one fixed batch for --steps steps and prints every step at which 
 `UncachedCompile` counter rose, with the Python scalars torch.optim.Adam hands to XLA at that step
 when it computes its bias corrections on the host (the default; they change every step).
 `--capturable` keeps Adam's step count and bias corrections on the device, as the xla trials and
-raylab/plain.py do.
+raylab/frameworks/plain.py do.
 
     python bench/xla_recompiles.py --steps 17000                 # compiles again at steps 6212 and 16628
     python bench/xla_recompiles.py --steps 17000 --capturable    # only the 2 warm-up compilations

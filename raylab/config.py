@@ -18,7 +18,7 @@ from raylab.registry import framework_of, get_strategy, kinds
 DEFAULT_WINDOW = 32
 
 # What --precision and --set precision=... may ask for; each backend records what it applied.
-PRECISIONS = ("fp32", "bf16", "fp16")  # what each trial kind applies: raylab/precision.py
+PRECISIONS = ("fp32", "bf16", "fp16")  # what each trial kind applies: raylab/driver/precision.py
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,9 @@ class Settings:
     checkpoint_every_min: float = 10.0  # checkpoints inside long epochs this often (0: at epoch ends only)
     storage: str | None = None  # Ray Train storage for checkpoints (None: Ray's default, ~/ray_results)
     resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
-    streamed: bool = False  # the data streams through Ray Data (raylab/stream.py): it needs CPUs of its own
-    probe: bool = False  # a --batch max probe: train only, no evaluation (raylab/batchsize.py)
-    batch_max: bool = False  # --batch max: each trial runs at the largest batch its probes fit (raylab/batchsize.py)
+    streamed: bool = False  # the data streams through Ray Data (raylab/data/stream.py): it needs CPUs of its own
+    probe: bool = False  # a --batch max probe: train only, no evaluation (raylab/driver/batchsize.py)
+    batch_max: bool = False  # --batch max: each trial runs at the largest batch its probes fit (raylab/driver/batchsize.py)
     profile: bool = False  # --profile: one steady window of rank 0 per trial, in the framework's profiler
     memory_cap_mb: int | None = None  # each training worker process's RLIMIT_DATA (None: no cap)
     concurrency: int | None = 1  # trials at once, each on whole nodes of its own (None: as many as nodes allow)

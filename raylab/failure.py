@@ -25,7 +25,7 @@ from functools import partial
 from ray.train.v2._internal.execution.failure_handling import FailureDecision
 from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
 
-from raylab.memory import device_peak_mb, peak_rss_mb
+from raylab.loop.memory import device_peak_mb, peak_rss_mb
 from raylab.registry import frameworks
 
 # A peer's loss seen from a survivor: the collective or the connection it was blocked on breaks. Not the

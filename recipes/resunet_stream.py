@@ -1,7 +1,7 @@
 """ResNet-UNet training on the seed's full-size data: 1.2 million 96x96x3 procedural scenes, streamed.
 
 The task is recipes/resunet_train.py's (the same model, loss, metrics, batch and steps); only the data
-differs: raylab.scenes.scene_stream generates 1,200,000 training scenes (33 GB as uint8 images, 133 GB
+differs: raylab.data.scenes.scene_stream generates 1,200,000 training scenes (33 GB as uint8 images, 133 GB
 with their float32 mask and depth targets) on Ray Data's side as the trial trains, so nothing is held on
 the driver and each worker holds only its prefetch buffers. An epoch is still 100 steps (the recipe's
 steps_per_epoch): one pass over 1.2M scenes at about 1 s per image on a CPU would take two weeks.
@@ -15,7 +15,7 @@ import importlib.util
 from pathlib import Path
 
 from raylab import main
-from raylab.scenes import SEED_SCENES, scene_stream
+from raylab.data.scenes import SEED_SCENES, scene_stream
 
 _spec = importlib.util.spec_from_file_location("resunet_train", Path(__file__).with_name("resunet_train.py"))
 _train = importlib.util.module_from_spec(_spec)

@@ -2,7 +2,7 @@
 
 The model (raylab/models/resunet.py, 29,539,970 parameters in both frameworks) takes 96x96x3 images
 and returns a mask (logits; binary cross-entropy) and a depth map (L1). The data needs no download:
-raylab/scenes.py draws bright discs, rectangles and triangles, each at its own depth and shaded by it,
+raylab/data/scenes.py draws bright discs, rectangles and triangles, each at its own depth and shaded by it,
 on a dark textured background plane (train and test from different seeds). The test split is scored
 with the mask's foreground IoU and Dice (logits > 0 against the true mask) and the depth's MAE.
 
@@ -19,7 +19,7 @@ during its first two steps (~45 s on CPU) and its evaluation once.
 
 from raylab import Recipe, main, optimizer
 from raylab.models.resunet import tf_model, torch_model
-from raylab.scenes import train_test
+from raylab.data.scenes import train_test
 
 TRAIN_SCENES, TEST_SCENES = 1024, 144  # 144 = two evaluation batches of 72 96x96x3 images
 

@@ -1,4 +1,4 @@
-"""A step benchmark's command line (raylab.stepbench): the same where-to-run and recording flags as a recipe's."""
+"""A step benchmark's command line (raylab.driver.stepbench): the same where-to-run and recording flags as a recipe's."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from raylab.errors import UserError
 
 
 def bench_parser(bench) -> argparse.ArgumentParser:
-    from raylab.stepbench import single_kinds
+    from raylab.driver.stepbench import single_kinds
 
     p = F.parser(bench.name, bench.doc)
     what = p.add_argument_group("what to run")
@@ -31,7 +31,7 @@ def bench_parser(bench) -> argparse.ArgumentParser:
 
 
 def bench_config(bench, args) -> C.Settings:
-    from raylab.stepbench import check_trials
+    from raylab.driver.stepbench import check_trials
 
     kinds = C.parse_trials(args.trials)
     check_trials(bench, kinds)
@@ -44,9 +44,9 @@ def bench_config(bench, args) -> C.Settings:
 
 
 def bench_main(bench, argv: list[str] | None = None) -> int:
-    """Runs a step benchmark's trials (raylab.stepbench), then the comparison."""
+    """Runs a step benchmark's trials (raylab.driver.stepbench), then the comparison."""
     from raylab.cli.session import connect, run_to_end
-    from raylab.stepbench import run_bench
+    from raylab.driver.stepbench import run_bench
 
     args = bench_parser(bench).parse_args(argv)
     try:

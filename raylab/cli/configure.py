@@ -25,7 +25,7 @@ def edited(recipe, args):
 
     recipe = apply_overrides(recipe, args.set, args.optimizer, args.lr)
     if getattr(args, "data", None):
-        from raylab.stream import parquet
+        from raylab.data.stream import parquet
 
         recipe = recipe.variant(data=parquet(args.data))
     batches = parse_batches(args.batch)
@@ -120,7 +120,7 @@ def resumed_argv(recipe, args, argv: list[str]) -> tuple[list[str], str]:
     """(the recorded command line of the invocation --resume names, its parent run id); UserError if that
     run is not a raylab invocation or other flags were given beside --resume."""
     from raylab.cli.recipe_flags import recipe_parser
-    from raylab.tracking import Tracker
+    from raylab.driver.tracking import Tracker
 
     defaults = recipe_parser(recipe).parse_args([])
     extra = sorted(k for k, v in vars(args).items() if k not in RESUME_FLAGS and v != getattr(defaults, k))

@@ -17,7 +17,7 @@ import numpy as np
 
 from raylab.data import as_dataset, num_items, tree_map
 from raylab.errors import UserError
-from raylab.stream import MANIFEST, SPLIT_NAMES
+from raylab.data.stream import MANIFEST, SPLIT_NAMES
 
 
 def data_main(argv: list[str]) -> int:

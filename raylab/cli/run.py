@@ -6,7 +6,7 @@ import json
 import sys
 
 from raylab import config as C
-from raylab import precision
+from raylab.driver import precision
 from raylab.cli.configure import edited, make_config, resumed_argv, without_flags
 from raylab.cli.recipe_flags import recipe_parser
 from raylab.errors import UserError
@@ -18,7 +18,7 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = recipe_parser(recipe).parse_args(argv)
-    from raylab import console
+    from raylab.driver import console
 
     console.install(console.Console(verbose=args.verbose, name=args.experiment)).quiet_libraries()
     try:
@@ -27,7 +27,7 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code
     _announce(recipe, cfg, ds)
-    from raylab import invocation
+    from raylab.driver import invocation
 
     # The command as given (less --resume and where-to-look flags): what --resume runs again.
     recorded = json.dumps(without_flags([a for a in argv if a != "--verbose"],
@@ -73,12 +73,12 @@ def load_data(recipe, cfg: C.Settings):
     cfg.notes += [f"{name} runs fp32, not {cfg.precision}: {why} (--precision-fallback fp32)"
                   for name, why in cfg.precision_fallen.items()]
     if cfg.batch_max:
-        from raylab.batchsize import check as check_batch_max
+        from raylab.driver.batchsize import check as check_batch_max
 
         check_batch_max([s.kind for s in cfg.trials], ds.streamed, cfg.resume)
     if ds.streamed:
         check_streamed(cfg)
-        return ds  # --quick limits it when Ray Data opens it (raylab/invocation.py)
+        return ds  # --quick limits it when Ray Data opens it (raylab/driver/invocation.py)
     return ds.subset(recipe.quick_train, recipe.quick_test) if cfg.quick else ds
 
 

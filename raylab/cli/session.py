@@ -22,9 +22,9 @@ def connect(cfg: C.Settings, address: str | None):
 
     A sqlite store's path is checked first; opening it (a new file's schema takes about 3 s) then overlaps Ray's
     start, and Ray is stopped again if the store fails. A server's store is reached before Ray starts."""
-    from raylab import cluster
-    from raylab.resources import check_resources
-    from raylab.tracking import Tracker, check_local_store
+    from raylab.driver import cluster
+    from raylab.driver.resources import check_resources
+    from raylab.driver.tracking import Tracker, check_local_store
 
     if not check_local_store(cfg.tracking_uri):
         tracker = Tracker(cfg.tracking_uri, cfg.experiment)
@@ -40,8 +40,8 @@ def _open_store_while_ray_starts(cfg: C.Settings, address: str | None):
 
     import ray
 
-    from raylab import cluster
-    from raylab.tracking import Tracker
+    from raylab.driver import cluster
+    from raylab.driver.tracking import Tracker
 
     started = not ray.is_initialized()
     with ThreadPoolExecutor(1, thread_name_prefix="raylab-store") as pool:
@@ -75,8 +75,8 @@ def _sigterm_as_interrupt():
 
 
 def run_tags(recipe_file: str | None) -> dict:
-    from raylab.tracking import driver_versions, git_commit
-    from raylab.worker import host_facts
+    from raylab.driver.tracking import driver_versions, git_commit
+    from raylab.loop.worker import host_facts
 
     where = Path(recipe_file).resolve().parent if recipe_file else Path.cwd()
     facts = host_facts()
@@ -86,7 +86,7 @@ def run_tags(recipe_file: str | None) -> dict:
 
 def run_to_end(cfg: C.Settings, tracker, run) -> int:
     """run(tags) -> (parent id, outcomes), with SIGTERM taken as Ctrl-C; then the summary and comparison."""
-    from raylab.outcome import INTERRUPTS
+    from raylab.driver.outcome import INTERRUPTS
 
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     try:
@@ -101,7 +101,7 @@ def run_to_end(cfg: C.Settings, tracker, run) -> int:
 
 
 def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
-    from raylab.tracking import error_summary
+    from raylab.driver.tracking import error_summary
 
     return {
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
@@ -117,7 +117,7 @@ def finish(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
     """The JSON summary, the comparison and the MLflow hint; the exit status."""
     if cfg.json_path:
         cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))
-    from raylab.compare import compare
+    from raylab.driver.compare import compare
 
     code = 0 if all(o.status == "FINISHED" for o in outcomes) else 1
     if tracker.close() is not None:  # the server is still away: nothing to compare from yet

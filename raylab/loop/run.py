@@ -20,9 +20,9 @@ from raylab.loop.checkpoint import Checkpointer, Saver
 from raylab.loop.report import HostReads, Reporter, builtins_only
 from raylab.loop.state import windows
 from raylab.loop.step import StepContext
-from raylab.memory import device_peak_mb, peak_rss_mb
+from raylab.loop.memory import device_peak_mb, peak_rss_mb
 from raylab.timing import Chrono, Phases
-from raylab.worker import WorkerConfig, host_facts
+from raylab.loop.worker import WorkerConfig, host_facts
 
 
 @dataclass
@@ -80,7 +80,7 @@ class Loop:
         self.reporter = Reporter(cfg.sink, rank, cfg.epochs, cfg.global_batch)
         self.checkpointer = Checkpointer(cfg, rank, training.saver)
         self.train = training.train
-        # --profile: rank 0 profiles its first steady window (raylab/profile.py); the others never look.
+        # --profile: rank 0 profiles its first steady window (raylab/loop/profile.py); the others never look.
         self.profiling = cfg.profile and rank == 0 and training.step.profile is not None
         self.own = 0  # steps this attempt trained (the warm-up counts from the attempt's start)
         self.window_waits: list[float] = []  # seconds each of this attempt's windows waited for input
@@ -136,7 +136,7 @@ class Loop:
         import tempfile
         from pathlib import Path
 
-        from raylab.profile import Captured
+        from raylab.loop.profile import Captured
 
         self.profiling = False  # one window per attempt
         stack = contextlib.ExitStack()
@@ -157,7 +157,7 @@ class Loop:
         """The window's trace files and its summary, to the driver (it logs them as the run's artifacts)."""
         import shutil
 
-        from raylab import profile
+        from raylab.loop import profile
 
         seconds = self.chrono.windows[-1][0]
         waited = None if wait_before is None else self.input_wait() - wait_before

@@ -2,7 +2,7 @@
 
 A backend's step runs its forward pass and loss inside StepContext.forward() (autocast where a lower
 precision is applied, else a null context). With --profile, `profile` is the framework's profiler
-(raylab/profile.py): the loop runs one steady window of rank 0 inside it; every other window, and every
+(raylab/loop/profile.py): the loop runs one steady window of rank 0 inside it; every other window, and every
 window without --profile, is train(k) as it is.
 """
 
@@ -17,7 +17,7 @@ from typing import Callable, ContextManager
 class StepContext:
     precision: str = "fp32"  # what the step applies (recorded as precision_applied)
     autocast: Callable[[], ContextManager] | None = None  # around one step's forward pass and loss
-    # The framework's profiler around one window: profile(logdir, captured) (raylab/profile.py); None: not asked.
+    # The framework's profiler around one window: profile(logdir, captured) (raylab/loop/profile.py); None: not asked.
     profile: Callable[..., ContextManager] | None = None
 
     def forward(self) -> ContextManager:

@@ -156,7 +156,7 @@ def test_xla_trial_learns_agrees_and_does_not_recompile(matrix, name, workers, p
 
 def test_profile_logs_each_frameworks_trace_and_a_summary(matrix):
     """--profile: each trial's run holds its framework's trace and a profile_summary.txt, and is tagged profiled;
-    a kind the profiler does not cover (the parameter-server ones, raylab/profile.py) says so in that tag."""
+    a kind the profiler does not cover (the parameter-server ones, raylab/loop/profile.py) says so in that tag."""
     for trial in matrix.summary["trials"]:
         name, run_id = trial["trial"], trial["run_id"]
         tags = matrix.client.get_run(run_id).data.tags

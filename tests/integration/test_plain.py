@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raylab.baseline import run_plain
+from raylab.driver.baseline import run_plain
 from raylab.config import Settings, TrialSpec
 from tests.integration.conftest import load_recipe
 

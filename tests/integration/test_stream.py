@@ -120,8 +120,8 @@ def image_folder(ray_cluster, tmp_path_factory, template_db):
 
     from raylab import Native
 
-    from raylab.scenes import scenes
-    from raylab.stream import images
+    from raylab.data.scenes import scenes
+    from raylab.data.stream import images
 
     tmp_path = tmp_path_factory.mktemp("image-folder")
     x, y = scenes(480, seed=7)

@@ -39,7 +39,7 @@ def test_a_host_allocation_failure_is_out_of_host_memory_with_batch_and_peak():
     """A real allocator failure: numpy under a data-segment cap in a child process."""
     code = textwrap.dedent("""
         import resource, numpy as np
-        import raylab.memory
+        import raylab.loop.memory
         from raylab.failure import classify
         data_kb = int(next(l for l in open("/proc/self/status") if l.startswith("VmData")).split()[1])
         resource.setrlimit(resource.RLIMIT_DATA, ((data_kb << 10) + (300 << 20), resource.RLIM_INFINITY))

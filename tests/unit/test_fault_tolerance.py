@@ -11,7 +11,7 @@ import torch
 
 from raylab import cli
 from raylab.frameworks.torch.worker import shuffled_batches
-from raylab.sink import restart_figures
+from raylab.driver.sink import restart_figures
 from raylab.timing import Chrono
 from tests.unit.test_config import RECIPE, _main_fails, no_ray  # noqa: F401 - a fixture
 
@@ -23,7 +23,7 @@ def test_unknown_tracking_scheme_exits_2_in_one_line(no_ray, fashion_root, monke
 
 
 def test_dead_ray_address_is_a_user_error_within_seconds():
-    from raylab.cluster import init_ray
+    from raylab.driver.cluster import init_ray
     from raylab.errors import UserError
 
     start = time.monotonic()

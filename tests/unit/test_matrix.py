@@ -1,4 +1,4 @@
-"""Node-exclusive placement of concurrent trials (raylab/matrix.py): which nodes a trial holds, when it waits."""
+"""Node-exclusive placement of concurrent trials (raylab/driver/matrix.py): which nodes a trial holds, when it waits."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from raylab.matrix import Need, Node, Nodes, concurrency_limit, label_selector, overlaps, plan, slots
+from raylab.driver.matrix import Need, Node, Nodes, concurrency_limit, label_selector, overlaps, plan, slots
 
 
 def nodes(*cpus, gpus=None):

@@ -1,12 +1,12 @@
-"""raylab.outcome.recorded: every way a child run's body can end, against a real MLflow sqlite store."""
+"""raylab.driver.outcome.recorded: every way a child run's body can end, against a real MLflow sqlite store."""
 
 from __future__ import annotations
 
 import pytest
 
 from raylab.config import TrialSpec
-from raylab.outcome import TrialOutcome, recorded
-from raylab.tracking import Tracker
+from raylab.driver.outcome import TrialOutcome, recorded
+from raylab.driver.tracking import Tracker
 
 
 def start(mlflow_uri):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raylab import profile
+from raylab.loop import profile
 from raylab.frameworks.tf import profile as tf_profile
 from raylab.frameworks.torch import profile as torch_profile
 

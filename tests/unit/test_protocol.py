@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from raylab import protocol
+from raylab.driver import protocol
 from raylab.config import Settings, TrialSpec
-from raylab.matrix import schedule
+from raylab.driver.matrix import schedule
 
 
 def row(trial, sps, status="FINISHED", **extra):
@@ -100,7 +100,7 @@ def test_repeats_interleave_and_alternate_order():
 
 
 def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
-    from raylab.compare import format_table
+    from raylab.driver.compare import format_table
 
     rows = [row("torch:ddp x2", 100.0, restarts=1.0, recovery_s=20.0, lost_s=0.0), row("torch:ddp x2", 110.0),
             row("tf:none x1", 90.0)]

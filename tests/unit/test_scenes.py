@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from raylab.data import as_dataset
-from raylab.scenes import FAR, MID, NEAR, TILT, scenes, train_test
+from raylab.data.scenes import FAR, MID, NEAR, TILT, scenes, train_test
 
 
 @pytest.fixture(scope="module")

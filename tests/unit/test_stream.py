@@ -12,8 +12,8 @@ from raylab import cli
 from raylab.errors import UserError
 from raylab.loop import StreamBatches
 from raylab.registry import get_strategy
-from raylab.resources import reservation
-from raylab.stream import MANIFEST, StreamInfo, images, parquet
+from raylab.driver.resources import reservation
+from raylab.data.stream import MANIFEST, StreamInfo, images, parquet
 from tests.unit.test_config import RECIPE, no_ray  # noqa: F401 - a fixture, used by name
 
 

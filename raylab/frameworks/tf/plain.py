@@ -1,4 +1,4 @@
-"""TensorFlow's plain baseline (raylab/plain.py): Keras `compile(steps_per_execution=K)` and `fit`, K = the
+"""TensorFlow's plain baseline (raylab/frameworks/plain.py): Keras `compile(steps_per_execution=K)` and `fit`, K = the
 trial's --window, loss only (no training metrics: less work than the trial does); `jit_compile` left at Keras'
 default ("auto": off on a CPU-only machine) and recorded."""
 
@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from raylab.plain import arrays, steps_of, timed
+from raylab.frameworks.plain import arrays, steps_of, timed
 from raylab.timing import Chrono
 
 

@@ -1,4 +1,4 @@
-"""A step benchmark's TensorFlow worker (raylab/stepbench.py): threads and device."""
+"""A step benchmark's TensorFlow worker (raylab/driver/stepbench.py): threads and device."""
 
 from __future__ import annotations
 

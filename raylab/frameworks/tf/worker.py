@@ -151,7 +151,7 @@ def tf_worker_loop(config: dict) -> None:
     from raylab.frameworks.tf.profile import capture
     from raylab.frameworks.tf.task import TFTask
     from raylab.loop import StepContext, Training, run_epochs
-    from raylab.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
+    from raylab.data.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -200,7 +200,7 @@ def tf_worker_loop(config: dict) -> None:
 
 def _start(config: dict):
     """(cfg, phases, tf) for a TF worker: the environment TF reads at import set, the import timed."""
-    from raylab.prewarm import hello
+    from raylab.loop.prewarm import hello
     from raylab.timing import Phases
 
     cfg = config["cfg"]

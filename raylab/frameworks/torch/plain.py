@@ -1,4 +1,4 @@
-"""torch's plain baseline (raylab/plain.py): the usual loop, reading the loss back only on log steps (the
+"""torch's plain baseline (raylab/frameworks/plain.py): the usual loop, reading the loss back only on log steps (the
 trial's window edges, every K steps)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from raylab.loop.state import windows
-from raylab.plain import arrays, steps_of, timed
+from raylab.frameworks.plain import arrays, steps_of, timed
 from raylab.timing import Chrono
 
 

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, ContextManager
 
-from raylab.profile import Captured
+from raylab.loop.profile import Captured
 
 
 def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:

@@ -3,7 +3,7 @@ xla loop shares with it (the shard, the saver, the step)."""
 
 from __future__ import annotations
 
-from raylab.shard import data_facts, evaluation, stream_stats
+from raylab.data.shard import data_facts, evaluation, stream_stats
 
 
 def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0):
@@ -126,7 +126,7 @@ def torch_worker_loop(config: dict) -> None:
 
 def start_worker(config: dict):
     """(cfg, phases, Ray Train context) for a torch-family worker: threads set, seeded, imports timed."""
-    from raylab.prewarm import hello
+    from raylab.loop.prewarm import hello
     from raylab.timing import Phases
 
     phases = Phases(config["cfg"].trial_start)
@@ -144,9 +144,9 @@ def start_worker(config: dict):
 
 
 def shard_and_task(cfg, ctx, xla: bool = False):
-    """(TorchTask, steps per epoch, this worker's data: raylab/shard.py's MemoryShard or StreamShard)."""
+    """(TorchTask, steps per epoch, this worker's data: raylab/data/shard.py's MemoryShard or StreamShard)."""
     from raylab.frameworks.torch.task import TorchTask
-    from raylab.shard import items_per_worker, worker_data
+    from raylab.data.shard import items_per_worker, worker_data
 
     world, rank = ctx.get_world_size(), ctx.get_world_rank()
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // cfg.batch_per_replica)

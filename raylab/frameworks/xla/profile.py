@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, ContextManager
 
 from raylab.frameworks.tf.profile import xspace_ops
-from raylab.profile import Captured
+from raylab.loop.profile import Captured
 
 
 def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:

@@ -1,4 +1,4 @@
-"""A step benchmark's PyTorch/XLA worker (raylab/stepbench.py): torch's threads and seed, the XLA device."""
+"""A step benchmark's PyTorch/XLA worker (raylab/driver/stepbench.py): torch's threads and seed, the XLA device."""
 
 from __future__ import annotations
 

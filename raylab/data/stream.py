@@ -3,7 +3,7 @@
 A recipe's `data` may be a Stream instead of in-memory arrays. A Stream describes where the train and
 test splits come from and which columns hold the inputs and the targets; nothing is read on the driver
 but metadata. Each trial hands the two Ray Data datasets to Ray Train (`datasets=`): every training
-worker gets an equal streaming split of the train split (raylab/shard.py turns it into the framework's
+worker gets an equal streaming split of the train split (raylab/data/shard.py turns it into the framework's
 batches) and rank 0 reads the whole test split to evaluate.
 
 Sources (each with `inputs` and `targets`: a column name, or a tuple of names for named inputs/targets):
@@ -202,7 +202,7 @@ def read_manifest(path: Path) -> dict:
         if not path.exists():
             raise UserError(f"--data {path}: no such directory; write one with `raylab data export RECIPE {path}`.")
         raise UserError(f"--data {path}: no {MANIFEST} there; it is not a directory `raylab data export` wrote "
-                        "(for other Parquet files, use raylab.stream.parquet(train=..., test=..., inputs=..., targets=...)).")
+                        "(for other Parquet files, use raylab.data.stream.parquet(train=..., test=..., inputs=..., targets=...)).")
     return json.loads((path / MANIFEST).read_text())
 
 

@@ -11,7 +11,7 @@ import os
 
 import ray
 
-from raylab import console
+from raylab.driver import console
 from raylab.errors import UserError
 from raylab.registry import get_strategy
 

@@ -24,11 +24,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from raylab.outcome import INTERRUPTED, INTERRUPTS, TrialOutcome
+from raylab.driver.outcome import INTERRUPTED, INTERRUPTS, TrialOutcome
 
 if TYPE_CHECKING:
     from raylab.config import Settings, TrialSpec
-    from raylab.tracking import Tracker
+    from raylab.driver.tracking import Tracker
 
 
 @dataclass

@@ -1,7 +1,7 @@
-"""`--baseline`: each framework's 1-worker job as the best plain script (raylab/plain.py), beside the trials.
+"""`--baseline`: each framework's 1-worker job as the best plain script (raylab/frameworks/plain.py), beside the trials.
 
 The driver writes the data and the cloudpickled model builder to a temporary directory, runs
-`python -m raylab.plain` in a subprocess with the trial's thread settings, times the whole
+`python -m raylab.frameworks.plain` in a subprocess with the trial's thread settings, times the whole
 process (interpreter start to exit: the plain script's whole-job time) and logs it as a child
 run named `FRAMEWORK:plain x1` with the same param and metric names as the trials.
 """
@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from raylab import console
+from raylab.driver import console
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.outcome import TrialOutcome, recorded
+from raylab.driver.outcome import TrialOutcome, recorded
 from raylab.recipe import Recipe
-from raylab.tracking import Tracker
+from raylab.driver.tracking import Tracker
 
 PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
 
@@ -52,7 +52,7 @@ def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdi
             "warmup": recipe.warmup_steps, "window": cfg.window, "trace": trace}
     (workdir / "spec.json").write_text(json.dumps(spec))
     start = time.time()
-    out = subprocess.run([sys.executable, "-m", "raylab.plain", str(workdir / "spec.json")], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "raylab.frameworks.plain", str(workdir / "spec.json")], capture_output=True,
                          text=True, timeout=PLAIN_TIMEOUT_S, env=plain_env(framework, cfg.threads), cwd=workdir)
     wall = time.time() - start
     if log is not None:  # its own output (TF and XLA notices, warnings) goes to the trial's log
@@ -63,8 +63,8 @@ def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdi
 
 
 def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, repeat: int) -> dict:
-    """The same param names as a trial's (raylab/trial.py trial_params), for one plain process."""
-    from raylab.params import common_params
+    """The same param names as a trial's (raylab/driver/trial.py trial_params), for one plain process."""
+    from raylab.driver.params import common_params
 
     batch = recipe.per_replica(1)
     return {**common_params(recipe, cfg, ds), "trial": f"{framework}:plain", "framework": framework,
@@ -75,7 +75,7 @@ def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, 
 
 def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | None) -> dict:
     """Logs a plain script's epochs, tags and figures; returns its result as the end table reads it."""
-    from raylab.protocol import time_to_target
+    from raylab.driver.protocol import time_to_target
 
     epochs = result.pop("epochs")
     for e in epochs:

@@ -20,20 +20,22 @@ from typing import Callable
 
 import ray
 
-from raylab import cluster, console, failure, prewarm
-from raylab import floor as startup_floor
+from raylab.driver import cluster, console
+from raylab import failure
+from raylab.loop import prewarm
+from raylab.driver import floor as startup_floor
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.outcome import INTERRUPTED, TrialOutcome, recorded
-from raylab.params import common_params
-from raylab.progress import Progress
-from raylab.protocol import time_to_target
+from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
+from raylab.driver.params import common_params
+from raylab.driver.progress import Progress
+from raylab.driver.protocol import time_to_target
 from raylab.recipe import Recipe
 from raylab.registry import get_strategy
-from raylab.resources import reservation
-from raylab.sink import TrialSink, restart_figures, sink_name
-from raylab.tracking import Tracker
-from raylab.trainer import build_trainer
+from raylab.driver.resources import reservation
+from raylab.driver.sink import TrialSink, restart_figures, sink_name
+from raylab.driver.tracking import Tracker
+from raylab.driver.trainer import build_trainer
 
 
 def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) -> dict:
@@ -130,12 +132,12 @@ class Trial:
     cfg: Settings
     spec: TrialSpec
     ds: Dataset
-    refs: dict  # the data's object refs (raylab/data.py put_dataset)
+    refs: dict  # the data's object refs (raylab/data/__init__.py put_dataset)
     tracker: Tracker
     repeat: int = 1  # which of --repeats
     run_id: str = ""  # its MLflow run, once open
     logged: list = field(default_factory=list)  # epochs an interrupted run already logged (--resume)
-    log: object = None  # its log file (raylab/console.py)
+    log: object = None  # its log file (raylab/driver/console.py)
     sink: object = None  # its TrialSink actor
     progress: Progress | None = None
     outcome: TrialOutcome | None = None
@@ -160,7 +162,7 @@ class Trial:
         return self.outcome
 
     def run(self, nodes: list | None = None) -> TrialOutcome:
-        """fit() and record; whatever happens, its run ends (raylab/outcome.py), then its sink goes."""
+        """fit() and record; whatever happens, its run ends (raylab/driver/outcome.py), then its sink goes."""
         # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
         with recorded(self.outcome, self.tracker, before_end=self.last_progress, after_end=self.after_end,
                       log=self.log):
@@ -311,11 +313,11 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs:
 
 def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs,
                  nodes: list | None) -> tuple[TrialSpec, dict]:
-    """--batch max: the trial at the largest per-replica batch its probes fit (raylab/batchsize.py), and the
+    """--batch max: the trial at the largest per-replica batch its probes fit (raylab/driver/batchsize.py), and the
     search's tags."""
     from dataclasses import replace
 
-    from raylab import batchsize
+    from raylab.driver import batchsize
 
     found, search, failed = batchsize.find(recipe, cfg, spec, ds, refs, nodes, log=console.get().line)
     replicas = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps).replicas

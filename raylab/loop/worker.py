@@ -23,7 +23,7 @@ class WorkerConfig:
     trial: str  # e.g. "tf:mwms x2"
     strategy: str  # e.g. "mwms"
     task: Task  # the recipe's task as declared: models, loss, optimizer, schedule, metrics, preprocessing
-    data_refs: Any  # object refs of x_train, y_train, x_test, y_test; a raylab.stream.StreamInfo when streamed
+    data_refs: Any  # object refs of x_train, y_train, x_test, y_test; a raylab.data.stream.StreamInfo when streamed
     replicas: int  # replicas in sync across the whole trial
     batch_per_replica: int
     epochs: int
@@ -40,8 +40,8 @@ class WorkerConfig:
     window: int = 32  # training steps between host reads (TF runs them as one tf.function call)
     checkpoint: bool = False  # checkpoint at epoch ends (and every checkpoint_every_s) for restarts
     checkpoint_every_s: float = 600.0  # also checkpoint inside an epoch this often (0: at epoch ends only)
-    probe: bool = False  # a --batch max probe (raylab/batchsize.py): no evaluation
-    profile: bool = False  # rank 0 profiles its first steady window (raylab/profile.py)
+    probe: bool = False  # a --batch max probe (raylab/driver/batchsize.py): no evaluation
+    profile: bool = False  # rank 0 profiles its first steady window (raylab/loop/profile.py)
     memory_cap_mb: int | None = None  # the worker process's RLIMIT_DATA while it trains (None: none)
 
     @property

@@ -1,24 +1,24 @@
 """One invocation of a recipe: its parent run (new, or reopened by --resume), the data hand-off, then the matrix.
 
-The driver reads the data once and puts it in the object store (raylab/data.py), or opens a stream of it
-(raylab/stream.py), then runs every trial of the
-matrix, one after another or (--concurrency) several at once on separate nodes (raylab/matrix.py); a trial
-that fails is recorded FAILED and the others still run (raylab/trial.py, raylab/baseline.py).
+The driver reads the data once and puts it in the object store (raylab/data/__init__.py), or opens a stream of it
+(raylab/data/stream.py), then runs every trial of the
+matrix, one after another or (--concurrency) several at once on separate nodes (raylab/driver/matrix.py); a trial
+that fails is recorded FAILED and the others still run (raylab/driver/trial.py, raylab/driver/baseline.py).
 """
 
 from __future__ import annotations
 
 import time
 
-from raylab import cluster, console, matrix
-from raylab.baseline import baseline_specs, run_baseline
+from raylab.driver import cluster, console, matrix
+from raylab.driver.baseline import baseline_specs, run_baseline
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset, put_dataset
-from raylab.outcome import INTERRUPTS, TrialOutcome
+from raylab.driver.outcome import INTERRUPTS, TrialOutcome
 from raylab.recipe import Recipe
-from raylab.resources import need
-from raylab.tracking import Tracker
-from raylab.trial import run_trial
+from raylab.driver.resources import need
+from raylab.driver.tracking import Tracker
+from raylab.driver.trial import run_trial
 
 EPOCH_KEYS = ("epoch_time_s", "elapsed_s", "epoch_input_wait_s")  # with train_* and val_*: the metrics logged once per epoch
 
@@ -126,7 +126,7 @@ def hand_off(recipe: Recipe, cfg: Settings, ds):
     lazy Ray Data datasets (only its size is read here; --quick takes its first items)."""
     if not ds.streamed:
         return put_dataset(ds)
-    from raylab.stream import open_stream
+    from raylab.data.stream import open_stream
 
     streamed = open_stream(ds, (recipe.quick_train, recipe.quick_test) if cfg.quick else None)
     ds.train_items, ds.test_items = streamed.info.train_items, streamed.info.test_items

@@ -8,7 +8,7 @@ as a process has connected, before its first task: raylab's hook (set per trial 
 function's own imports then find the modules loaded, or wait on Python's import lock for the rest.
 
 Each worker loop's first act is `hello`: it tells the trial's sink the process's pid, so the console can file the
-process's output under its trial when several trials run at once (raylab/console.py), and what the process found in
+process's output under its trial when several trials run at once (raylab/driver/console.py), and what the process found in
 its environment when it started (read from /proc/self/environ, which later changes to os.environ do not touch):
 the trial records it as the tag `worker_start_env`. (Not from the hook: calling an actor there, before the
 process's first task, crashes Ray 2.60's worker.)
@@ -26,7 +26,7 @@ ENV_IMPORTS = "RAYLAB_PREWARM"  # comma-separated modules to import at process s
 
 # What each framework's worker loop imports first is its FRAMEWORK.imports; what it reads at import, set from the
 # start of the process (the worker loops set the same again), its FRAMEWORK.import_env and its kind's worker_env
-# (XLA's PJRT device and flags). What a worker reports of its environment at process start: what raylab sets there (raylab/trainer.py worker_env).
+# (XLA's PJRT device and flags). What a worker reports of its environment at process start: what raylab sets there (raylab/driver/trainer.py worker_env).
 START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")
 
 started: dict[str, float] = {}  # module -> seconds its import took on the hook's thread (for tests and phases)
@@ -48,7 +48,7 @@ def runtime_env(framework: str, env: dict | None = None) -> dict:
     # The job brought its own hook (keep it), or RAYLAB_PREWARM=0 (the benchmarks' before/after switch).
     if not enabled():
         return {"env_vars": {**fw.import_env, **(env or {})}}
-    return {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.prewarm.start",
+    return {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.loop.prewarm.start",
                          ENV_IMPORTS: ",".join(fw.imports), **fw.import_env, **(env or {})}}
 
 

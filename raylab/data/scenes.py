@@ -113,11 +113,11 @@ def scene_items(ids, split: str, seed: int = 0) -> dict:
 
 
 def scene_stream(train_items: int = SEED_SCENES, test_items: int = 144, seed: int = 0):
-    """The scenes as a raylab.stream generator source: any number of items, generated on the Ray Data side
+    """The scenes as a raylab.data.stream generator source: any number of items, generated on the Ray Data side
     (nothing on disk or on the driver), 256 at a time."""
     import functools
 
-    from raylab.stream import generator
+    from raylab.data.stream import generator
 
     return generator(functools.partial(scene_items, seed=seed), train_items, test_items, inputs="x",
                      targets=("mask", "depth"), name="scenes", batch=CHUNK,

@@ -58,7 +58,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
     """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
     from raylab.loop.report import builtins_only
     from raylab.timing import summarize
-    from raylab.worker import host_facts
+    from raylab.loop.worker import host_facts
 
     t_enter = time.time()
     ctx = BenchContext(framework, batch, threads, seed)
@@ -100,8 +100,8 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     """Every trial x repeat (interleaved, alternating order) as a Ray task in a fresh process; returns outcomes."""
     import ray
 
-    from raylab.matrix import schedule
-    from raylab.outcome import INTERRUPTS, TrialOutcome, recorded
+    from raylab.driver.matrix import schedule
+    from raylab.driver.outcome import INTERRUPTS, TrialOutcome, recorded
 
     batch = bench.quick_batch if cfg.quick else bench.batch
     iterations = bench.quick_iterations if cfg.quick else (cfg.steps_per_epoch or bench.iterations)

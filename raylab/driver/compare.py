@@ -7,10 +7,10 @@ import io
 import json
 from pathlib import Path
 
-from raylab import protocol
+from raylab.driver import protocol
 from raylab.errors import UserError
 from raylab.registry import frameworks
-from raylab.tracking import PARENT, ROLE
+from raylab.driver.tracking import PARENT, ROLE
 
 # (column, header, format) in the order the table shows them
 COLUMNS = [

@@ -88,7 +88,7 @@ class ServerRegistry:
 
 
 class WorkerProcesses:
-    """The trial's worker processes: their output belongs to the trial (raylab/console.py)."""
+    """The trial's worker processes: their output belongs to the trial (raylab/driver/console.py)."""
 
     def __init__(self):
         self.processes: list[tuple[int, str]] = []  # (pid, node ip), in the order they said hello
@@ -103,7 +103,7 @@ class TrialSink:
         self.log, self.tries = TrialLog(epochs), Attempts()
         self.ps, self.workers = ServerRegistry(), WorkerProcesses()
 
-    # Worker processes (raylab/prewarm.py).
+    # Worker processes (raylab/loop/prewarm.py).
     def hello(self, pid, ip):
         """A worker process of this trial has started: its output belongs to the trial."""
         self.workers.processes.append((pid, ip))
@@ -112,7 +112,7 @@ class TrialSink:
         return list(self.workers.processes)
 
     def started_env(self, pid, env):
-        """What a worker process found in its environment at its start (raylab/prewarm.py)."""
+        """What a worker process found in its environment at its start (raylab/loop/prewarm.py)."""
         self.workers.environs[pid] = env
 
     def started_envs(self):
@@ -157,7 +157,7 @@ class TrialSink:
         return list(self.tries.attempts)
 
     def profile(self, files, what):
-        """Rank 0's profiled window: its files by relative path, and what it was (raylab/profile.py)."""
+        """Rank 0's profiled window: its files by relative path, and what it was (raylab/loop/profile.py)."""
         if self.tries.profile is None:  # a restarted attempt's profile is not kept: the first is the trial's
             self.tries.profile = (files, what)
 

@@ -7,7 +7,7 @@
   a Ray worker has already paid).
 
 A trial of framework F cannot start its first step sooner than `fit_entry + import F` plus its data and model,
-unless the import overlaps Ray Train's set-up (raylab/prewarm.py). `raylab floor` measures it and keeps it in
+unless the import overlaps Ray Train's set-up (raylab/loop/prewarm.py). `raylab floor` measures it and keeps it in
 ~/.cache/raylab/startup-floor.json for this host and these versions; every trial then records
 `startup_floor_s` (= fit_entry + import of its framework) beside its `startup_s`, and the end table shows both.
 """
@@ -140,7 +140,7 @@ def floor_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     print(f"raylab floor: {args.rounds} round(s) of `python -c import ...` and a bare Ray Train fit() "
           "(about a minute)...", flush=True)
-    from raylab.cluster import TRAIN_POLL_ENV, TRAIN_POLL_S
+    from raylab.driver.cluster import TRAIN_POLL_ENV, TRAIN_POLL_S
 
     figures = measure(args.rounds, poll_s=float(os.environ.get(TRAIN_POLL_ENV, TRAIN_POLL_S)))
     for key, value in figures.items():

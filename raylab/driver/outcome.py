@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from raylab import console
+from raylab.driver import console
 from raylab.config import TrialSpec
-from raylab.tracking import Tracker, error_summary
+from raylab.driver.tracking import Tracker, error_summary
 
 # What ends a run KILLED rather than FAILED: Ctrl-C / SIGTERM, and SystemExit, because Ray Train's own
 # Ctrl-C handler, installed by fit(), may sys.exit(0) instead of raising KeyboardInterrupt.

@@ -1,6 +1,6 @@
 """A trial's Ray Train trainer: its workers' config, their resources and placement, its backend, its run.
 
-Names used here (the same in raylab/trial.py): a strategy's *kind* is "framework:strategy" ("tf:mwms",
+Names used here (the same in raylab/driver/trial.py): a strategy's *kind* is "framework:strategy" ("tf:mwms",
 `Strategy.kind`, `TrialSpec.kind`); its *short* name is the part after the colon ("mwms", `Strategy.name`,
 `TrialSpec.strategy`); a *trial name* is the run name with replicas and batch ("tf:mwms x2 b64", `TrialSpec.name`).
 Test the framework with `strategy.framework`, never with the short name.
@@ -8,13 +8,15 @@ Test the framework with `strategy.framework`, never with the short name.
 
 from __future__ import annotations
 
-from raylab import failure, matrix, prewarm
+from raylab import failure
+from raylab.driver import matrix
+from raylab.loop import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.recipe import Recipe
 from raylab.registry import get_strategy
-from raylab.resources import worker_resources
+from raylab.driver.resources import worker_resources
 from raylab.tpu import slice_scaling
-from raylab.worker import WorkerConfig
+from raylab.loop.worker import WorkerConfig
 
 
 def train_run_name(run_id: str) -> str:
@@ -24,7 +26,7 @@ def train_run_name(run_id: str) -> str:
 
 
 def worker_env(strategy, backend, cfg: Settings) -> dict:
-    """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
+    """What a trial's worker processes get in their environment from their start (raylab/loop/prewarm.py): what the
     framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
     return strategy.worker_env(backend, cfg) if strategy.worker_env else {}
 

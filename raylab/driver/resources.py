@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ray
 
-from raylab import matrix
+from raylab.driver import matrix
 from raylab.config import Settings, TrialSpec
 from raylab.errors import UserError
 from raylab.registry import get_strategy

@@ -146,9 +146,9 @@ def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
     import ray
 
     from raylab import failure
-    from raylab.outcome import INTERRUPTED
-    from raylab.sink import TrialSink
-    from raylab.trainer import build_trainer
+    from raylab.driver.outcome import INTERRUPTED
+    from raylab.driver.sink import TrialSink
+    from raylab.driver.trainer import build_trainer
 
     sink = TrialSink.remote([])
     try:

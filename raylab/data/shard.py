@@ -1,9 +1,9 @@
 """A worker's data: its part of the train split and, on rank 0, the test split, in memory or streamed.
 
-In memory (raylab/data.py): the arrays come from the object store (zero-copy on the node), the worker gathers
+In memory (raylab/data/__init__.py): the arrays come from the object store (zero-copy on the node), the worker gathers
 its seeded shard and prepares it once; only rank 0 prepares the test split, the only one that evaluates.
 
-Streamed (raylab/stream.py): the worker reads its equal split of the train dataset from Ray Train
+Streamed (raylab/data/stream.py): the worker reads its equal split of the train dataset from Ray Train
 (`get_dataset_shard("train")`), one pass per epoch, and prepares each batch as it arrives (the recipe's
 preprocessing, per framework, on a Ray Data prefetch thread where the framework's iterator has one); rank 0
 reads the test dataset in batches to evaluate. Every worker holds its prefetch buffers, never its split.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from raylab.data import num_items, shard_indices, tree_map
-from raylab.stream import StreamInfo
+from raylab.data.stream import StreamInfo
 
 PREFETCH_BATCHES = 2  # Ray Data batches fetched ahead of the step (ray's default is 1)
 

@@ -1,4 +1,6 @@
-"""Datasets: the IDX reader, the data search path, object-store hand-off and sharding.
+"""The data sources. This module: in-memory datasets (the IDX reader, the data search path, object-store
+hand-off and sharding); stream.py: a user's own files (Parquet, image folders) streamed through Ray Data;
+scenes.py: the synthetic segmentation scenes; shard.py: a worker's data, in memory or streamed.
 
 Data is read once on the driver, put into Ray's object store as numpy arrays (workers get
 zero-copy read-only views) and each worker takes a disjoint, seeded shard of it. No worker
@@ -119,7 +121,7 @@ class Dataset:
     source: str  # where it was read from (recorded in MLflow)
     synthetic: bool = False
     note: str = ""  # a caveat for the user (a fallback dataset, synthetic data), empty when none
-    streamed = False  # (a class attribute) raylab.stream.Stream says True
+    streamed = False  # (a class attribute) raylab.data.stream.Stream says True
 
     def subset(self, n_train: int, n_test: int) -> "Dataset":
         """The first n items of each split (the smoke-run subset)."""
@@ -301,7 +303,7 @@ SPLITS = ("x_train", "y_train", "x_test", "y_test")
 def as_dataset(data, name: str) -> Dataset:
     """A recipe's data as a checked Dataset: a Dataset, (x_train, y_train, x_test, y_test) or a dict with
     those keys (each an array or a dict of named arrays), or a function returning any of them."""
-    from raylab.stream import Stream
+    from raylab.data.stream import Stream
 
     if callable(data) and not isinstance(data, Dataset):
         data = data()
@@ -317,7 +319,7 @@ def as_dataset(data, name: str) -> Dataset:
         ds = Dataset(name, *(data[k] for k in SPLITS), source="the recipe's arrays")
     else:
         raise UserError(f"recipe '{name}': data must be (x_train, y_train, x_test, y_test), a dict with those keys, "
-                        "a raylab.data.Dataset, a raylab.stream source, or a function returning one of them.")
+                        "a raylab.data.Dataset, a raylab.data.stream source, or a function returning one of them.")
     for split in SPLITS:
         for key, a in (getattr(ds, split).items() if isinstance(getattr(ds, split), dict) else [("", getattr(ds, split))]):
             where = f"{split}[{key!r}]" if key else split
