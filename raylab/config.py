@@ -26,20 +26,20 @@ class TrialSpec:
     """One way of running a recipe: framework:strategy on a number of replicas.
 
     Three names, one trial (say TensorFlow's MultiWorkerMirroredStrategy on two replicas):
-      kind      "tf:mwms"     framework:strategy, one of raylab.frameworks.kinds() and what --trials lists
-      strategy  "mwms"        the strategy's short name within its framework (recorded as requested_strategy)
+      kind      "tf:mwms"     framework:strategy, one of raylab.registry.kinds() and what --trials lists
+      short     "mwms"        the strategy's short name within its framework (recorded as requested_strategy)
       name      "tf:mwms x2"  the kind on its worker count (plus " bB" in a --batch sweep): the MLflow run name
     """
 
-    framework: str  # "tf" | "torch" | "xla"
-    strategy: str  # the short name, e.g. "mwms", "ddp"
+    framework: str  # a framework's name (raylab/registry.py NAMES)
+    short: str  # the strategy's short name, e.g. "mwms", "ddp"
     workers: int  # data-parallel replicas asked for
     batch: int | None = None  # a --batch sweep's size (per replica, or global where the recipe fixes it); None: the recipe's
 
     @property
     def kind(self) -> str:
         """'tf:mwms': framework:strategy."""
-        return f"{self.framework}:{self.strategy}"
+        return f"{self.framework}:{self.short}"
 
     @property
     def name(self) -> str:
@@ -153,7 +153,7 @@ def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batche
                          f"{','.join(str(w) for w in asked if w not in fits)}")
         fw, st = kind.split(":")
         specs += [TrialSpec(fw, st, w) for w in fits]
-    return [TrialSpec(s.framework, s.strategy, s.workers, b) for b in batches for s in specs]
+    return [TrialSpec(s.framework, s.short, s.workers, b) for b in batches for s in specs]
 
 
 def default_tracking_uri() -> str:

@@ -76,7 +76,7 @@ class Strategy:
         return self.model_family or self.framework
 
     @property
-    def name(self) -> str:
+    def short(self) -> str:
         return self.kind.split(":")[1]
 
     def device(self, cfg) -> str:

@@ -354,12 +354,3 @@ def put_dataset(ds: Dataset) -> dict:
     import ray
 
     return {k: ray.put(getattr(ds, k)) for k in ("x_train", "y_train", "x_test", "y_test")}
-
-
-def worker_shard(refs: dict, world: int, rank: int, seed: int):
-    """On a worker: (x_train, y_train) shard and the full test split, from the object store."""
-    import ray
-
-    x_train, y_train, x_test, y_test = (ray.get(refs[k]) for k in ("x_train", "y_train", "x_test", "y_test"))
-    idx = shard_indices(num_items(x_train), world, rank, seed)
-    return tree_map(lambda a: a[idx], x_train), tree_map(lambda a: a[idx], y_train), x_test, y_test

@@ -20,7 +20,7 @@ PREFETCH_BATCHES = 2  # Ray Data batches fetched ahead of the step (ray's defaul
 
 
 def is_streamed(cfg) -> bool:
-    return isinstance(cfg.data_refs, StreamInfo)
+    return isinstance(cfg.shared, StreamInfo)
 
 
 class MemoryShard:
@@ -112,17 +112,17 @@ class TestPass:
 def worker_data(cfg, world: int, rank: int, prepare: Callable) -> Any:
     """This worker's data: a StreamShard for a streamed dataset, else its MemoryShard."""
     if is_streamed(cfg):
-        return StreamShard(cfg.data_refs, world, prepare)
-    return MemoryShard(cfg.data_refs, world, rank, cfg.seed, prepare)
+        return StreamShard(cfg.shared, world, prepare)
+    return MemoryShard(cfg.shared, world, rank, cfg.seed, prepare)
 
 
 def items_per_worker(cfg, world: int) -> int:
     """Train items each worker gets per epoch (equal for every worker: shard_indices, streaming_split(equal=True))."""
     if is_streamed(cfg):
-        return cfg.data_refs.train_items // world
+        return cfg.shared.train_items // world
     import ray
 
-    return num_items(ray.get(cfg.data_refs["y_train"])) // world
+    return num_items(ray.get(cfg.shared["y_train"])) // world
 
 
 def data_facts(data) -> dict:

@@ -101,7 +101,7 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
                         "size with streamed data.")
 
 
-def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Search, int | None]:
+def find(recipe, cfg, spec, ds, shared, nodes=None, log=print) -> tuple[int, Search, int | None]:
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
     from raylab.data import num_items
     from raylab.registry import get_strategy
@@ -117,11 +117,11 @@ def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Searc
     def fits(batch: int) -> bool:
         per = recipe.with_batch(batch * layout.replicas if recipe.global_batch else batch)
         started = time.time()
-        out = probe(per, probe_cfg, spec, task, refs, nodes, batch)
+        out = probe(per, probe_cfg, spec, task, shared, nodes, batch)
         if out.get("died"):  # a worker died under the cap with no error: once more, to tell a fluke from the edge
             log(f"[{spec.name}] batch search: {batch} per replica: a worker died with no error "
                 f"({out['error']}); trying that size once more")
-            out = probe(per, probe_cfg, spec, task, refs, nodes, batch)
+            out = probe(per, probe_cfg, spec, task, shared, nodes, batch)
         out.update(batch=batch, seconds=time.time() - started)
         search.tried.append(out)
         said = "ok" if out["ok"] else f"out of {out['memory']} memory"
@@ -137,7 +137,7 @@ def find(recipe, cfg, spec, ds, refs, nodes=None, log=print) -> tuple[int, Searc
     return found, search, failed
 
 
-def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
+def probe(recipe, cfg, spec, task, shared, nodes, batch: int) -> dict:
     """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps, without
     evaluation, checkpoints or an MLflow run. {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
     failure is raised."""
@@ -152,7 +152,7 @@ def probe(recipe, cfg, spec, task, refs, nodes, batch: int) -> dict:
 
     sink = TrialSink.remote([])
     try:
-        trainer = build_trainer(recipe, cfg, spec, task, refs, sink, time.time(), f"probe-{uuid.uuid4().hex[:12]}",
+        trainer = build_trainer(recipe, cfg, spec, task, shared, sink, time.time(), f"probe-{uuid.uuid4().hex[:12]}",
                                 nodes)
         try:
             trainer.fit()

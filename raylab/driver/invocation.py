@@ -56,7 +56,7 @@ def earlier_trials(tracker: Tracker, parent: str) -> tuple[dict, dict]:
 def finished_outcome(spec: TrialSpec, repeat: int, run) -> TrialOutcome:
     """A trial an earlier run of this invocation finished, as this one reports it (not run again)."""
     outcome = TrialOutcome(spec, run.info.run_id, "FINISHED", result=dict(run.data.metrics), repeat=repeat)
-    outcome.ran = run.data.tags.get("actual_strategy", spec.strategy)
+    outcome.ran = run.data.tags.get("actual_strategy", spec.short)
     return outcome
 
 
@@ -67,7 +67,7 @@ class Invocation:
         self.recipe, self.cfg, self.ds, self.tracker = recipe, cfg, ds, tracker
         self.tags = {**tags, "data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
         self.parent = ""  # the parent MLflow run, once open
-        self.refs: dict = {}  # the data's object refs, once handed off
+        self.shared: dict = {}  # the data's object shared, once handed off
         self.unfinished: dict = {}  # --resume: trial key -> (run id, epochs it logged)
 
     def open_parent(self, limit: int, nodes: list) -> dict:
@@ -95,10 +95,10 @@ class Invocation:
     def run_item(self, repeat: int, item: TrialSpec, key: str, nodes: list | None, started) -> TrialOutcome:
         """One matrix item: a plain baseline, or a trial (going on from its checkpoint under --resume)."""
         tags = {**self.tags, "raylab.trial_key": key}
-        if item.strategy == "plain":
+        if item.short == "plain":
             return run_baseline(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
                                 started=started)
-        return run_trial(self.recipe, self.cfg, item, self.ds, self.refs, self.tracker, self.parent, tags, repeat,
+        return run_trial(self.recipe, self.cfg, item, self.ds, self.shared, self.tracker, self.parent, tags, repeat,
                          resume=self.unfinished.get(key), nodes=nodes, started=started)
 
     def end_parent(self, outcomes: list[TrialOutcome], status: str) -> None:
@@ -121,7 +121,7 @@ def say_concurrency(asked: int | None, limit: int, nodes: list, one_machine: boo
                      "with trials run alone; recorded as the tag shared_machine=true.")
 
 
-def hand_off(recipe: Recipe, cfg: Settings, ds):
+def share_data(recipe: Recipe, cfg: Settings, ds):
     """What the trials' workers read: in-memory arrays put into the object store once, or a stream opened as
     lazy Ray Data datasets (only its size is read here; --quick takes its first items)."""
     if not ds.streamed:
@@ -138,22 +138,22 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     parent: finished trials are not run again, unfinished ones go on from their last checkpoints."""
     one_machine = cluster.driver_env()
     inv = Invocation(recipe, cfg, ds, tracker, tags)
-    inv.refs = hand_off(recipe, cfg, ds)
+    inv.shared = share_data(recipe, cfg, ds)
     cluster.driver_imports([s.kind for s in cfg.trials], cfg.device)
     nodes = matrix.cluster_nodes()
     limit = matrix.concurrency_limit(cfg.concurrency, nodes)
     finished = inv.open_parent(limit, nodes)
     tracker.show_in_ui(inv.parent)
     say_concurrency(cfg.concurrency, limit, nodes, one_machine)
-    run = matrix.Matrix(nodes, limit, inv.run_item, lambda item: need(cfg, item))
+    trials = matrix.Matrix(nodes, limit, inv.run_item, lambda item: need(cfg, item))
     status = "FAILED"
     try:
-        run.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
-        run.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1)
-        status = "FINISHED" if all(o.status == "FINISHED" for o in run.done()) else "FAILED"
+        trials.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
+        trials.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1)
+        status = "FINISHED" if all(o.status == "FINISHED" for o in trials.done()) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"
         raise
     finally:
-        inv.end_parent(run.done(), status)
-    return inv.parent, run.done()
+        inv.end_parent(trials.done(), status)
+    return inv.parent, trials.done()

@@ -39,7 +39,7 @@ class TrialOutcome:
     @property
     def ran_name(self) -> str:
         """The run name: the trial, or e.g. 'tf:mirrored x1 (asked tf:tpu)' after a recorded fallback."""
-        if self.ran is None or self.ran == self.spec.strategy:
+        if self.ran is None or self.ran == self.spec.short:
             return self.spec.name
         return f"{self.spec.framework}:{self.ran} x{self.spec.workers} (asked {self.spec.kind})"
 

@@ -69,7 +69,7 @@ def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
 
 def need(cfg: Settings, item: TrialSpec) -> matrix.Need:
     """The nodes a matrix item needs: its worker processes' resources; a plain baseline, every node."""
-    if item.strategy == "plain":
+    if item.short == "plain":
         return matrix.Need(whole=True)
     strategy = get_strategy(item.kind)
     layout = strategy.layout(item.workers, cfg.threads, cfg.ps)

@@ -114,15 +114,15 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     try:
         for repeat, spec in schedule(cfg, []):
             fw = frameworks_named(spec.framework)
-            params = {"recipe": bench.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.strategy,
-                      "requested_strategy": spec.strategy, "workers": 1, "global_batch": batch, "batch_per_replica": batch,
+            params = {"recipe": bench.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.short,
+                      "requested_strategy": spec.short, "workers": 1, "global_batch": batch, "batch_per_replica": batch,
                       "iterations": iterations, "warmup_steps": warmup, "threads": cfg.threads, "seed": cfg.seed,
                       "precision": cfg.precision, "device": cfg.device, "data": "synthetic", "data_synthetic": True,
                       "quick": cfg.quick, "repeat": repeat, "oversubscribed": False}
             run_id = tracker.start_run(spec.name, params, tags, parent=parent)
             print(f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
                   f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===", flush=True)
-            outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.strategy, repeat=repeat)
+            outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.short, repeat=repeat)
             env = {"OMP_NUM_THREADS": str(cfg.threads), **fw.part("stepbench").env(cfg)}
             start = time.time()
             outcomes.append(outcome)
@@ -133,7 +133,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
                                           start, gpu))
                 outcome.result = {**out["result"], "wall_s": time.time() - start}
                 tracker.log_metrics(run_id, outcome.result)
-                tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.strategy})
+                tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.short})
                 r = outcome.result
                 print(f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
                       f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s", flush=True)

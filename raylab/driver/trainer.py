@@ -1,8 +1,8 @@
 """A trial's Ray Train trainer: its workers' config, their resources and placement, its backend, its run.
 
 Names used here (the same in raylab/driver/trial.py): a strategy's *kind* is "framework:strategy" ("tf:mwms",
-`Strategy.kind`, `TrialSpec.kind`); its *short* name is the part after the colon ("mwms", `Strategy.name`,
-`TrialSpec.strategy`); a *trial name* is the run name with replicas and batch ("tf:mwms x2 b64", `TrialSpec.name`).
+`Strategy.kind`, `TrialSpec.kind`); its *short* name is the part after the colon ("mwms", `Strategy.short`,
+`TrialSpec.short`, `WorkerConfig.short`); a *trial name* is the run name with replicas and batch ("tf:mwms x2 b64", `TrialSpec.name`).
 Test the framework with `strategy.framework`, never with the short name.
 """
 
@@ -31,13 +31,13 @@ def worker_env(strategy, backend, cfg: Settings) -> dict:
     return strategy.worker_env(backend, cfg) if strategy.worker_env else {}
 
 
-def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: dict, sink,
+def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink,
                   start: float) -> WorkerConfig:
     """The small picklable config every worker of the trial receives."""
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     return WorkerConfig(
-        trial=spec.name, strategy=strategy.name, task=task, data_refs=getattr(refs, "info", refs),
+        trial=spec.name, short=strategy.short, task=task, shared=getattr(shared, "info", shared),
         replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas),
         epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
@@ -71,7 +71,7 @@ def backend_config(strategy, cfg: Settings):
     return backend
 
 
-def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: dict, sink, start: float,
+def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink, start: float,
                   run_id: str, nodes: list | None = None):
     """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
@@ -80,14 +80,14 @@ def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, refs: di
     strategy = get_strategy(spec.kind)
     backend = backend_config(strategy, cfg)
     # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
-    run = RunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
+    run_config = RunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
                        failure_config=FailureConfig(max_failures=cfg.max_failures),
                        checkpoint_config=CheckpointConfig(num_to_keep=1),
                        worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
-    wcfg = worker_config(recipe, cfg, spec, task, refs, sink, start)
+    wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start)
     trainer_class = guarded_trainer_class(DataParallelTrainer, sink)
     return trainer_class(failure.guard(strategy.worker_loop), train_loop_config={"cfg": wcfg}, backend_config=backend,
-                               scaling_config=scaling_config(cfg, spec, nodes), run_config=run, **datasets(refs))
+                               scaling_config=scaling_config(cfg, spec, nodes), run_config=run_config, **datasets(shared))
 
 
 def guarded_trainer_class(base, sink):
@@ -103,11 +103,11 @@ def guarded_trainer_class(base, sink):
     return GuardedTrainer
 
 
-def datasets(refs) -> dict:
+def datasets(shared) -> dict:
     """A streamed dataset goes to Ray Train: the train split split equally between the workers, the test split
     whole to each (rank 0 reads it)."""
-    if not hasattr(refs, "datasets"):
+    if not hasattr(shared, "datasets"):
         return {}
     from ray.train import DataConfig
 
-    return {"datasets": refs.datasets, "dataset_config": DataConfig(datasets_to_split=["train"])}
+    return {"datasets": shared.datasets, "dataset_config": DataConfig(datasets_to_split=["train"])}

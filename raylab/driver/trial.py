@@ -2,8 +2,8 @@
 
 Three names, not to be confused:
 - a strategy's *kind*, "framework:strategy" ("tf:none"; `TrialSpec.kind`, `Strategy.kind`): what a trial asks for;
-- its *short* name, the strategy half alone ("none"; `TrialSpec.strategy`, `Strategy.name`, the `strategy`
-  param): compared with what rank 0 says actually ran;
+- its *short* name, the strategy half alone ("none"; `TrialSpec.short`, `Strategy.short`, `WorkerConfig.short`,
+  the `strategy` param): compared with what rank 0 says actually ran;
 - the *trial name*, "tf:mwms x2" (with " b64" in a batch sweep; `TrialSpec.name`): the MLflow run name.
 
 `trial_record` turns what the workers reported into what is recorded; it is a pure function (no Ray, no MLflow).
@@ -51,7 +51,7 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
     ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
     return {
         **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
-        "requested_strategy": spec.strategy, "workers": spec.workers, "ray_workers": layout.ray_workers,
+        "requested_strategy": spec.short, "workers": spec.workers, "ray_workers": layout.ray_workers,
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps, **data_cpus,
         "max_failures": cfg.max_failures, "checkpoint_every_min": cfg.checkpoint_every_min,
         **({"memory_cap_mb": cfg.memory_cap_mb} if cfg.memory_cap_mb else {}),
@@ -132,7 +132,7 @@ class Trial:
     cfg: Settings
     spec: TrialSpec
     ds: Dataset
-    refs: dict  # the data's object refs (raylab/data/__init__.py put_dataset)
+    shared: dict  # the data's object shared (raylab/data/__init__.py put_dataset)
     tracker: Tracker
     repeat: int = 1  # which of --repeats
     run_id: str = ""  # its MLflow run, once open
@@ -176,7 +176,7 @@ class Trial:
         self.progress = Progress(self.sink, self.tracker, self.run_id, self.spec.name, synthetic=self.ds.synthetic,
                                  log=self.log)
         self.progress.logged = len(self.logged)
-        trainer = build_trainer(self.recipe, self.cfg, self.spec, self.recipe.task(self.ds.target_names), self.refs,
+        trainer = build_trainer(self.recipe, self.cfg, self.spec, self.recipe.task(self.ds.target_names), self.shared,
                                 self.sink, start, self.run_id, nodes)
         self.progress.start()
         try:
@@ -198,7 +198,7 @@ class Trial:
         floor = startup_floor.floor_for(spec.framework, startup_floor.load())  # `raylab floor` measured it here
         self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
         self.log_profile()
-        rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.strategy,
+        rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.short,
                            get_strategy(spec.kind).replicas_found)
         memory, memory_tags = self.peak_memory()
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
@@ -207,7 +207,7 @@ class Trial:
         self.tracker.set_tags(run_id, {**rec.tags, **self.replica_agreement(), **memory_tags,
                                        **({"precision_fallback_reason": fallen} if fallen else {})})
         self.tracker.log_params(run_id, rec.params)
-        if rec.ran != spec.strategy:
+        if rec.ran != spec.short:
             self.tracker.rename(run_id, self.outcome.ran_name)
             reason = final["actual"].get("fallback_reason", "")
             console.get().line(f"[{spec.name}] ran as {self.outcome.ran_name}: {reason}")
@@ -285,7 +285,7 @@ class Trial:
         ray.kill(self.sink)
 
 
-def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs: dict,
+def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared: dict,
               tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
               resume: tuple[str, list] | None = None, nodes: list | None = None,
               started: Callable[[TrialOutcome], None] | None = None) -> TrialOutcome:
@@ -295,12 +295,12 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs:
     searched, error = {}, None
     if cfg.batch_max and resume is None:
         try:
-            spec, searched = search_batch(recipe, cfg, spec, ds, refs, nodes)
+            spec, searched = search_batch(recipe, cfg, spec, ds, shared, nodes)
         except Exception as e:  # noqa: BLE001 - the trial's run ends FAILED with it; the next trial runs
             if INTERRUPTED.is_set():
                 raise
             error = e
-    trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, refs, tracker, repeat)
+    trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, shared, tracker, repeat)
     outcome = trial.open(parent_id, {**tags, **searched}, resume)
     if started is not None:
         started(outcome)
@@ -311,7 +311,7 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs:
     return trial.run(nodes)
 
 
-def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, refs,
+def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared,
                  nodes: list | None) -> tuple[TrialSpec, dict]:
     """--batch max: the trial at the largest per-replica batch its probes fit (raylab/driver/batchsize.py), and the
     search's tags."""
@@ -319,7 +319,7 @@ def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, re
 
     from raylab.driver import batchsize
 
-    found, search, failed = batchsize.find(recipe, cfg, spec, ds, refs, nodes, log=console.get().line)
+    found, search, failed = batchsize.find(recipe, cfg, spec, ds, shared, nodes, log=console.get().line)
     replicas = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps).replicas
     run = max(1, int(found * batchsize.MARGIN)) if failed else found
     over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"

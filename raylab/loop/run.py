@@ -93,11 +93,11 @@ class Loop:
         for fields in self.state.epochs:  # lost if the failure came between the checkpoint and its send
             self.reporter.epoch(fields)
         for epoch in range(self.state.epoch + 1, self.cfg.epochs + 1):
-            self.end_epoch(epoch, *self.windows(epoch))
+            self.end_epoch(epoch, *self.epoch_windows(epoch))
         self.checkpointer.finish()
         self.report()
 
-    def windows(self, epoch: int) -> tuple[Any, float]:
+    def epoch_windows(self, epoch: int) -> tuple[Any, float]:
         """One epoch's windows (from a restored checkpoint's position inside it): (its sums, its seconds)."""
         state, steps, read = self.state, self.t.steps_per_epoch, self.t.read
         i, sums = state.step, state.epoch_sums()
@@ -225,7 +225,7 @@ class Loop:
     def actual(self, where) -> dict:
         held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}
         window = self.cfg.window
-        return {"actual_strategy": self.cfg.strategy, **self.t.actual, **host_facts(),
+        return {"actual_strategy": self.cfg.short, **self.t.actual, **host_facts(),
                 "step_timing": "per step (synced)" if window == 1 else f"window mean ({window} steps per host read)",
                 "checkpointing": self.checkpointer.describe(),
                 "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items())}

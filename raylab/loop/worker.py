@@ -21,9 +21,9 @@ class WorkerConfig:
     """The small picklable config each worker receives (never driver objects)."""
 
     trial: str  # e.g. "tf:mwms x2"
-    strategy: str  # e.g. "mwms"
+    short: str  # the strategy's short name, e.g. "mwms"
     task: Task  # the recipe's task as declared: models, loss, optimizer, schedule, metrics, preprocessing
-    data_refs: Any  # object refs of x_train, y_train, x_test, y_test; a raylab.data.stream.StreamInfo when streamed
+    shared: Any  # object refs of x_train, y_train, x_test, y_test; a raylab.data.stream.StreamInfo when streamed
     replicas: int  # replicas in sync across the whole trial
     batch_per_replica: int
     epochs: int

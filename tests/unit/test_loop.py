@@ -86,7 +86,7 @@ def test_the_loop_profiles_rank_0s_first_steady_window_once(profile, rank, profi
         entered.append(logdir)
         yield
 
-    cfg = WorkerConfig(trial="t", strategy="none", task=None, data_refs=None, replicas=1, batch_per_replica=4,
+    cfg = WorkerConfig(trial="t", short="none", task=None, shared=None, replicas=1, batch_per_replica=4,
                        epochs=1, threads=1, seed=0, warmup_steps=8, trial_start=0.0, sink=None, profile=profile)
     training = Training(64, lambda k: np.zeros(3), dict, lambda *a: {}, {}, lambda: None,
                         step=StepContext(profile=capture))

@@ -114,19 +114,19 @@ def _chief(tf, cfg, group: str) -> None:
 
     import tf_keras
 
-    from raylab.data import worker_shard
+    from raylab.data.shard import MemoryShard
     from raylab.frameworks.tf.task import TFTask
     from raylab.loop import Training, run_epochs
 
     tf.get_logger().setLevel(logging.WARNING)  # the coordinator logs every join at INFO
-    threads = _threads(tf, cfg.threads, 1)
+    threads = {**_threads(tf, cfg.threads, 1), "inter_op_threads": 2}
     tf.config.threading.set_inter_op_parallelism_threads(2)  # as on the servers (see _serve)
-    threads["inter_op_threads"] = 2
-    strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
-    coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+    dist = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+    coordinator = tf.distribute.coordinator.ClusterCoordinator(dist)
     workers = cfg.replicas
     tf_keras.utils.set_random_seed(cfg.seed)
-    x, y, x_test, y_test = worker_shard(cfg.data_refs, 1, 0, cfg.seed)  # all of it: tf.data shards per worker
+    data = MemoryShard(cfg.shared, 1, 0, cfg.seed, lambda x, y: (x, y))  # all of it: tf.data shards per worker
+    x, y, (x_test, y_test) = data.x, data.y, data.test()
     steps_per_epoch = cfg.steps(num_items(x) // workers // cfg.batch_per_replica)
     # Each worker's update is its own: the optimizer step count is the rounds x workers.
     task = TFTask(cfg.task, tf, tf_keras, steps_per_epoch * cfg.epochs * workers)
@@ -140,15 +140,15 @@ def _chief(tf, cfg, group: str) -> None:
                                     start=start)
 
         # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
-        return iter(coordinator.create_per_worker_dataset(lambda: strategy.distribute_datasets_from_function(dataset_fn)))
+        return iter(coordinator.create_per_worker_dataset(lambda: dist.distribute_datasets_from_function(dataset_fn)))
 
-    with strategy.scope():
+    with dist.scope():
         model = task.build_model(keras=tf_keras)
         optimizer = task.build_optimizer()
         optimizer.build(model.trainable_variables)
     batches = PerWorkerBatches(per_worker)
     lags = {"sum": 0.0, "max": 0.0, "steps": 0, "fetches": 0}
-    train = _rounds(tf, task, strategy, coordinator, model, optimizer, batches, cfg, lags)
+    train = _rounds(tf, task, dist, coordinator, model, optimizer, batches, cfg, lags)
 
     evaluate = task.evaluator(model)  # inline on the chief, reading the variables from the ps
     param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
@@ -156,7 +156,7 @@ def _chief(tf, cfg, group: str) -> None:
         "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
         "local_replicas": workers,  # one chief step is a round of one batch per worker
         "parameter_servers": cfg.ps, "ps_workers": workers, "steps_per_call": cfg.window,
-        **tf_facts(tf, f"tf_keras {tf_keras.__version__}", strategy, model, threads), **task.built(optimizer, x_test),
+        **tf_facts(tf, f"tf_keras {tf_keras.__version__}", dist, model, threads), **task.built(optimizer, x_test),
     }
 
     def figures() -> dict:
@@ -171,7 +171,7 @@ def _chief(tf, cfg, group: str) -> None:
                                 batches=batches, saver=ps_saver(tf, model, optimizer, cfg.sink, group)))
 
 
-def _rounds(tf, task, strategy, coordinator, model, optimizer, batches, cfg, lags: dict):
+def _rounds(tf, task, dist, coordinator, model, optimizer, batches, cfg, lags: dict):
     """train(k) for the chief: k rounds, each a step on every worker; every worker runs its k steps as one
     scheduled function (a tf.range loop) and sums them there; lags collects the steps' staleness."""
     width = 1 + 2 * len(task.specs)
@@ -188,7 +188,7 @@ def _rounds(tf, task, strategy, coordinator, model, optimizer, batches, cfg, lag
 
         total, most = tf.zeros([width + 1]), tf.zeros([])
         for _ in tf.range(k):
-            out = strategy.run(replica_step, args=next(it))
+            out = dist.run(replica_step, args=next(it))
             total, most = total + out, tf.maximum(most, out[-1])
         return tf.concat([total, [most]], 0)
 

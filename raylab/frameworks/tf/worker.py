@@ -57,7 +57,7 @@ def shuffled_dataset(tf, x, y, batch: int, seed: int, shard: tuple[int, int] | N
     return (ds.skip(start) if start else ds).prefetch(2)
 
 
-def tf_saver(tf, strategy, model, optimizer):
+def tf_saver(tf, dist, model, optimizer):
     """Checkpoints in TF's own format (tf.train.Checkpoint: model and optimizer variables, the step counter
     the learning-rate schedule reads); every rank writes (rank 0 into the checkpoint, the others into a
     scratch directory, as multi-worker TF expects), every rank reads."""
@@ -74,33 +74,33 @@ def tf_saver(tf, strategy, model, optimizer):
             shutil.rmtree(where, ignore_errors=True)
 
     def load(directory: str) -> None:
-        with strategy.scope():
+        with dist.scope():
             ckpt.read(os.path.join(directory, "tf")).assert_existing_objects_matched()
 
     return Saver(save, load)
 
 
-def shard_batches(tf, strategy, x, y, batch: int, seed: int):
+def shard_batches(tf, dist, x, y, batch: int, seed: int):
     """The worker's shard as a batch source: a tf.data pipeline per local replica, read inside the window's
     tf.function (so its time is the step's: not timed apart). Restarted before the first trace."""
     from raylab.loop import Batches
 
-    return Batches(lambda done: iter(strategy.distribute_datasets_from_function(
+    return Batches(lambda done: iter(dist.distribute_datasets_from_function(
         lambda _: shuffled_dataset(tf, x, y, batch, seed, start=done))), timed=False)
 
 
-def batch_source(tf, strategy, data, batch: int, local_replicas: int, seed: int, steps_per_epoch: int):
+def batch_source(tf, dist, data, batch: int, local_replicas: int, seed: int, steps_per_epoch: int):
     """The worker's batches: its in-memory shard as a tf.data pipeline per local replica (read inside the window's
     tf.function), or its streamed split as a StreamBatches of batch x local_replicas rows (read by
     stream_train_fn in Python, each wait timed)."""
     from raylab.loop import StreamBatches
 
     if not data.streamed:
-        return shard_batches(tf, strategy, data.x, data.y, batch, seed)
+        return shard_batches(tf, dist, data.x, data.y, batch, seed)
     return StreamBatches(data.batches(batch * local_replicas, seed), steps_per_epoch)
 
 
-def stream_train_fn(tf, strategy, task, model, optimizer, source, cfg, local_replicas: int):
+def stream_train_fn(tf, dist, task, model, optimizer, source, cfg, local_replicas: int):
     """train(k) for a streamed split: the window's k batches are taken from the source in Python (each wait
     timed there, and nothing reads ahead of the step, so the waits are the steps'), stacked, and run as one
     tf.function call, a tf.range loop over them; each local replica trains on its slice of each batch."""
@@ -116,9 +116,9 @@ def stream_train_fn(tf, strategy, task, model, optimizer, source, cfg, local_rep
         return task.train_step(model, optimizer, xb, yb, cfg.global_batch)
 
     def distributed_step(xs, ys, i):
-        return tf.add_n(strategy.experimental_local_results(strategy.run(replica_step, args=(xs, ys, i))))
+        return tf.add_n(dist.experimental_local_results(dist.run(replica_step, args=(xs, ys, i))))
 
-    one = distributed_step if cfg.strategy != "none" else replica_step  # as _train_fn: no strategy.run for none
+    one = distributed_step if cfg.short != "none" else replica_step  # as _train_fn: no strategy.run for none
 
     @tf.function(reduce_retracing=True)  # the window's length is a dimension: one more trace generalises it
     def steps(xs, ys):
@@ -134,11 +134,11 @@ def stream_train_fn(tf, strategy, task, model, optimizer, source, cfg, local_rep
     return train
 
 
-def replica_checksums(strategy, model) -> list[float]:
+def replica_checksums(dist, model) -> list[float]:
     """Sum of |weights| per in-process replica (MirroredStrategy keeps one copy per device)."""
     per: list[float] = []
     for v in model.weights:  # a Keras 3 variable's .value is the tf variable (a MirroredVariable in scope)
-        for i, part in enumerate(strategy.experimental_local_results(getattr(v, "value", v))):
+        for i, part in enumerate(dist.experimental_local_results(getattr(v, "value", v))):
             total = float(np.abs(np.asarray(part, dtype="float64")).sum())
             per[i:i + 1] = [per[i] + total] if i < len(per) else [total]
     return per
@@ -148,19 +148,19 @@ def tf_worker_loop(config: dict) -> None:
     cfg, phases, tf = _start(config)
     import ray.train
 
+    from raylab.data.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
     from raylab.frameworks.tf.profile import capture
     from raylab.frameworks.tf.task import TFTask
     from raylab.loop import StepContext, Training, run_epochs
-    from raylab.data.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     threads = _threads(tf, cfg.threads, cfg.replicas // world)
-    strategy, ran, fallback = _strategy_for(tf, cfg, cfg.replicas // world)
-    if cfg.strategy == "tpu":  # replicas = the TPU cores found (or the fallback's devices), known only here
-        cfg = dataclasses.replace(cfg, replicas=strategy.num_replicas_in_sync)
+    dist, ran, fallback = _strategy_for(tf, cfg, cfg.replicas // world)
+    if cfg.short == "tpu":  # replicas = the TPU cores found (or the fallback's devices), known only here
+        cfg = dataclasses.replace(cfg, replicas=dist.num_replicas_in_sync)
     local_replicas = cfg.replicas // world
-    assert strategy.num_replicas_in_sync == cfg.replicas, (strategy.num_replicas_in_sync, cfg.replicas)
+    assert dist.num_replicas_in_sync == cfg.replicas, (dist.num_replicas_in_sync, cfg.replicas)
     phases.mark("setup")
     import keras  # after the strategy: it must see the logical devices set above
 
@@ -173,9 +173,9 @@ def tf_worker_loop(config: dict) -> None:
     task.eval_batch = cfg.batch_per_replica
     data = worker_data(cfg, world, rank, lambda x, y: (task.inputs(x), task.targets(y)))
     # Already sharded: each pipeline reads its worker's shard (or split), batched per replica.
-    batches = batch_source(tf, strategy, data, cfg.batch_per_replica, local_replicas, cfg.seed + rank, steps_per_epoch)
+    batches = batch_source(tf, dist, data, cfg.batch_per_replica, local_replicas, cfg.seed + rank, steps_per_epoch)
     phases.mark("data")
-    with strategy.scope():
+    with dist.scope():
         model, optimizer = task.build_model(), task.build_optimizer()
         # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
         # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
@@ -184,17 +184,17 @@ def tf_worker_loop(config: dict) -> None:
     scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
     evaluate = evaluation(data, task.evaluator(model))
     actual = {
-        "actual_strategy": ran, **fallback, "replicas_in_sync": strategy.num_replicas_in_sync,
+        "actual_strategy": ran, **fallback, "replicas_in_sync": dist.num_replicas_in_sync,
         "local_replicas": local_replicas, "global_batch": cfg.global_batch, "steps_per_call": cfg.window,
-        **tf_facts(tf, keras.__version__, strategy, model, threads), **task.built(optimizer, data.sample()),
+        **tf_facts(tf, keras.__version__, dist, model, threads), **task.built(optimizer, data.sample()),
         "precision_applied": {"mixed_bfloat16": "bf16"}.get(keras.mixed_precision.global_policy().name, "fp32"),
         **data_facts(data),
     }
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, (stream_train_fn(tf, strategy, task, model, optimizer, batches, cfg, local_replicas)
-                          if data.streamed else _train_fn(tf, strategy, task, model, optimizer, batches, cfg)), evaluate,
-        task.results, actual, lambda: replica_checksums(strategy, model), read=lambda sums: sums.numpy() * scale,
-        batches=batches, saver=tf_saver(tf, strategy, model, optimizer), phases=phases, extra=stream_stats(data, rank),
+        steps_per_epoch, (stream_train_fn(tf, dist, task, model, optimizer, batches, cfg, local_replicas)
+                          if data.streamed else _train_fn(tf, dist, task, model, optimizer, batches, cfg)), evaluate,
+        task.results, actual, lambda: replica_checksums(dist, model), read=lambda sums: sums.numpy() * scale,
+        batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases, extra=stream_stats(data, rank),
         step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))
 
 
@@ -219,7 +219,7 @@ def _start(config: dict):
     return cfg, phases, tf
 
 
-def _train_fn(tf, strategy, task, model, optimizer, batches, cfg):
+def _train_fn(tf, dist, task, model, optimizer, batches, cfg):
     """train(k): k synchronous steps of every local replica in one tf.function call (a tf.range loop, as
     Keras' steps_per_execution), their [loss, metric sums...] summed on the device and returned unread.
     The batch source is read when the function is first traced (after any restore)."""
@@ -228,12 +228,12 @@ def _train_fn(tf, strategy, task, model, optimizer, batches, cfg):
         return task.train_step(model, optimizer, xb, yb, cfg.global_batch)
 
     def distributed_step():
-        return tf.add_n(strategy.experimental_local_results(strategy.run(replica_step, args=batches.next())))
+        return tf.add_n(dist.experimental_local_results(dist.run(replica_step, args=batches.next())))
 
     # Under the default strategy there is one replica and strategy.run only adds ops around the
     # same step: 6-9% fewer samples/s in a same-process A/B here (14.0k vs 14.8k, 3 rounds).
     # Call it directly; the strategy in effect is unchanged, so what is recorded is what ran.
-    one = distributed_step if cfg.strategy != "none" else lambda: replica_step(*batches.next())
+    one = distributed_step if cfg.short != "none" else lambda: replica_step(*batches.next())
     width = 1 + 2 * len(task.specs)
 
     @tf.function
@@ -246,10 +246,10 @@ def _train_fn(tf, strategy, task, model, optimizer, batches, cfg):
     return lambda k: steps(tf.constant(k, tf.int32))
 
 
-def tf_facts(tf, keras_version: str, strategy, model, threads: dict) -> dict:
+def tf_facts(tf, keras_version: str, dist, model, threads: dict) -> dict:
     """What every TF trial records about what ran: strategy class, device, versions, parameters, threads."""
     return {
-        "strategy_class": type(strategy).__name__,
+        "strategy_class": type(dist).__name__,
         "device_kind": ("tpu" if tf.config.list_logical_devices("TPU") else
                         "gpu" if tf.config.list_logical_devices("GPU") else "cpu"),
         "framework_version": tf.__version__, "keras_version": keras_version, "precision_applied": "fp32",
@@ -260,10 +260,10 @@ def tf_facts(tf, keras_version: str, strategy, model, threads: dict) -> dict:
 
 def _strategy_for(tf, cfg, local_replicas: int):
     """(strategy, the strategy that ran, fallback facts)."""
-    if cfg.strategy != "tpu":
-        return _build_strategy(tf, cfg.strategy, local_replicas, cfg.device), cfg.strategy, {}
-    strategy, reason = tpu_strategy(tf, cfg.tpu_fallback)
-    return (strategy, "mirrored", {"fallback_reason": reason}) if reason else (strategy, "tpu", {})
+    if cfg.short != "tpu":
+        return _build_strategy(tf, cfg.short, local_replicas, cfg.device), cfg.short, {}
+    dist, reason = tpu_strategy(tf, cfg.tpu_fallback)
+    return (dist, "mirrored", {"fallback_reason": reason}) if reason else (dist, "tpu", {})
 
 
 def tpu_strategy(tf, fallback: str):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from raylab.loop.state import windows
 from raylab.frameworks.plain import arrays, steps_of, timed
+from raylab.loop.state import windows
 from raylab.timing import Chrono
 
 

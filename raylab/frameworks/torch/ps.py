@@ -135,7 +135,7 @@ def _host_server(cfg, index: int, workers: int, total_updates: int, group: str) 
     server = ParameterServer.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         max_concurrency=max(2 * workers, 4),
-    ).remote([params[i] for i in mine], cfg.task, total_updates, workers, cfg.strategy == "ps-sync", cfg.threads,
+    ).remote([params[i] for i in mine], cfg.task, total_updates, workers, cfg.short == "ps-sync", cfg.threads,
              state)
     ray.get(server.weights.remote(), timeout=WAIT_S)  # up before anyone is told about it
     ray.get(cfg.sink.register.remote(f"{group}/ps{index}", server, mine), timeout=60)
@@ -185,8 +185,8 @@ def torch_ps_loop(config: dict) -> None:
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     workers = world - cfg.ps
-    sync = cfg.strategy == "ps-sync"
-    n = num_items(ray.get(cfg.data_refs["y_train"])) // workers  # every worker's shard (shard_indices)
+    sync = cfg.short == "ps-sync"
+    n = num_items(ray.get(cfg.shared["y_train"])) // workers  # every worker's shard (shard_indices)
     steps_per_epoch = cfg.steps(n // cfg.batch_per_replica)
     total_updates = steps_per_epoch * cfg.epochs * (1 if sync else workers)
     group = os.environ.get("RAYLAB_GROUP", "")
@@ -202,7 +202,7 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     """A ps worker: its shard, the model pulled from the servers, the shared loop."""
     import torch
 
-    from raylab.data import worker_shard
+    from raylab.data.shard import MemoryShard
     from raylab.frameworks.torch.task import TorchTask, to_tensors
     from raylab.frameworks.torch.worker import host_copy, param_checksum, shard_batches, torch_facts, train_fn
     from raylab.loop import StepContext, Training, run_epochs
@@ -210,10 +210,9 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
     task = TorchTask(cfg.task, total_updates)
     task.eval_batch = cfg.batch_per_replica
-    x, y, x_test, y_test = worker_shard(cfg.data_refs, workers, rank, cfg.seed)
-    batches = shard_batches(to_tensors(task.inputs(x)), to_tensors(task.targets(y)), cfg.batch_per_replica,
-                            cfg.seed + rank)
-    test = (to_tensors(task.inputs(x_test)), to_tensors(task.targets(y_test)))
+    data = MemoryShard(cfg.shared, workers, rank, cfg.seed, lambda x, y: (task.inputs(x), task.targets(y)))
+    batches = shard_batches(to_tensors(data.x), to_tensors(data.y), cfg.batch_per_replica, cfg.seed + rank)
+    test = tuple(map(to_tensors, data.test()))
     model = task.build_model().train()
     servers = _find_servers(cfg, group)
     remote = ServerOptimizer(servers, list(model.parameters()))  # starts from the servers' weights

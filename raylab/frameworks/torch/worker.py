@@ -83,7 +83,6 @@ def torch_worker_loop(config: dict) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from raylab.frameworks.torch.task import to_tensors
     from raylab.loop import StepContext, Training, run_epochs
 
     rank = ctx.get_world_rank()
@@ -99,7 +98,7 @@ def torch_worker_loop(config: dict) -> None:
     phases.mark("data")
 
     module = task.build_model().to(device)
-    model = DistributedDataParallel(module) if cfg.strategy == "ddp" else module
+    model = DistributedDataParallel(module) if cfg.short == "ddp" else module
     model.train()
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
@@ -111,7 +110,7 @@ def torch_worker_loop(config: dict) -> None:
             if cfg.precision == "bf16" else StepContext(profile=profile))
     evaluate = evaluation(data, task.evaluator(module, device))
     actual = {
-        "strategy_class": type(model).__name__ if cfg.strategy == "ddp" else "none",
+        "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
         "device_kind": device.type,
         **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
@@ -145,8 +144,8 @@ def start_worker(config: dict):
 
 def shard_and_task(cfg, ctx, xla: bool = False):
     """(TorchTask, steps per epoch, this worker's data: raylab/data/shard.py's MemoryShard or StreamShard)."""
-    from raylab.frameworks.torch.task import TorchTask
     from raylab.data.shard import items_per_worker, worker_data
+    from raylab.frameworks.torch.task import TorchTask
 
     world, rank = ctx.get_world_size(), ctx.get_world_rank()
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // cfg.batch_per_replica)

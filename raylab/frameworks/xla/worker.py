@@ -16,8 +16,8 @@ def sync_path(pjrt: str, world: int) -> str:
 
 
 def xla_worker_loop(config: dict) -> None:
-    from raylab.frameworks.torch.worker import param_checksum, shard_and_task, start_worker, torch_facts
     from raylab.data.shard import data_facts, evaluation, stream_stats
+    from raylab.frameworks.torch.worker import param_checksum, shard_and_task, start_worker, torch_facts
 
     cfg, phases, ctx = start_worker(config)
     import torch
