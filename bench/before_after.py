@@ -7,7 +7,8 @@ For every trial of the fashion recipe, the checkout at --before (a git worktree,
 /tmp) and this working tree each run `recipes/fashion.py --trials KIND --workers N` at the same
 time, with the same arguments, each on its own in-process Ray cluster: both see the same minutes of
 this shared machine, so their ratio is not the machine's drift between runs. Rounds alternate which
-one starts first. Prints each round's after/before ratio of steady-state samples/s and the median.
+one starts first. Prints each round's after/before ratio of steady-state samples/s and the median, and whether the two trials
+recorded the same param, metric and tag names (a move that must not change what is recorded).
 Both run with this tree's .venv; the --before checkout must take the same command line.
 
 With --alone the two sides run one after the other instead (order alternating): trials of two
@@ -59,8 +60,30 @@ def result(out: Path) -> tuple[float | None, float | None]:
     return (trial["samples_per_sec"], trial["val_accuracy"]) if trial["status"] == "FINISHED" else (None, None)
 
 
+def recorded_names(out: Path) -> dict[str, set[str]] | None:
+    """The param, metric and tag names the one trial's child run recorded (None if there is none)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{out}/mlflow.db")
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])
+            if "mlflow.parentRunId" in r.data.tags]
+    if len(runs) != 1:
+        return None
+    data = runs[0].data
+    return {"params": set(data.params), "metrics": set(data.metrics), "tags": set(data.tags) - {"mlflow.log-model.history"}}
+
+
+def names_differ(after: dict | None, before: dict | None) -> str:
+    """'' where both trials recorded the same names, else what differs."""
+    if after is None or before is None:
+        return "a side recorded no trial run"
+    diff = [f"{what}: after only {sorted(after[what] - before[what])}, before only {sorted(before[what] - after[what])}"
+            for what in after if after[what] != before[what]]
+    return "; ".join(diff)
+
+
 def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool,
-         alone: bool = False) -> tuple[tuple, tuple]:
+         alone: bool = False) -> tuple[tuple, tuple, str]:
     """Both sides at the same time, or with `alone` one after the other (each with the machine to itself)."""
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         runs = [(ROOT, Path(a)), (before, Path(b))]
@@ -71,7 +94,7 @@ def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool,
                 procs[-1].wait(timeout=3600)
         for p in procs:
             p.wait(timeout=3600)
-        return result(Path(a)), result(Path(b))
+        return result(Path(a)), result(Path(b)), names_differ(recorded_names(Path(a)), recorded_names(Path(b)))
 
 
 def main() -> None:
@@ -92,13 +115,14 @@ def main() -> None:
         kind, workers = item.strip().split(" x")
         ratios = []
         for r in range(args.rounds):
-            (after_sps, after_acc), (before_sps, before_acc) = pair(before, kind, int(workers), args.epochs,
-                                                                    after_first=r % 2 == 0, alone=args.alone)
+            (after_sps, after_acc), (before_sps, before_acc), differ = pair(
+                before, kind, int(workers), args.epochs, after_first=r % 2 == 0, alone=args.alone)
             ratio = after_sps / before_sps if after_sps and before_sps else None
             ratios += [ratio] if ratio else []
             print(f"  {item:<16} round {r + 1}: after {after_sps or 0:>9,.0f}  before {before_sps or 0:>9,.0f} "
                   f"samples/s  ratio {ratio or float('nan'):.3f}  val acc after {after_acc or float('nan'):.4f} "
-                  f"before {before_acc or float('nan'):.4f}", flush=True)
+                  f"before {before_acc or float('nan'):.4f}; recorded names "
+                  f"{'the same' if not differ else 'DIFFER: ' + differ}", flush=True)
         if ratios:
             summary.append(f"{item:<16} after/before {statistics.median(ratios):.3f} "
                            f"({min(ratios):.3f}..{max(ratios):.3f}, {len(ratios)} rounds)")

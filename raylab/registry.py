@@ -48,7 +48,6 @@ class Strategy:
     in_one_process: bool = False  # replicas share one Ray worker (MirroredStrategy)
     # Driver-side checks before any worker starts (run config, cluster resources) -> UserError.
     preflight: Callable[[object, dict], None] | None = None
-    model_family: str | None = None  # which recipe builder it uses, if not its framework's (xla -> torch)
     # Extra Ray resources each worker reserves (e.g. {"TPU": 4}), from the run config and cluster resources.
     resources: Callable[[object, dict], dict] | None = None
     replicas_found: bool = False  # replicas are the devices the worker finds (TPU cores), logged after it starts
@@ -73,7 +72,8 @@ class Strategy:
 
     @property
     def models(self) -> str:
-        return self.model_family or self.framework
+        """Whose model builder of a recipe it runs (its framework's `models`: xla runs torch's)."""
+        return framework(self.framework).models
 
     @property
     def short(self) -> str:

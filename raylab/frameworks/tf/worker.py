@@ -1,8 +1,9 @@
-"""What each TF worker runs: the one training loop of every TF strategy (raylab/frameworks/tf/kinds.py
-wires the processes together; tf_tpu.py and tf_ps.py place their trials).
+"""What each TF worker runs: the one training loop of every synchronous TF strategy (raylab/frameworks/tf/kinds.py
+wires the processes together and places tf:tpu; tf:ps runs raylab/frameworks/tf/ps.py).
 
-Each window's steps run as one tf.function call (a tf.range loop, as Keras' steps_per_execution); the
-input is a tf.data pipeline over the worker's shard, read inside that function.
+Each window's steps run as one tf.function call (a tf.range loop, as Keras' steps_per_execution). In memory the
+input is a tf.data pipeline over the worker's shard, read inside that function; streamed, a window's batches are
+taken in Python and run stacked in one call (stream_train_fn).
 """
 
 from __future__ import annotations
