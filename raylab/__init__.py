@@ -1,7 +1,7 @@
 """raylab: the same training job across frameworks, strategies and hardware, on Ray, in MLflow."""
 
-from raylab.recipe import Recipe
 from raylab.driver.stepbench import StepBench
+from raylab.recipe import Recipe
 from raylab.task import Metric, Native, Scale, Schedule, optimizer
 
 

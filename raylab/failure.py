@@ -171,7 +171,8 @@ def _is_users(path: str) -> bool:
 
 
 
-def classify(exc: BaseException, rank: int, batch: int) -> CodeFailure | None:
+def classify(exc: BaseException, rank: int, batch: int,
+             framework: str | None = None) -> CodeFailure | None:
     """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help)."""
     if isinstance(exc, CodeFailure):
         return exc
@@ -185,7 +186,7 @@ def classify(exc: BaseException, rank: int, batch: int) -> CodeFailure | None:
     if traced:
         where = traced
     if memory:
-        device = device_peak_mb()
+        device = device_peak_mb(framework)
         peak = (f"device peak {device:,.0f} MB, " if device is not None and memory == "device" else "") + \
             f"host peak RSS {peak_rss_mb():,.0f} MB"
         line = (f"out of {memory} memory at batch {batch} per replica ({peak}) in {where} on rank {rank}: {what}; "
@@ -207,7 +208,7 @@ def guarded(loop, config: dict) -> None:
         with memory_cap(cfg.memory_cap_mb):
             loop(config)
     except BaseException as e:  # noqa: BLE001 - classified, then raised again
-        failure = classify(e, _rank(), cfg.batch_per_replica)
+        failure = classify(e, _rank(), cfg.batch_per_replica, cfg.framework)
         if failure is None:
             raise
         if cfg.replicas > 1 or cfg.ps:

@@ -63,7 +63,7 @@ class Strategy:
     # not XLA, which compiles per shape on its own allocator, nor the parameter servers).
     batch_search: bool = False
     # What its worker processes get in their environment from their start (what the framework reads at import,
-    # raylab/loop/prewarm.py), from (its backend config, the run config).
+    # raylab/prewarm.py), from (its backend config, the run config).
     worker_env: Callable[[object, object], dict] | None = None
 
     @property
@@ -125,7 +125,7 @@ class Framework:
     kinds: tuple[str, ...]  # its trial kinds' short names, the keys of its kinds.KINDS
     single: str  # its one-process kind: the trial a plain script and a step benchmark mirror
     models: str  # whose model builder a recipe gives it: its own name, or another's (xla runs torch's)
-    imports: tuple[str, ...]  # what its worker loop imports first (raylab/loop/prewarm.py starts them early)
+    imports: tuple[str, ...]  # what its worker loop imports first (raylab/prewarm.py starts them early)
     color: str  # its colour in charts
     import_env: dict = field(default_factory=dict)  # environment read at import, set from a worker's start
     collective_paths: tuple[str, ...] = ()  # source paths of its collective ops (an error there: a lost peer?)

@@ -116,15 +116,20 @@ def pytest_runtest_logstart(nodeid, location):
             startups.COUNTER.current = nodeid
 
 
-@pytest.hookimpl(trylast=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session, exitstatus):
+    """The start-up budget decides the status first; then, the outermost wrapper, it keeps the status every other
+    sessionfinish hook and wrapper (the terminal summary) left. If one of them raised, none is kept, and the
+    process leaves through pytest's own teardown with the traceback."""
     from tests import startups
 
     if startups.COUNTER is not None:
         startups.COUNTER.stop()
         if startups.over_budget() and session.exitstatus == 0:
             session.exitstatus = 1
+    result = yield
     FINAL["status"] = int(session.exitstatus)
+    return result
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from raylab.data import as_dataset, num_items, tree_map
-from raylab.errors import UserError
 from raylab.data.stream import MANIFEST, SPLIT_NAMES
+from raylab.errors import UserError
 
 
 def data_main(argv: list[str]) -> int:

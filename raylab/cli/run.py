@@ -6,9 +6,9 @@ import json
 import sys
 
 from raylab import config as C
-from raylab.driver import precision
 from raylab.cli.configure import edited, make_config, resumed_argv, without_flags
 from raylab.cli.recipe_flags import recipe_parser
+from raylab.driver import precision
 from raylab.errors import UserError
 
 

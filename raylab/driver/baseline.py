@@ -16,12 +16,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from raylab.driver import console
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
+from raylab.driver import console
 from raylab.driver.outcome import TrialOutcome, recorded
-from raylab.recipe import Recipe
 from raylab.driver.tracking import Tracker
+from raylab.recipe import Recipe
 
 PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
 

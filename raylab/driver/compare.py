@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from raylab.driver import protocol
+from raylab.driver.tracking import PARENT, ROLE
 from raylab.errors import UserError
 from raylab.registry import frameworks
-from raylab.driver.tracking import PARENT, ROLE
 
 # (column, header, format) in the order the table shows them
 COLUMNS = [

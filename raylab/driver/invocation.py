@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import time
 
-from raylab.driver import cluster, console, matrix
-from raylab.driver.baseline import baseline_specs, run_baseline
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset, put_dataset
+from raylab.driver import cluster, console, matrix
+from raylab.driver.baseline import baseline_specs, run_baseline
 from raylab.driver.outcome import INTERRUPTS, TrialOutcome
-from raylab.recipe import Recipe
 from raylab.driver.resources import need
 from raylab.driver.tracking import Tracker
 from raylab.driver.trial import run_trial
+from raylab.recipe import Recipe
 
 EPOCH_KEYS = ("epoch_time_s", "elapsed_s", "epoch_input_wait_s")  # with train_* and val_*: the metrics logged once per epoch
 

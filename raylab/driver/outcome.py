@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from raylab.driver import console
 from raylab.config import TrialSpec
+from raylab.driver import console
 from raylab.driver.tracking import Tracker, error_summary
 
 # What ends a run KILLED rather than FAILED: Ctrl-C / SIGTERM, and SystemExit, because Ray Train's own

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ray
 
-from raylab.driver import matrix
 from raylab.config import Settings, TrialSpec
+from raylab.driver import matrix
 from raylab.errors import UserError
 from raylab.registry import get_strategy
 from raylab.tpu import slice_scaling

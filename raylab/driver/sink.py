@@ -103,7 +103,7 @@ class TrialSink:
         self.log, self.tries = TrialLog(epochs), Attempts()
         self.ps, self.workers = ServerRegistry(), WorkerProcesses()
 
-    # Worker processes (raylab/loop/prewarm.py).
+    # Worker processes (raylab/prewarm.py).
     def hello(self, pid, ip):
         """A worker process of this trial has started: its output belongs to the trial."""
         self.workers.processes.append((pid, ip))
@@ -112,7 +112,7 @@ class TrialSink:
         return list(self.workers.processes)
 
     def started_env(self, pid, env):
-        """What a worker process found in its environment at its start (raylab/loop/prewarm.py)."""
+        """What a worker process found in its environment at its start (raylab/prewarm.py)."""
         self.workers.environs[pid] = env
 
     def started_envs(self):

@@ -8,15 +8,14 @@ Test the framework with `strategy.framework`, never with the short name.
 
 from __future__ import annotations
 
-from raylab import failure
-from raylab.driver import matrix
-from raylab.loop import prewarm
+from raylab import failure, prewarm
 from raylab.config import Settings, TrialSpec
+from raylab.driver import matrix
+from raylab.driver.resources import worker_resources
+from raylab.loop.worker import WorkerConfig
 from raylab.recipe import Recipe
 from raylab.registry import get_strategy
-from raylab.driver.resources import worker_resources
 from raylab.tpu import slice_scaling
-from raylab.loop.worker import WorkerConfig
 
 
 def train_run_name(run_id: str) -> str:
@@ -26,7 +25,7 @@ def train_run_name(run_id: str) -> str:
 
 
 def worker_env(strategy, backend, cfg: Settings) -> dict:
-    """What a trial's worker processes get in their environment from their start (raylab/loop/prewarm.py): what the
+    """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
     framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
     return strategy.worker_env(backend, cfg) if strategy.worker_env else {}
 

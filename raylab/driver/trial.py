@@ -20,22 +20,21 @@ from typing import Callable
 
 import ray
 
-from raylab.driver import cluster, console
-from raylab import failure
-from raylab.loop import prewarm
-from raylab.driver import floor as startup_floor
+from raylab import failure, prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
+from raylab.driver import cluster, console
+from raylab.driver import floor as startup_floor
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.driver.params import common_params
 from raylab.driver.progress import Progress
 from raylab.driver.protocol import time_to_target
-from raylab.recipe import Recipe
-from raylab.registry import get_strategy
 from raylab.driver.resources import reservation
 from raylab.driver.sink import TrialSink, restart_figures, sink_name
 from raylab.driver.tracking import Tracker
 from raylab.driver.trainer import build_trainer
+from raylab.recipe import Recipe
+from raylab.registry import get_strategy
 
 
 def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) -> dict:

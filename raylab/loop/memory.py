@@ -13,12 +13,19 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def device_peak_mb() -> float | None:
-    """The peak memory this process's tensors held on its accelerator, MB, as the first framework this process
-    imported that used one reads it (raylab/frameworks/<name>/memory.py); None where the process used none."""
+def device_peak_mb(framework: str | None = None) -> float | None:
+    """The peak memory this process's tensors held on its accelerator, MB, as `framework` (a trial's framework)
+    reads it (raylab/frameworks/<name>/memory.py); None where the process used none. Without a framework, the
+    first imported framework that used one, torch's CUDA allocator before TF's GPU (asking TF starts its GPU
+    runtime)."""
+    from raylab.registry import framework as framework_named
     from raylab.registry import frameworks
 
-    for fw in frameworks():
+    if framework is not None:
+        candidates = [framework_named(framework)]
+    else:
+        candidates = sorted(frameworks(), key=lambda fw: not fw.device_errors)  # the allocators raising their own
+    for fw in candidates:
         if fw.package not in sys.modules:
             continue
         try:

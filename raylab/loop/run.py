@@ -17,12 +17,12 @@ import numpy as np
 
 from raylab.loop.batches import BatchSource
 from raylab.loop.checkpoint import Checkpointer, Saver
+from raylab.loop.memory import device_peak_mb, peak_rss_mb
 from raylab.loop.report import HostReads, Reporter, builtins_only
 from raylab.loop.state import windows
 from raylab.loop.step import StepContext
-from raylab.loop.memory import device_peak_mb, peak_rss_mb
-from raylab.timing import Chrono, Phases
 from raylab.loop.worker import WorkerConfig, host_facts
+from raylab.timing import Chrono, Phases
 
 
 @dataclass
@@ -201,7 +201,7 @@ class Loop:
         timing = self.chrono.summary(self.cfg.global_batch)
         carried = self.chrono.carried
         startup = carried["phases"] if carried else self.phases.summary(timing["startup_s"])
-        device = device_peak_mb()
+        device = device_peak_mb(self.cfg.framework)
         self.reporter.result({
             **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **(self.t.extra() if self.t.extra else {}), **self.checkpointer.figures(self.state),
             **self.input_figures(),

@@ -45,6 +45,11 @@ class WorkerConfig:
     memory_cap_mb: int | None = None  # the worker process's RLIMIT_DATA while it trains (None: none)
 
     @property
+    def framework(self) -> str:
+        """Its framework's name, the kind's first half ("tf" in "tf:mwms x2")."""
+        return self.trial.split(":")[0]
+
+    @property
     def global_batch(self) -> int:
         return self.batch_per_replica * self.replicas
 

@@ -7,7 +7,6 @@ import torch.nn.functional as F
 from torch import nn
 
 
-
 class BasicBlock(nn.Module):
     def __init__(self, cin, cout, stride, bn):
         super().__init__()

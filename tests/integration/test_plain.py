@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raylab.driver.baseline import run_plain
 from raylab.config import Settings, TrialSpec
+from raylab.driver.baseline import run_plain
 from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration

@@ -119,7 +119,6 @@ def image_folder(ray_cluster, tmp_path_factory, template_db):
     from PIL import Image
 
     from raylab import Native
-
     from raylab.data.scenes import scenes
     from raylab.data.stream import images
 

@@ -3,7 +3,6 @@ compiling only in warm-up: test_matrix.py.)"""
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.integration.conftest import load_recipe

@@ -9,7 +9,6 @@ the TPU is not, which is what the tf:tpu error and fallback paths need.
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.conftest import kill_orphaned_workers, raylet_pids

@@ -11,8 +11,8 @@ import pytest
 
 from raylab import cli
 from raylab.driver.compare import compare, find_parent
-from raylab.errors import UserError
 from raylab.driver.tracking import Tracker
+from raylab.errors import UserError
 
 RESULTS = {
     "tf:none x1": dict(samples_per_sec=1234.4, step_time_p50_ms=25.0, step_time_p90_ms=31.0, startup_s=12.3,

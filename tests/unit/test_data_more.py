@@ -11,7 +11,6 @@ import pytest
 from raylab import data
 from raylab.data import Dataset, cifar10, mnist
 from raylab.errors import UserError
-
 from tests.unit.conftest import write_idx
 
 SYSTEM = Path("/usr/share/datasets")

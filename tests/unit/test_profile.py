@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from raylab.loop import profile
 from raylab.frameworks.tf import profile as tf_profile
 from raylab.frameworks.torch import profile as torch_profile
+from raylab.loop import profile
 
 
 def test_torch_capture_writes_a_chrome_trace_and_its_operations(tmp_path):

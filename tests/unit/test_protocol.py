@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from raylab.driver import protocol
 from raylab.config import Settings, TrialSpec
+from raylab.driver import protocol
 from raylab.driver.matrix import schedule
 
 

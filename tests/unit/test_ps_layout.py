@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from raylab.driver.resources import reservation
 from raylab.frameworks.tf.kinds import ps_roles
 from raylab.frameworks.torch.ps import shard_parameters
 from raylab.registry import get_strategy
-from raylab.driver.resources import reservation
 
 
 def test_tf_ps_roles_one_cluster_dict_and_a_task_per_rank():

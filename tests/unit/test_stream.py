@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from raylab import cli
+from raylab.data.stream import MANIFEST, StreamInfo, images, parquet
+from raylab.driver.resources import reservation
 from raylab.errors import UserError
 from raylab.loop import StreamBatches
 from raylab.registry import get_strategy
-from raylab.driver.resources import reservation
-from raylab.data.stream import MANIFEST, StreamInfo, images, parquet
 from tests.unit.test_config import RECIPE, no_ray  # noqa: F401 - a fixture, used by name
 
 

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from raylab.timing import Chrono, summarize, summarize_windows
 from raylab.loop import windows
+from raylab.timing import Chrono, summarize, summarize_windows
 
 
 def test_summarize_excludes_warmup_and_uses_total_time():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raylab.errors import UserError
 from raylab.driver.tracking import MAX_TAG, PARENT, ROLE, Tracker
+from raylab.errors import UserError
 
 
 def test_creates_then_reuses_experiment(mlflow_uri):

@@ -1,5 +1,5 @@
 """A trial's driver side without Ray or MLflow: what it records (raylab/driver/trial.py), its workers' start
-environment (raylab/driver/trainer.py, raylab/loop/prewarm.py) and the sink's roles (raylab/driver/sink.py)."""
+environment (raylab/driver/trainer.py, raylab/prewarm.py) and the sink's roles (raylab/driver/sink.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from raylab.loop import prewarm
-from raylab.registry import get_strategy
+from raylab import prewarm
 from raylab.driver.sink import Attempts, ServerRegistry, TrialLog
 from raylab.driver.trainer import worker_env
 from raylab.driver.trial import agreement, start_env_tag, trial_record
+from raylab.registry import get_strategy
 
 FINAL = {"samples_per_sec": 900.0, "startup_s": 4.0,
          "actual": {"actual_strategy": "none", "global_batch": 32, "strategy_class": "X"}}

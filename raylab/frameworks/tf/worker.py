@@ -201,7 +201,7 @@ def tf_worker_loop(config: dict) -> None:
 
 def _start(config: dict):
     """(cfg, phases, tf) for a TF worker: the environment TF reads at import set, the import timed."""
-    from raylab.loop.prewarm import hello
+    from raylab.prewarm import hello
     from raylab.timing import Phases
 
     cfg = config["cfg"]

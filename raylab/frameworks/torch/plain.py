@@ -11,8 +11,9 @@ from raylab.timing import Chrono
 
 
 def env(threads: int) -> dict:
-    """What the plain script's process needs in its environment beside the threads: nothing more."""
-    return {}
+    """What the plain script's process needs in its environment beside the threads: TSL's C++ log level, as for
+    every plain script (a task whose unpickling imports Keras or TensorFlow keeps their notices quiet)."""
+    return {"TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def run(spec, task, x, y, xt, yt) -> dict:

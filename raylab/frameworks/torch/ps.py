@@ -172,7 +172,7 @@ def ps_saver(servers: list, group: str, sink):
 
 
 def torch_ps_loop(config: dict) -> None:
-    from raylab.loop.prewarm import hello
+    from raylab.prewarm import hello
 
     hello(config["cfg"].sink)
     import ray.train

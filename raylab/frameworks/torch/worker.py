@@ -125,7 +125,7 @@ def torch_worker_loop(config: dict) -> None:
 
 def start_worker(config: dict):
     """(cfg, phases, Ray Train context) for a torch-family worker: threads set, seeded, imports timed."""
-    from raylab.loop.prewarm import hello
+    from raylab.prewarm import hello
     from raylab.timing import Phases
 
     phases = Phases(config["cfg"].trial_start)
