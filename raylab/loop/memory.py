@@ -18,10 +18,10 @@ def device_peak_mb(framework: str | None = None) -> float | None:
     reads it (raylab/frameworks/<name>/memory.py); None where the process used none. Without a framework, the
     first imported framework that used one, torch's CUDA allocator before TF's GPU (asking TF starts its GPU
     runtime)."""
+    from raylab.registry import NAMES, frameworks
     from raylab.registry import framework as framework_named
-    from raylab.registry import frameworks
 
-    if framework is not None:
+    if framework in NAMES:
         candidates = [framework_named(framework)]
     else:
         candidates = sorted(frameworks(), key=lambda fw: not fw.device_errors)  # the allocators raising their own
