@@ -4,10 +4,9 @@
 what raylab costs. Same task (cloudpickled by the driver: model builder, loss, optimizer, schedule,
 metrics, preprocessing, built by raylab.task's framework builders, which only construct the
 framework's own objects), data (the 1-worker shard, i.e. all of it), batch, threads and seed as the
-framework's 1-worker trial, in the code a careful user writes for speed:
-
-each framework's `run` in raylab/frameworks/<name>/plain.py (Keras `fit` with `steps_per_execution`; the
-usual torch loop reading the loss back only on log steps).
+framework's 1-worker trial, in the code a careful user writes for speed: each framework's `run` in
+raylab/frameworks/<name>/plain.py (Keras `fit` with `steps_per_execution`; the usual torch loop reading the
+loss back only on log steps).
 
 Steady state is timed between those reads, as the trials are. Prints one JSON line.
 """
