@@ -138,7 +138,7 @@ class Framework:
 
 
 # The registry: one line per framework, its package raylab.frameworks.<name>.
-NAMES = ("tf", "torch", "xla")
+NAMES = ("tf", "torch", "xla", "jax")
 
 
 @functools.cache

@@ -11,19 +11,19 @@ Adam lr 5e-4 (epsilon 1e-7 on both sides), batch 32 per replica, 10 epochs, accu
 
 from raylab import Recipe, Scale, main, optimizer
 from raylab.data import fashion_mnist
-from raylab.models.mlp import tf_model, torch_model
+from raylab.models.mlp import jax_model, tf_model, torch_model
 
 RECIPE = Recipe(
     name="fashion",
     data=fashion_mnist,
-    models={"tf": tf_model, "torch": torch_model},
+    models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
     batch_per_replica=32,
     epochs=10,
     loss="sparse_categorical_crossentropy",  # from logits
     optimizer=optimizer("adam", 5e-4, epsilon=1e-7),  # Keras' epsilon, on both sides
     metrics=("accuracy",),
     preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
-    default_trials=("tf:none", "tf:mirrored", "tf:mwms", "torch:none", "torch:ddp", "xla:single"),
+    default_trials=("tf:none", "tf:mirrored", "tf:mwms", "torch:none", "torch:ddp", "xla:single", "jax:none", "jax:dp"),
     default_workers=(1, 2),
     target_accuracy=0.85,
     doc=__doc__,

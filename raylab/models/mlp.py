@@ -1,7 +1,7 @@
 """The seed MLP: Flatten, Dense(128, relu), Dropout(0.2), Dense(10) on 28x28 images; 101,770 parameters.
 
 Shared by the fashion and mnist recipes. Initialisers are set explicitly (Glorot-uniform kernels,
-zero biases) so TensorFlow and PyTorch start from the same distribution. A package module rather
+zero biases) so TensorFlow, PyTorch and JAX start from the same distribution. A package module rather
 than a recipe file, so Ray workers import it by name wherever the recipe runs.
 """
 
@@ -29,3 +29,20 @@ def torch_model():
             nn.init.xavier_uniform_(layer.weight)
             nn.init.zeros_(layer.bias)
     return model
+
+
+def jax_model(rngs):
+    """A Flax NNX module; `rngs` (an nnx.Rngs) draws its parameters and its dropout masks."""
+    from flax import nnx
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            dense = dict(kernel_init=nnx.initializers.glorot_uniform(), bias_init=nnx.initializers.zeros_init(), rngs=rngs)
+            self.hidden, self.out = nnx.Linear(784, 128, **dense), nnx.Linear(128, 10, **dense)
+            self.dropout = nnx.Dropout(0.2, rngs=rngs)
+
+        def __call__(self, x):
+            x = x.reshape(x.shape[0], -1)
+            return self.out(self.dropout(nnx.relu(self.hidden(x))))
+
+    return MLP(rngs)

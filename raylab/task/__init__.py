@@ -1,9 +1,9 @@
 """The training task a recipe declares once: preprocessing, loss, optimizer, schedule, metrics.
 
-Everything here is framework-free and picklable: it travels to the workers as declared, and
-`raylab/frameworks/tf/task.py` and `raylab/frameworks/torch/task.py` each build the same thing from it (the only two
-places that know how a portable name maps onto a framework). A recipe may use portable names
-or bring its own callables per framework with `Native(tf=..., torch=...)`.
+Everything here is framework-free and picklable: it travels to the workers as declared, and each framework's
+`raylab/frameworks/<name>/task.py` builds the same thing from it (the only places that know how a portable name
+maps onto a framework). A recipe may use portable names or bring its own callables per framework with
+`Native(tf=..., torch=..., jax=...)`.
 """
 
 from __future__ import annotations
@@ -31,17 +31,19 @@ METRIC_ALIASES = {"mae": "mean_absolute_error", "mse": "mean_squared_error"}
 
 @dataclass(frozen=True)
 class Native:
-    """A callable per framework, where a portable name does not fit: Native(tf=fn, torch=fn).
+    """A callable per framework, where a portable name does not fit: Native(tf=fn, torch=fn, jax=fn).
 
     Loss: fn(y_true, y_pred) -> the framework's tensor: per-example loss ([batch]) or the batch mean (a scalar).
     Metric: fn(y_true, y_pred) -> the batch mean, or a (numerator, denominator) pair of sums; each a 0-d tensor
-    or a Python or numpy number.
-    Optimizer: fn(lr) -> (tf) a Keras optimizer, or fn(params, lr) -> (torch) a torch optimizer.
-    Preprocess: fn(x) -> x, on the worker's numpy shard (tf and torch alike) once per trial.
+    or a Python or numpy number. (jax: jax.numpy arrays, traced inside the jitted step.)
+    Optimizer: fn(lr) -> (tf) a Keras optimizer, fn(params, lr) -> (torch) a torch optimizer, or fn(lr) -> (jax)
+    an optax GradientTransformation (lr is None: the function picks its own).
+    Preprocess: fn(x) -> x, on the worker's numpy shard (every framework alike) once per trial.
     """
 
     tf: Callable | None = None
     torch: Callable | None = None
+    jax: Callable | None = None
     name: str = "custom"  # how it is recorded
 
     def describe(self, family: str) -> str:

@@ -1,0 +1,78 @@
+"""JAX's trial kinds: one process on one device (jax:none) and data parallel over Ray Train workers (jax:dp).
+
+jax:dp's backend (below) joins the workers into one JAX program before the loop starts: rank 0 picks a free port,
+and every worker calls `jax.distributed.initialize(coordinator, num_processes, process_id)` with its Ray Train
+rank, on every device. On CPU the processes' collectives are gloo's (`jax_cpu_collectives_implementation`,
+jax's default since 0.5.1); on GPU NCCL and on TPU the chips' own interconnect, through the same code. (Ray's
+own `JaxConfig` initialises only on TPU and GPU; on CPU it leaves each process its own world.)
+
+Threads: XLA's CPU client reads XLA_FLAGS when jax first makes a device, so the flags are in the worker's
+environment from its start (`worker_env`): one intra-op thread is Eigen's single-threaded mode.
+XLA_PYTHON_CLIENT_PREALLOCATE=false on every worker: jax would take 75% of a GPU's memory at start, and a
+peak-memory figure would then say nothing (recorded as `xla_preallocate`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ray.train.backend import Backend, BackendConfig
+
+from raylab.frameworks.jax.worker import jax_worker_loop
+from raylab.registry import Strategy
+
+
+def xla_flags(threads: int) -> str:
+    if threads <= 1:
+        return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    return f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={threads}"
+
+
+def _worker_env(backend, cfg) -> dict:
+    return {"XLA_FLAGS": xla_flags(cfg.threads), "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+
+
+def _initialize(coordinator: str, processes: int, process_id: int) -> None:
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator, processes, process_id)
+
+
+def _shutdown() -> None:
+    import jax
+
+    jax.distributed.shutdown()
+
+
+class _JaxBackend(Backend):
+    def on_start(self, worker_group, backend_config):
+        import ray
+        from ray.train._internal.utils import get_address_and_port
+
+        addr, port = worker_group.execute_single(0, get_address_and_port)
+        n = len(worker_group)
+        ray.get([worker_group.execute_single_async(i, _initialize, coordinator=f"{addr}:{port}", processes=n,
+                                                   process_id=i) for i in range(n)])
+
+    def on_shutdown(self, worker_group, backend_config):
+        import ray
+
+        try:  # a clean end; after a lost worker the survivors are torn down without it
+            ray.get(worker_group.execute_async(_shutdown), timeout=30)
+        except Exception:  # noqa: BLE001 - the processes end anyway
+            pass
+
+
+@dataclass
+class JaxConfig(BackendConfig):
+    @property
+    def backend_cls(self):
+        return _JaxBackend
+
+
+NONE = Strategy("jax:none", jax_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
+                worker_env=_worker_env)
+DP = Strategy("jax:dp", jax_worker_loop, lambda device: JaxConfig(), batch_search=True, worker_env=_worker_env)
+
+KINDS = {"none": NONE, "dp": DP}

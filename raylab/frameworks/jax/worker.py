@@ -1,0 +1,364 @@
+"""The jax:none and jax:dp worker loop (raylab/frameworks/jax/kinds.py): one jitted training step over a global mesh.
+
+The recipe's Flax NNX module is split into its graph (static), its parameters and the rest of its state (batch
+statistics, dropout keys); the step is a pure function of (parameters, rest, optimizer state, running sums, batch),
+jitted once with the train state donated. Under jax:dp every process holds one device of a global `Mesh` (axis
+"batch"); the batch is sharded along it and everything else is replicated, so XLA all-reduces the gradients
+(gloo between processes on CPU) inside the step. The batch each process feeds is its slice of one global batch:
+a trial sees the same global batches whatever its number of processes, so jax:dp xN trains what jax:none trains
+at N times the batch (the first steps' losses are recorded to show it).
+
+--precision bf16: float32 parameters cast to bfloat16 inside the step (the forward and backward pass in bfloat16),
+the loss and metrics on float32 outputs; the optimizer updates the float32 parameters.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+
+import numpy as np
+
+FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losses)
+
+
+def jax_worker_loop(config: dict) -> None:
+    from raylab.prewarm import hello
+    from raylab.timing import Phases
+
+    phases = Phases(config["cfg"].trial_start)
+    hello(config["cfg"].sink)
+    cfg = config["cfg"]
+    import jax
+    import ray.train
+    from flax import nnx
+
+    from raylab.data.shard import data_facts, evaluation, stream_stats
+    from raylab.frameworks.jax.compiles import CompileWatch
+    from raylab.loop import StepContext, Training, run_epochs
+
+    phases.mark("imports")
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    if jax.process_count() != world:
+        raise RuntimeError(f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
+                           "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)")
+    compiles = CompileWatch(cfg.warmup_steps)
+    mesh, devices = global_mesh(cfg.short)
+    phases.mark("setup")
+
+    task, steps_per_epoch, data = shard_and_task(cfg, world, rank, len(devices))
+    feed = Feed(mesh, world)
+    batches = batch_source(data, cfg, rank, world, steps_per_epoch, feed)
+    phases.mark("data")
+
+    model = task.build_model(cfg.seed)
+    model.train()
+    graph, params, rest = nnx.split(model, nnx.Param, ...)
+    model.eval()
+    graph_eval = nnx.split(model, nnx.Param, ...)[0]
+    tx = task.build_optimizer()
+    state = feed.replicate((params, rest, tx.init(params)))
+    phases.mark("model")
+
+    from raylab.frameworks.jax.profile import capture
+
+    bf16 = cfg.precision == "bf16"
+    step = StepContext("bf16" if bf16 else "fp32", profile=capture() if cfg.profile else None)
+    holder = StateHolder(state)
+    train, first = train_fn(task, graph, tx, holder, batches, feed, bf16, compiles)
+    predict = local_predict(graph_eval, holder)
+    evaluate = evaluation(data, compiles.apart(task.evaluator(predict)))
+    device = devices[0]
+    actual = {
+        "strategy_class": "jit+NamedSharding(batch)" if cfg.short == "dp" else "jit",
+        "device_kind": device.platform, **({"device_name": device.device_kind} if device.platform != "cpu" else {}),
+        "comm_backend": comm_backend(device.platform, world), "replicas_in_sync": len(devices),
+        "local_replicas": len(jax.local_devices()) if cfg.short == "dp" else 1,
+        **jax_facts(params, cfg), "precision_applied": step.precision, **task.built(data.sample()),
+        **data_facts(data), "input_order": "global batches, each process feeds its slice",
+    }
+    if data.streamed:
+        actual["input_order"] = "each process streams its own split; the global batch joins their batches"
+    stats = stream_stats(data, rank)
+
+    def read(sums):
+        first.read(actual)
+        return np.asarray(sums.addressable_data(0), dtype=np.float64)
+
+    run_epochs(cfg, rank, Training(
+        steps_per_epoch, train, evaluate, task.results, actual, lambda: checksum(holder.state), read=read,
+        batches=batches, step=step, saver=jax_saver(holder, feed), phases=phases,
+        extra=lambda: {**compiles.figures(), **(stats() if stats else {})}))
+
+
+class StateHolder:
+    """The train state (parameters, rest, optimizer state): the step donates it and the holder keeps the new one."""
+
+    def __init__(self, state):
+        self.state = state
+
+
+def global_mesh(short: str):
+    """(Mesh over the trial's devices along "batch", those devices): jax:none one local device, jax:dp every
+    process's devices."""
+    import jax
+    from jax.sharding import Mesh
+
+    devices = jax.devices() if short == "dp" else jax.local_devices()[:1]
+    return Mesh(np.array(devices), ("batch",)), devices
+
+
+class Feed:
+    """Where arrays go: a batch sharded along the mesh (each process gives its slice), the state replicated."""
+
+    def __init__(self, mesh, world: int):
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        self.world = world
+        self.batch = NamedSharding(mesh, PartitionSpec("batch"))
+        self.replicated = NamedSharding(mesh, PartitionSpec())
+
+    def put(self, xy):
+        """A batch (numpy, this process's slice) as global arrays; one process: numpy as it is (jit moves it)."""
+        import jax
+
+        if self.world == 1 and self.batch.mesh.size == 1:
+            return xy
+        return jax.tree.map(lambda a: jax.make_array_from_process_local_data(self.batch, a), xy)
+
+    def replicate(self, tree):
+        """Every leaf (a host value, the same on every process) as an array replicated over the mesh."""
+        import jax
+
+        if jax.process_count() == 1:
+            return jax.tree.map(lambda a: jax.device_put(a, self.replicated), tree)
+
+        def one(a):
+            if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):  # a key: its data replicated, wrapped again
+                return jax.random.wrap_key_data(one(jax.random.key_data(a)), impl=jax.random.key_impl(a))
+            host = np.asarray(a)
+            return jax.make_array_from_callback(host.shape, self.replicated, lambda index: host[index])
+
+        return jax.tree.map(one, tree)
+
+
+def shard_and_task(cfg, world: int, rank: int, replicas: int):
+    """(JaxTask, steps per epoch, this worker's data). In memory, every process holds the whole prepared train split
+    and cuts its slice from each global batch; streamed, each reads its equal split."""
+    from raylab.data.shard import MemoryShard, StreamShard, is_streamed, items_per_worker
+    from raylab.frameworks.jax.task import JaxTask
+
+    steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // cfg.batch_per_replica)
+    task = JaxTask(cfg.task, steps_per_epoch * cfg.epochs)
+    task.eval_batch = cfg.batch_per_replica
+
+    def prepare(x, y):
+        return task.inputs(x), task.targets(y)
+
+    if is_streamed(cfg):
+        return task, steps_per_epoch, StreamShard(cfg.shared, world, prepare)
+    data = MemoryShard(cfg.shared, 1, 0, cfg.seed, prepare)  # the whole split: batches are global
+    data.rank = rank  # rank 0 alone prepares the test split (it evaluates and reports)
+    return task, steps_per_epoch, data
+
+
+def global_batches(n: int, batch: int, world: int, rank: int, seed: int, start: int = 0):
+    """Index batches of this process's slice of each global batch (world x batch items), endlessly: each pass a
+    seeded permutation of the n items cut into whole global batches. `start` skips that many (a restart)."""
+    per_pass = n // (batch * world)
+    skip_passes, skip = divmod(start, per_pass)
+    rng = np.random.default_rng(seed)
+    for _ in range(skip_passes):
+        rng.permutation(n)
+    while True:
+        order = rng.permutation(n)[: per_pass * batch * world].reshape(per_pass, world, batch)[:, rank]
+        yield from order[skip:]
+        skip = 0
+
+
+def batch_source(data, cfg, rank: int, world: int, steps_per_epoch: int, feed: Feed):
+    from raylab.data import num_items, tree_map
+    from raylab.loop import Batches, StreamBatches
+
+    if data.streamed:
+        epoch = data.batches(cfg.batch_per_replica, cfg.seed + rank)
+        return StreamBatches(epoch, steps_per_epoch, feed.put)
+    x, y = data.x, data.y
+
+    def start(done: int):
+        for idx in global_batches(num_items(x), cfg.batch_per_replica, world, rank, cfg.seed, done):
+            yield feed.put((tree_map(lambda a: a[idx], x), tree_map(lambda a: a[idx], y)))
+
+    return Batches(start)
+
+
+def as_dtype(tree, dtype):
+    import jax
+    import jax.numpy as jnp
+
+    return jax.tree.map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a, tree)
+
+
+class FirstLosses:
+    """The trial's first steps' losses, kept on the device and read with a window's sums once all are in."""
+
+    def __init__(self):
+        self.kept, self.done = [], False
+
+    def keep(self, sums_before, sums_after):
+        if len(self.kept) < FIRST_LOSSES:
+            self.kept.append(sums_after[0] - sums_before[0])
+
+    def read(self, actual: dict) -> None:
+        if not self.done and len(self.kept) == FIRST_LOSSES:
+            actual["first_losses"] = ",".join(f"{float(np.asarray(v.addressable_data(0))):.7g}" for v in self.kept)
+            self.done, self.kept = True, []
+
+
+def train_fn(task, graph, tx, holder: StateHolder, batches, feed: Feed, bf16: bool, compiles):
+    """(train(k) -> [loss, metric sums...] of k updates summed on the device and not read, FirstLosses)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    width = 1 + 2 * len(task.specs)
+
+    def loss_fn(model, x, y):
+        if bf16:  # a bfloat16 copy of the module runs the pass; its new batch statistics and keys go back as they were
+            g, params, rest = nnx.split(model, nnx.Param, ...)
+            low = nnx.merge(g, as_dtype(params, jnp.bfloat16), rest)
+            pred = low(as_dtype(x, jnp.bfloat16))
+            nnx.update(model, jax.tree.map(lambda new, old: new.astype(old.dtype), nnx.state(low, nnx.Not(nnx.Param)),
+                                           rest))
+        else:
+            pred = model(x)
+        pred = as_dtype(pred, jnp.float32)
+        return task.per_example_loss(y, pred).mean(), pred
+
+    def step(state, sums, x, y):
+        params, rest, opt_state = state
+        model = nnx.merge(graph, params, rest)
+        (loss, pred), grads = nnx.value_and_grad(loss_fn, has_aux=True)(model, x, y)
+        rest = nnx.split(model, nnx.Param, ...)[2]  # batch statistics, dropout keys: as the pass left them
+        updates, opt_state = tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        return (params, rest, opt_state), sums + task.step_stats(loss, y, pred)
+
+    rep = feed.replicated
+    jitted = jax.jit(step, donate_argnums=(0, 1), out_shardings=(rep, rep))
+    zeros = jax.jit(lambda: jnp.zeros((width,), jnp.float32), out_shardings=rep)
+    first = FirstLosses()
+
+    def train(k: int):
+        sums = zeros()
+        for _ in range(k):
+            x, y = batches.next()
+            before = sums if len(first.kept) < FIRST_LOSSES else None
+            if before is not None:
+                before = before + 0  # a copy: the step donates its input
+            holder.state, sums = jitted(holder.state, sums, x, y)
+            if before is not None:
+                first.keep(before, sums)
+            compiles.after_step()
+        return sums
+
+    return train, first
+
+
+def local_predict(graph_eval, holder: StateHolder):
+    """predict(x) -> float32 outputs, on this process's first device from its copy of the replicated state: rank 0
+    evaluates alone, so its evaluation must not be a computation over every process's devices."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    @jax.jit
+    def forward(params, rest, x):
+        return as_dtype(nnx.merge(graph_eval, params, rest)(x), jnp.float32)
+
+    def predict(x):
+        params, rest, _ = local_copy(holder.state)
+        return forward(params, rest, x)
+
+    return predict
+
+
+def local_copy(tree):
+    """This process's copy of a replicated tree (its first device's)."""
+    import jax
+
+    return jax.tree.map(lambda a: a.addressable_data(0), tree)
+
+
+def checksum(state) -> float:
+    """Sum of |parameters and batch statistics|: equal on every replica that holds the same model."""
+    import jax
+    import jax.numpy as jnp
+
+    params, rest, _ = local_copy(state)
+    leaves = [a for a in jax.tree.leaves((params, rest)) if jnp.issubdtype(a.dtype, jnp.floating)]
+    return float(sum(np.abs(np.asarray(a, np.float64)).sum() for a in leaves))
+
+
+def to_host(tree):
+    """The state as numpy (PRNG keys as their key data, tagged), for a checkpoint."""
+    import jax
+
+    def one(a):
+        a = a.addressable_data(0) if hasattr(a, "addressable_data") else a
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            return ("prng_key", np.asarray(jax.random.key_data(a)), str(jax.random.key_impl(a)))
+        return np.asarray(a)
+
+    return jax.tree.map(one, tree)
+
+
+def from_host(tree, like):
+    import jax
+
+    def one(saved, old):
+        if isinstance(saved, tuple) and saved and saved[0] == "prng_key":
+            return jax.random.wrap_key_data(saved[1], impl=jax.random.key_impl(old))
+        return saved
+
+    return jax.tree.map(one, tree, like, is_leaf=lambda v: isinstance(v, tuple) and len(v) == 3 and v[0] == "prng_key")
+
+
+def jax_saver(holder: StateHolder, feed: Feed):
+    """Checkpoints as a pickle of the state's numpy arrays (parameters, batch statistics, dropout keys, optimizer
+    state): rank 0 writes, every rank loads it and replicates it again (every process holds the same state)."""
+    from raylab.loop import Saver
+
+    def save(directory: str, rank: int) -> None:
+        host = to_host(holder.state)  # every rank reads its own copy: nothing waits on another process
+        if rank == 0:
+            with open(os.path.join(directory, "jax_state.pkl"), "wb") as f:
+                pickle.dump(host, f)
+
+    def load(directory: str) -> None:
+        with open(os.path.join(directory, "jax_state.pkl"), "rb") as f:
+            saved = pickle.load(f)
+        holder.state = feed.replicate(from_host(saved, local_copy(holder.state)))
+
+    return Saver(save, load)
+
+
+def comm_backend(platform: str, world: int) -> str:
+    if world == 1:
+        return "none"
+    return {"cpu": "gloo", "gpu": "nccl"}.get(platform, "xla-collectives")
+
+
+def jax_facts(params, cfg) -> dict:
+    """What every jax trial records about what ran: versions, parameters, threads, memory preallocation."""
+    import flax
+    import jax
+    import optax
+
+    return {"framework_version": jax.__version__, "flax_version": flax.__version__, "optax_version": optax.__version__,
+            "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(params))),
+            "intra_op_threads": cfg.threads, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (jax's default)"),
+            "float32_matmul": jax.config.jax_default_matmul_precision or "default"}
