@@ -54,10 +54,31 @@ def torch_model():
     return model
 
 
+def jax_model(rngs):
+    from flax import nnx
+
+    init = dict(kernel_init=nnx.initializers.glorot_uniform(), bias_init=nnx.initializers.zeros_init(), rngs=rngs)
+
+    class CNN(nnx.Module):
+        def __init__(self):
+            self.convs = nnx.List([nnx.Conv(3, 32, (3, 3), padding="SAME", **init), nnx.Conv(32, 32, (3, 3), padding="VALID", **init),
+                                   nnx.Conv(32, 64, (3, 3), padding="SAME", **init), nnx.Conv(64, 64, (3, 3), padding="VALID", **init)])
+            self.dense, self.out = nnx.Linear(64 * 6 * 6, 512, **init), nnx.Linear(512, 10, **init)
+            self.drop_block, self.drop_dense = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.5, rngs=rngs)
+
+        def __call__(self, x):  # NHWC, as the data
+            for i in (0, 2):
+                x = nnx.relu(self.convs[i + 1](nnx.relu(self.convs[i](x))))
+                x = self.drop_block(nnx.max_pool(x, (2, 2), (2, 2)))
+            return self.out(self.drop_dense(nnx.relu(self.dense(x.reshape(x.shape[0], -1)))))
+
+    return CNN()
+
+
 RECIPE = Recipe(
     name="cifar10",
     data=cifar10,
-    models={"tf": tf_model, "torch": torch_model},
+    models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
     batch_per_replica=128,
     epochs=10,
     loss="sparse_categorical_crossentropy",  # from logits

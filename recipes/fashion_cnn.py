@@ -56,10 +56,35 @@ def torch_model():
     return model
 
 
+def jax_model(rngs):
+    from flax import nnx
+
+    init = dict(kernel_init=nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),
+                bias_init=nnx.initializers.zeros_init(), rngs=rngs)
+
+    class CNN(nnx.Module):
+        def __init__(self):
+            widths = [(1, 64), (64, 128), (128, 256)]
+            self.norms = nnx.List([nnx.BatchNorm(cin, momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON, rngs=rngs)
+                                   for cin, _ in widths])
+            self.convs = nnx.List([nnx.Conv(cin, cout, (5, 5), padding="SAME", **init) for cin, cout in widths])
+            self.dense, self.out = nnx.Linear(256 * 3 * 3, 256, **init), nnx.Linear(256, 10, **init)
+            self.drop_block, self.drop_dense = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.5, rngs=rngs)
+
+        def __call__(self, x):
+            x = x[..., None]  # (N, 28, 28) -> (N, 28, 28, 1): channels last, as in Keras
+            for norm, conv in zip(self.norms, self.convs):
+                x = self.drop_block(nnx.max_pool(nnx.elu(conv(norm(x))), (2, 2), (2, 2)))
+            x = self.drop_dense(nnx.elu(self.dense(x.reshape(x.shape[0], -1))))
+            return self.out(x)
+
+    return CNN()
+
+
 RECIPE = Recipe(
     name="fashion_cnn",
     data=fashion_mnist,
-    models={"tf": tf_model, "torch": torch_model},
+    models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
     batch_per_replica=1024,
     global_batch=1024,
     steps_per_epoch=100,

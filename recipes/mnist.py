@@ -14,12 +14,12 @@ installed the recipe runs on Fashion-MNIST and records that (param `data`, tag `
 
 from raylab import Recipe, Scale, main, optimizer
 from raylab.data import mnist
-from raylab.models.mlp import tf_model, torch_model
+from raylab.models.mlp import jax_model, tf_model, torch_model
 
 RECIPE = Recipe(
     name="mnist",
     data=mnist,
-    models={"tf": tf_model, "torch": torch_model},
+    models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
     batch_per_replica=25,
     epochs=10,
     loss="sparse_categorical_crossentropy",  # from logits

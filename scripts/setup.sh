@@ -4,11 +4,12 @@
 # Fashion-MNIST data. Safe to run again: it only reinstalls when pyproject.toml, constraints.txt or
 # the choice changed.
 #
-#   scripts/setup.sh [tf|torch|xla|all|tpu ...]    # then: .venv/bin/python recipes/fashion.py
+#   scripts/setup.sh [tf|torch|xla|jax|all|tpu ...]    # then: .venv/bin/python recipes/fashion.py
 #
-#   scripts/setup.sh             # all (the default): tf:*, torch:* and xla:* trials, as CI runs them
+#   scripts/setup.sh             # all (the default): tf:*, torch:*, xla:* and jax:* trials, as CI runs them
 #   scripts/setup.sh torch       # torch:* trials only (no TensorFlow, no torch-xla)
 #   scripts/setup.sh tf          # tf:* trials only (TensorFlow and tf-keras, no torch)
+#   scripts/setup.sh jax         # jax:* trials only (jax, jaxlib for CPU, flax, optax: 0.5 GB)
 #   scripts/setup.sh tf torch    # several at once; xla is torch + torch-xla (xla:* trials)
 #   scripts/setup.sh tpu         # on a TPU VM: tensorflow-tpu 2.20 + torch-xla[tpu], in place of tf/xla/all
 #
@@ -17,11 +18,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-valid="tf, torch, xla, all, tpu"
+valid="tf, torch, xla, jax, all, tpu"
 declare -A chosen=()
 for choice in "${@:-all}"; do
     case "$choice" in
-        tf | torch | xla | all | tpu) chosen[$choice]=1 ;;
+        tf | torch | xla | jax | all | tpu) chosen[$choice]=1 ;;
         *) echo "setup: unknown choice '$choice'; choose from $valid (default: all)" >&2; exit 2 ;;
     esac
 done
@@ -30,7 +31,7 @@ if [ -n "${chosen[tpu]:-}" ] && [ -n "${chosen[tf]:-}${chosen[all]:-}" ]; then
     exit 2
 fi
 # In a fixed order, so `torch tf` and `tf torch` are the same choice (and the same stamp).
-extras=$(for e in tf torch xla all tpu; do [ -z "${chosen[$e]:-}" ] || echo "$e"; done | paste -sd, -)
+extras=$(for e in tf torch xla jax all tpu; do [ -z "${chosen[$e]:-}" ] || echo "$e"; done | paste -sd, -)
 has() { # has EXTRA...: does the choice install any of these?
     for e in "$@"; do [ -z "${chosen[$e]:-}" ] || return 0; done
     return 1

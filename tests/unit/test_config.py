@@ -94,14 +94,14 @@ def test_expand_single_worker_strategy_with_no_fit():
 
 
 def test_make_config_defaults(tmp_path):
-    """The fashion recipe's defaults: 9 trials, 10 epochs, 1 thread, sqlite in the cwd, a note for tf:none."""
+    """The fashion recipe's defaults: 12 trials, 10 epochs, 1 thread, sqlite in the cwd, a note for tf:none."""
     cfg = config()
     assert [s.name for s in cfg.trials] == [
         "tf:none x1", "tf:mirrored x1", "tf:mirrored x2", "tf:mwms x1", "tf:mwms x2", "torch:none x1", "torch:ddp x1",
-        "torch:ddp x2", "xla:single x1"]
+        "torch:ddp x2", "xla:single x1", "jax:none x1", "jax:dp x1", "jax:dp x2"]
     assert (cfg.epochs, cfg.threads, cfg.seed, cfg.quick, cfg.device) == (10, 1, 0, False, "cpu")
     assert cfg.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}" and cfg.experiment == "fashion"
-    assert len(cfg.notes) == 3 and cfg.json_path is None  # tf:none, torch:none and xla:single skip workers=2
+    assert len(cfg.notes) == 4 and cfg.json_path is None  # tf:none, torch:none, xla:single and jax:none skip workers=2
 
 
 def test_make_config_flags(tmp_path, monkeypatch):

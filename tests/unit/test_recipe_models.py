@@ -1,4 +1,4 @@
-"""The CNN recipes define one model per framework with the same trainable parameters and output shape."""
+"""The recipes define one model per framework with the same trainable parameters and output shape."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from tests.integration.conftest import load_recipe
 
 @pytest.mark.parametrize("name,shape,count", [("fashion_cnn", (2, 28, 28), 1_619_084), ("cifar10", (2, 32, 32, 3), 1_250_858),
                                               ("fashion", (2, 28, 28), 101_770), ("mnist", (2, 28, 28), 101_770)])
-def test_both_frameworks_build_the_same_model(name, shape, count):
+def test_every_framework_builds_the_same_model(name, shape, count):
+    import jax
     import torch
+    from flax import nnx
 
     recipe = load_recipe(name)
     keras_model, torch_model = recipe.models["tf"](), recipe.models["torch"]()
@@ -20,6 +22,10 @@ def test_both_frameworks_build_the_same_model(name, shape, count):
     x = np.random.default_rng(0).random(shape, dtype=np.float32)
     assert tuple(keras_model(x, training=False).shape) == (2, 10)
     assert tuple(torch_model.eval()(torch.from_numpy(x)).shape) == (2, 10)
+    jax_model = recipe.models["jax"](rngs=nnx.Rngs(0))
+    assert sum(int(np.prod(p.shape)) for p in jax.tree.leaves(nnx.state(jax_model, nnx.Param))) == count
+    jax_model.eval()
+    assert tuple(jax_model(x).shape) == (2, 10)
 
 
 def test_global_batch_recipes_split_it_over_replicas():

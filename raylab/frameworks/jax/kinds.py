@@ -6,10 +6,12 @@ rank, on every device. On CPU the processes' collectives are gloo's (`jax_cpu_co
 jax's default since 0.5.1); on GPU NCCL and on TPU the chips' own interconnect, through the same code. (Ray's
 own `JaxConfig` initialises only on TPU and GPU; on CPU it leaves each process its own world.)
 
-Threads: XLA's CPU client reads XLA_FLAGS when jax first makes a device, so the flags are in the worker's
-environment from its start (`worker_env`): one intra-op thread is Eigen's single-threaded mode.
-XLA_PYTHON_CLIENT_PREALLOCATE=false on every worker: jax would take 75% of a GPU's memory at start, and a
-peak-memory figure would then say nothing (recorded as `xla_preallocate`).
+Threads: XLA's CPU client sizes its thread pool when jax first makes a device, from PJRT_NPROC (else every core
+the process may run on: XLA_FLAGS' intra_op_parallelism_threads alone left a 1-thread CNN step on both cores of
+this machine, 1.75 s of CPU per s), so PJRT_NPROC and the flags are in the worker's environment from its start
+(`worker_env`, recorded as `pjrt_nproc` and `xla_flags`). XLA_PYTHON_CLIENT_PREALLOCATE=false on every worker:
+jax would take 75% of a GPU's memory at start, and a peak-memory figure would then say nothing (recorded as
+`xla_preallocate`).
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from raylab.frameworks.jax.worker import jax_worker_loop
 from raylab.registry import Strategy
 
 
-def xla_flags(threads: int) -> str:
-    if threads <= 1:
-        return "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-    return f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={threads}"
+def thread_env(threads: int) -> dict:
+    """What a jax process needs in its environment before jax makes its first device: `threads` CPU threads, no
+    GPU memory taken in advance."""
+    eigen = "false" if threads <= 1 else "true"
+    return {"PJRT_NPROC": str(threads), "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={eigen} intra_op_parallelism_threads={threads}"}
 
 
 def _worker_env(backend, cfg) -> dict:
-    return {"XLA_FLAGS": xla_flags(cfg.threads), "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    return thread_env(cfg.threads)
 
 
 def _initialize(coordinator: str, processes: int, process_id: int) -> None:

@@ -14,16 +14,13 @@ from raylab.timing import Chrono
 
 
 def env(threads: int) -> dict:
-    from raylab.frameworks.jax.kinds import xla_flags
+    from raylab.frameworks.jax.kinds import thread_env
 
-    return {"XLA_FLAGS": xla_flags(threads), "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    return thread_env(threads)
 
 
 def run(spec, task, x, y, xt, yt) -> dict:
     import jax
-    import jax.numpy as jnp
-    import optax
-    from flax import nnx
 
     from raylab.data import tree_map
     from raylab.frameworks.jax.task import JaxTask
@@ -34,7 +31,42 @@ def run(spec, task, x, y, xt, yt) -> dict:
     jt.eval_batch = batch
     xs, ys = jt.inputs(x), jt.targets(y)
     test = (jt.inputs(xt), jt.targets(yt))
-    model = jt.build_model(spec["seed"])
+    state, step, forward, zeros = build(jt, spec["seed"])
+    rng, order = np.random.default_rng(spec["seed"]), iter(())
+
+    def next_batch():
+        nonlocal order
+        idx = next(order, None)
+        if idx is None:
+            order = iter(rng.permutation(n)[: n // batch * batch].reshape(-1, batch))
+            idx = next(order)
+        return tree_map(lambda a: a[idx], xs), tree_map(lambda a: a[idx], ys)
+
+    evaluate = jt.evaluator(lambda xb: forward(state[0], state[1], xb))
+    chrono, epochs, start, done = Chrono(spec["start"], spec["warmup"]), [], time.time(), 0
+    for epoch in range(1, spec["epochs"] + 1):
+        for k in windows(steps, spec["window"], chrono.warmup, done):  # log steps: the trial's window edges
+            chrono.start()
+            sums = zeros()
+            for _ in range(k):
+                state, sums = step(state, sums, *next_batch())
+            np.asarray(sums)  # the log step's read
+            chrono.stop(k)
+            done += k
+        epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
+    return {**timed(chrono, batch, spec.get("trace")), "epochs": epochs, "steps_per_epoch": steps,
+            "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(state[0]))), **jt.built(test[0])}
+
+
+def build(jt, seed: int):
+    """(train state, jitted step(state, sums, x, y) with the state donated, jitted forward(params, rest, x) in
+    inference mode, jitted zeros() of the sums)."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+    from flax import nnx
+
+    model = jt.build_model(seed)
     model.train()
     graph, params, rest = nnx.split(model, nnx.Param, ...)
     model.eval()
@@ -64,27 +96,4 @@ def run(spec, task, x, y, xt, yt) -> dict:
         return new, sums + jt.step_stats(loss, yb, pred)
 
     step = jax.jit(step, donate_argnums=(0, 1))
-    rng, order = np.random.default_rng(spec["seed"]), iter(())
-
-    def next_batch():
-        nonlocal order
-        idx = next(order, None)
-        if idx is None:
-            order = iter(rng.permutation(n)[: n // batch * batch].reshape(-1, batch))
-            idx = next(order)
-        return tree_map(lambda a: a[idx], xs), tree_map(lambda a: a[idx], ys)
-
-    evaluate = jt.evaluator(lambda xb: forward(state[0], state[1], xb))
-    chrono, epochs, start, done = Chrono(spec["start"], spec["warmup"]), [], time.time(), 0
-    for epoch in range(1, spec["epochs"] + 1):
-        for k in windows(steps, spec["window"], chrono.warmup, done):  # log steps: the trial's window edges
-            chrono.start()
-            sums = zeros()
-            for _ in range(k):
-                state, sums = step(state, sums, *next_batch())
-            np.asarray(sums)  # the log step's read
-            chrono.stop(k)
-            done += k
-        epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
-    return {**timed(chrono, batch, spec.get("trace")), "epochs": epochs, "steps_per_epoch": steps,
-            "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(state[0]))), **jt.built(test[0])}
+    return state, step, forward, zeros

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 
 def env(cfg) -> dict:
-    """XLA's CPU thread flags (read when jax makes its first device) and no GPU memory preallocation."""
-    from raylab.frameworks.jax.kinds import xla_flags
+    """XLA's CPU threads (read when jax makes its first device) and no GPU memory preallocation."""
+    from raylab.frameworks.jax.kinds import thread_env
 
-    return {"XLA_FLAGS": xla_flags(cfg.threads), "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    return thread_env(cfg.threads)
 
 
 class Compiles:

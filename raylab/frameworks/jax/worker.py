@@ -33,7 +33,7 @@ def jax_worker_loop(config: dict) -> None:
     import ray.train
     from flax import nnx
 
-    from raylab.data.shard import data_facts, evaluation, stream_stats
+    from raylab.data.shard import evaluation, stream_stats
     from raylab.frameworks.jax.compiles import CompileWatch
     from raylab.loop import StepContext, Training, run_epochs
 
@@ -47,7 +47,7 @@ def jax_worker_loop(config: dict) -> None:
     mesh, devices = global_mesh(cfg.short)
     phases.mark("setup")
 
-    task, steps_per_epoch, data = shard_and_task(cfg, world, rank, len(devices))
+    task, steps_per_epoch, data = shard_and_task(cfg, world, rank)
     feed = Feed(mesh, world)
     batches = batch_source(data, cfg, rank, world, steps_per_epoch, feed)
     phases.mark("data")
@@ -69,17 +69,7 @@ def jax_worker_loop(config: dict) -> None:
     train, first = train_fn(task, graph, tx, holder, batches, feed, bf16, compiles)
     predict = local_predict(graph_eval, holder)
     evaluate = evaluation(data, compiles.apart(task.evaluator(predict)))
-    device = devices[0]
-    actual = {
-        "strategy_class": "jit+NamedSharding(batch)" if cfg.short == "dp" else "jit",
-        "device_kind": device.platform, **({"device_name": device.device_kind} if device.platform != "cpu" else {}),
-        "comm_backend": comm_backend(device.platform, world), "replicas_in_sync": len(devices),
-        "local_replicas": len(jax.local_devices()) if cfg.short == "dp" else 1,
-        **jax_facts(params, cfg), "precision_applied": step.precision, **task.built(data.sample()),
-        **data_facts(data), "input_order": "global batches, each process feeds its slice",
-    }
-    if data.streamed:
-        actual["input_order"] = "each process streams its own split; the global batch joins their batches"
+    actual = facts(cfg, devices, world, params, step.precision, task.built(data.sample()), data)
     stats = stream_stats(data, rank)
 
     def read(sums):
@@ -90,6 +80,24 @@ def jax_worker_loop(config: dict) -> None:
         steps_per_epoch, train, evaluate, task.results, actual, lambda: checksum(holder.state), read=read,
         batches=batches, step=step, saver=jax_saver(holder, feed), phases=phases,
         extra=lambda: {**compiles.figures(), **(stats() if stats else {})}))
+
+
+def facts(cfg, devices, world: int, params, precision: str, built: dict, data) -> dict:
+    """What the trial records of what ran."""
+    import jax
+
+    from raylab.data.shard import data_facts
+
+    device = devices[0]
+    order = ("each process streams its own split; the global batch joins their batches" if data.streamed
+             else "global batches, each process feeds its slice")
+    return {
+        "strategy_class": "jit+NamedSharding(batch)" if cfg.short == "dp" else "jit",
+        "device_kind": device.platform, **({"device_name": device.device_kind} if device.platform != "cpu" else {}),
+        "comm_backend": comm_backend(device.platform, world), "replicas_in_sync": len(devices),
+        "local_replicas": len(jax.local_devices()) if cfg.short == "dp" else 1,
+        **jax_facts(params, cfg), "precision_applied": precision, **built, **data_facts(data), "input_order": order,
+    }
 
 
 class StateHolder:
@@ -143,7 +151,7 @@ class Feed:
         return jax.tree.map(one, tree)
 
 
-def shard_and_task(cfg, world: int, rank: int, replicas: int):
+def shard_and_task(cfg, world: int, rank: int):
     """(JaxTask, steps per epoch, this worker's data). In memory, every process holds the whole prepared train split
     and cuts its slice from each global batch; streamed, each reads its equal split."""
     from raylab.data.shard import MemoryShard, StreamShard, is_streamed, items_per_worker
@@ -359,6 +367,7 @@ def jax_facts(params, cfg) -> dict:
 
     return {"framework_version": jax.__version__, "flax_version": flax.__version__, "optax_version": optax.__version__,
             "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(params))),
-            "intra_op_threads": cfg.threads, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "intra_op_threads": int(os.environ.get("PJRT_NPROC", os.cpu_count())), "pjrt_nproc": os.environ.get("PJRT_NPROC", "unset"),
+            "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (jax's default)"),
             "float32_matmul": jax.config.jax_default_matmul_precision or "default"}
