@@ -21,7 +21,7 @@ from pathlib import Path
 
 SUMMARY = "profile_summary.txt"
 TOP = 15
-COMMUNICATION = re.compile(r"all_?reduce|allgather|all_gather|reduce_scatter|broadcast|collective|gloo|nccl|"
+COMMUNICATION = re.compile(r"all[-_]?reduce|all[-_]?gather|reduce[-_]scatter|broadcast|collective|gloo|nccl|"
                            r"c10d|send|recv", re.I)
 
 

@@ -3,7 +3,7 @@ Fashion-MNIST subset on a real local Ray cluster in one invocation, with --profi
 and each test below reads what it checks from that run.
 
     tf:none, tf:mirrored x2, tf:mwms x2, torch:none, torch:ddp x2, xla:single, xla:ddp x2, torch:ps-async x2
-    (two servers: --ps 2)
+    (two servers: --ps 2), jax:none, jax:dp x2
 
 Together with tests/unit this is the fast tier (docs/testing.md): one trial of every framework and kind of
 distribution, in under 5 minutes. The distributed strategies run on 2 workers only: x1 is the same code with one replica
@@ -13,6 +13,7 @@ distribution, in under 5 minutes. The distributed strategies run on 2 workers on
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -23,15 +24,17 @@ RAY_TRAIN_STARTS = 0  # every trial here is the shared run's
 
 FASHION = load_recipe("fashion")
 KINDS = ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2", "xla:single x1",
-         "xla:ddp x2", "torch:ps-async x2"]
+         "xla:ddp x2", "torch:ps-async x2", "jax:none x1", "jax:dp x2"]
 EXPECTED_CLASS = {
     "tf:none": "_DefaultDistributionStrategy",
     "tf:mirrored": "MirroredStrategy",
     "tf:mwms": "CollectiveAllReduceStrategy",  # the class behind tf.distribute.MultiWorkerMirroredStrategy
     "torch:none": "none",
     "torch:ddp": "DistributedDataParallel",
+    "jax:none": "jit",
+    "jax:dp": "jit+NamedSharding(batch)",
 }
-TRACES = {"tf": "profile/tf", "torch": "profile/torch_trace.json.gz", "xla": "profile/xla"}
+TRACES = {"tf": "profile/tf", "torch": "profile/torch_trace.json.gz", "xla": "profile/xla", "jax": "profile/jax"}
 
 
 def sum_and_count_torch(y, p):
@@ -39,6 +42,11 @@ def sum_and_count_torch(y, p):
 
     hits = (p.argmax(1) == y).sum(dtype=torch.float32)
     return hits, float(y.shape[0])  # a tensor numerator, a Python-number denominator
+
+
+def sum_and_count_jax(y, p):
+    hits = (p.argmax(1) == y).sum()
+    return hits, y.shape[0]  # a traced numerator, a Python-number denominator (the batch's static size)
 
 
 def sum_and_count_tf(y, p):
@@ -55,9 +63,10 @@ def matrix(ray_cluster, tmp_path_factory, template_db):
     from raylab import Native
 
     recipe = FASHION.variant(metrics=("accuracy", Native(tf=sum_and_count_tf, torch=sum_and_count_torch,
-                                                         name="hits")))
-    trials = "tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2"
-    return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 8, recipe,
+                                                         jax=sum_and_count_jax, name="hits")))
+    trials = ("tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2,"
+              "jax:none,jax:dp x2")
+    return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 10, recipe,
                       "--quick", "--profile", "--ps", "2", "--trials", trials)
 
 
@@ -83,7 +92,8 @@ def test_the_matrix_ran_every_kind_once_under_one_parent(matrix):
     assert client.get_run(parent).info.status == "FINISHED"
 
 
-@pytest.mark.parametrize("name", ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2"])
+@pytest.mark.parametrize("name", ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2",
+                                  "jax:none x1", "jax:dp x2"])
 def test_trial_kind_trains_and_is_recorded(matrix, name):
     """Each trial learns (loss below chance, accuracy well above it), MLflow records what ran, and the loop
     reads back to the host once per window. (Every step, with --step-latency: test_recipes' cifar10 run.)"""
@@ -152,6 +162,27 @@ def test_xla_trial_learns_agrees_and_does_not_recompile(matrix, name, workers, p
         assert metrics["host_syncs"] >= steps
     else:
         assert 0 < metrics["host_syncs"] <= math.ceil(steps / 32) + 2
+
+
+@pytest.mark.parametrize("name,workers", [("jax:none x1", 1), ("jax:dp x2", 2)])
+def test_jax_trial_runs_one_jitted_step_on_the_threads_it_was_given(matrix, name, workers):
+    """XLA's CPU threads set from the worker's start (PJRT_NPROC), no compilation after warm-up, a real
+    two-process all-reduce (gloo) under jax:dp, the first steps' losses and the library versions recorded."""
+    trial = matrix.trials()[name]
+    run = matrix.client.get_run(trial["run_id"])
+    tags, metrics = run.data.tags, run.data.metrics
+    assert all("PJRT_NPROC=1" in env.split(",") for env in tags["worker_start_env"].split(" | "))
+    assert tags["pjrt_nproc"] == "1" and tags["xla_preallocate"] == "false"
+    assert tags["comm_backend"] == ("gloo" if workers > 1 else "none") and tags["float32_matmul"] == "ieee"
+    assert metrics["compile_count_warmup"] >= 1 and metrics["compile_time_warmup_s"] > 0
+    assert metrics["compiles_after_warmup"] == 0 and metrics["compile_count_eval"] >= 1
+    losses = [float(v) for v in tags["first_losses"].split(",")]
+    assert len(losses) == 4 and all(0 < v < 5 for v in losses)
+    assert tags["framework_version"] == "0.10.2" and tags["flax_version"] == "0.12.8"
+    text = open(matrix.client.download_artifacts(trial["run_id"], "profile/profile_summary.txt")).read()
+    if workers > 1:  # the all-reduce is an XLA op of the step, and the summary counts it as communication
+        comm = re.search(r"communication \(all-reduce, broadcast, collectives\): ([0-9.]+) s", text)
+        assert comm and float(comm.group(1)) > 0, text[:1500]
 
 
 def test_profile_logs_each_frameworks_trace_and_a_summary(matrix):

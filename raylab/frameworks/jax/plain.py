@@ -25,6 +25,7 @@ def run(spec, task, x, y, xt, yt) -> dict:
     from raylab.data import tree_map
     from raylab.frameworks.jax.task import JaxTask
 
+    jax.config.update("jax_default_matmul_precision", "highest")  # as the trials: float32 matmuls in float32
     n = len(next(iter(arrays(x))))
     steps, batch = steps_of(spec, n), spec["batch"]
     jt = JaxTask(task, steps * spec["epochs"])
@@ -42,7 +43,7 @@ def run(spec, task, x, y, xt, yt) -> dict:
             idx = next(order)
         return tree_map(lambda a: a[idx], xs), tree_map(lambda a: a[idx], ys)
 
-    evaluate = jt.evaluator(lambda xb: forward(state[0], state[1], xb))
+    evaluate = jt.evaluator(forward, lambda: (state[0], state[1]))
     chrono, epochs, start, done = Chrono(spec["start"], spec["warmup"]), [], time.time(), 0
     for epoch in range(1, spec["epochs"] + 1):
         for k in windows(steps, spec["window"], chrono.warmup, done):  # log steps: the trial's window edges
@@ -59,7 +60,7 @@ def run(spec, task, x, y, xt, yt) -> dict:
 
 
 def build(jt, seed: int):
-    """(train state, jitted step(state, sums, x, y) with the state donated, jitted forward(params, rest, x) in
+    """(train state, jitted step(state, sums, x, y) with the state donated, forward((params, rest), x) in
     inference mode, jitted zeros() of the sums)."""
     import jax
     import jax.numpy as jnp
@@ -83,9 +84,8 @@ def build(jt, seed: int):
     def zeros():
         return jnp.zeros((width,), jnp.float32)
 
-    @jax.jit
-    def forward(params, rest, xb):
-        return nnx.merge(graph_eval, params, rest)(xb)
+    def forward(variables, xb):
+        return nnx.merge(graph_eval, *variables)(xb)
 
     def step(state, sums, xb, yb):
         params, rest, opt_state = state

@@ -43,7 +43,7 @@ def xspace_ops(root: Path) -> list[tuple[str, float, int]]:
                     continue
                 for event in line.events:
                     name = event.name
-                    if not name or "::" in name or name.startswith("$"):
+                    if not name or "::" in name or name.startswith(("$", "end: ")):
                         continue
                     seconds[name] = seconds.get(name, 0.0) + event.duration_ns / 1e9
                     calls[name] = calls.get(name, 0) + 1

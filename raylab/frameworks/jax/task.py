@@ -115,23 +115,23 @@ class JaxTask(TaskBuilder):
 
         return jnp.concatenate([loss.reshape(1).astype(jnp.float32), self.batch_stats(y, pred)])
 
-    def evaluator(self, predict, put=lambda a: a):
+    def evaluator(self, forward, current):
         """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared (numpy) test split in batches, or
-        evaluate(batches) over prepared (x, y) batches (a streamed split). `predict(x)` is the jitted inference
-        forward pass, `put` moves a batch where it runs. One compiled shape per batch size: the last, shorter
-        batch compiles once more."""
+        evaluate(batches) over prepared (x, y) batches (a streamed split). `forward(variables, x)` is the inference
+        pass (traced once, jitted here), `current()` the variables it takes now (read at every evaluation). One
+        compiled shape per batch size: the last, shorter batch compiles once more."""
         import jax
         import jax.numpy as jnp
 
         @jax.jit
-        def sums(x, y):
-            pred = predict(x)
+        def sums(variables, x, y):
+            pred = forward(variables, x)
             return jnp.concatenate([self.per_example_loss(y, pred).sum().reshape(1), self.batch_stats(y, pred)])
 
         def evaluate(x, y=None):
-            n, total = 0, 0.0
+            n, total, variables = 0, 0.0, current()
             for xc, yc in test_batches(x, y, self.eval_batch):
-                total, n = total + np.asarray(sums(put(xc), put(yc)), np.float64), n + num_items(yc)
+                total, n = total + np.asarray(sums(variables, xc, yc), np.float64), n + num_items(yc)
             return self.results(total, n, "val_")
 
         return evaluate

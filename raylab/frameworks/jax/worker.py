@@ -37,6 +37,8 @@ def jax_worker_loop(config: dict) -> None:
     from raylab.frameworks.jax.compiles import CompileWatch
     from raylab.loop import StepContext, Training, run_epochs
 
+    # float32 matmuls and convolutions in float32 (on GPUs jax's default is TF32's), as raylab's TF and torch trials
+    jax.config.update("jax_default_matmul_precision", "highest")
     phases.mark("imports")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -67,8 +69,7 @@ def jax_worker_loop(config: dict) -> None:
     step = StepContext("bf16" if bf16 else "fp32", profile=capture() if cfg.profile else None)
     holder = StateHolder(state)
     train, first = train_fn(task, graph, tx, holder, batches, feed, bf16, compiles)
-    predict = local_predict(graph_eval, holder)
-    evaluate = evaluation(data, compiles.apart(task.evaluator(predict)))
+    evaluate = evaluation(data, compiles.apart(task.evaluator(*inference(graph_eval, holder))))
     actual = facts(cfg, devices, world, params, step.precision, task.built(data.sample()), data)
     stats = stream_stats(data, rank)
 
@@ -275,22 +276,22 @@ def train_fn(task, graph, tx, holder: StateHolder, batches, feed: Feed, bf16: bo
     return train, first
 
 
-def local_predict(graph_eval, holder: StateHolder):
-    """predict(x) -> float32 outputs, on this process's first device from its copy of the replicated state: rank 0
-    evaluates alone, so its evaluation must not be a computation over every process's devices."""
-    import jax
+def inference(graph_eval, holder: StateHolder):
+    """(forward(variables, x) -> float32 outputs in inference mode, current() -> the variables now): this process's
+    copy of the replicated state, on its first device. Rank 0 evaluates alone, so its evaluation must not be a
+    computation over every process's devices."""
     import jax.numpy as jnp
     from flax import nnx
 
-    @jax.jit
-    def forward(params, rest, x):
+    def forward(variables, x):
+        params, rest = variables
         return as_dtype(nnx.merge(graph_eval, params, rest)(x), jnp.float32)
 
-    def predict(x):
+    def current():
         params, rest, _ = local_copy(holder.state)
-        return forward(params, rest, x)
+        return params, rest
 
-    return predict
+    return forward, current
 
 
 def local_copy(tree):
@@ -370,4 +371,4 @@ def jax_facts(params, cfg) -> dict:
             "intra_op_threads": int(os.environ.get("PJRT_NPROC", os.cpu_count())), "pjrt_nproc": os.environ.get("PJRT_NPROC", "unset"),
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (jax's default)"),
-            "float32_matmul": jax.config.jax_default_matmul_precision or "default"}
+            "float32_matmul": "ieee" if jax.config.jax_default_matmul_precision == "highest" else "default"}
