@@ -1,9 +1,9 @@
-"""What raylab's loop costs a 1-worker trial against the best plain code, torch and TF, interleaved.
+"""What raylab's loop costs a 1-worker trial against the best plain code, torch, TF and JAX, interleaved.
 
 For each framework and round it runs, one after the other (the order alternating between rounds, so the
 machine's drift falls on both sides alike), each as its own process:
 
-- the raylab trial: `recipes/fashion.py --trials torch:none|tf:none --workers 1 --batch 32 --threads 1`
+- the raylab trial: `recipes/fashion.py --trials torch:none|tf:none|jax:none --workers 1 --batch 32 --threads 1`
   (its own in-process Ray cluster), its steady-state samples/s as the trial records it (raylab/timing.py
   Chrono: windows of 32 steps from one host read to the next, after the warm-up, evaluation left out);
 - the plain script a careful user writes, no Ray and no raylab loop, same model, data, loss, optimizer,
@@ -11,7 +11,9 @@ machine's drift falls on both sides alike), each as its own process:
   - torch: the usual loop keeping the running loss and accuracy sums on the device (`loss_sum +=
     loss.detach()`, `correct += (logits.argmax(1) == y).sum()`) and reading them once every 32 steps,
     as Keras fit does; defined below (`plain_torch`);
-  - tf: Keras `compile(steps_per_execution=32)` and `fit` (raylab/frameworks/tf/plain.py `run`, loss only).
+  - tf: Keras `compile(steps_per_execution=32)` and `fit` (raylab/frameworks/tf/plain.py `run`, loss only);
+  - jax: one jitted step with the train state donated, numpy batches of a shuffled permutation, the running
+    loss and metric sums kept on the device and read every 32 steps (raylab/frameworks/jax/plain.py `run`).
 
 Both sides are timed the same way: the same Chrono over the same windows (raylab.loop.windows: the
 first step alone, then windows of 32 steps from one host read to the next, the recipe's warm-up left out,
@@ -21,8 +23,9 @@ intra/inter-op threads; the trial's from its MLflow tags).
 
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py                  # torch and tf, 3 rounds
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --frameworks torch --epochs 3 --rounds 3
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --frameworks jax --epochs 3 --rounds 3
 
-Target: median >= 0.97x for both.
+Target: median >= 0.97x for each.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRIAL = {"torch": "torch:none", "tf": "tf:none"}
+TRIAL = {"torch": "torch:none", "tf": "tf:none", "jax": "jax:none"}
 
 
 def process_facts() -> dict:
@@ -105,10 +108,11 @@ def plain_main(spec_path: str) -> None:
     with open(spec["task"], "rb") as f:
         task, (x, y, xt, yt) = cloudpickle.load(f)
     spec = {**spec, "start": start}
-    if spec["framework"] == "tf":
-        from raylab.frameworks.tf.plain import run as run_tf
+    if spec["framework"] in ("tf", "jax"):
+        from raylab.registry import framework
 
-        result = run_tf(spec, task, x, y, xt, yt)
+        result = framework(spec["framework"]).part("plain").run(spec, task, x, y, xt, yt)
+        result.setdefault("intra_op_threads", os.environ.get("PJRT_NPROC"))
     else:
         result = plain_torch(spec, task, x, y, xt, yt)
     print(json.dumps({**result, **process_facts()}))
@@ -151,7 +155,7 @@ def run_plain(framework: str, args, tmp: Path, data) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf (default: %(default)s)")
+    p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch", type=int, default=32)

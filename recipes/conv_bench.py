@@ -1,11 +1,11 @@
 """Convolution micro-benchmark: 128 random 256x256x3 images, 256 5x5 kernels, stride 2, SAME padding.
 
-One iteration is one forward convolution (80 GFLOP at batch 128), run in TensorFlow, PyTorch
-and PyTorch/XLA on synthetic seeded inputs, each trial in a fresh Ray worker process with the
+One iteration is one forward convolution (80 GFLOP at batch 128), run in TensorFlow, PyTorch,
+PyTorch/XLA and JAX on synthetic seeded inputs, each trial in a fresh Ray worker process with the
 threads it is given; the first iteration (tracing, XLA compilation) is kept apart, the rest
 timed. With --repeats the comparison shows the spread and what is not significant.
 
-    python recipes/conv_bench.py                                  # tf, torch, xla: 2 warm-up + 10 timed
+    python recipes/conv_bench.py                                  # tf, torch, xla, jax: 2 warm-up + 10 timed
     python recipes/conv_bench.py --repeats 3 --threads 2
     python recipes/conv_bench.py --quick                          # batch 8, smoke run
 """
@@ -48,9 +48,25 @@ def torch_conv(ctx):
     return conv, {"output_shape": f"{ctx.batch}x{FILTERS}x{IMAGE // STRIDE}x{IMAGE // STRIDE}"}
 
 
+def jax_conv(ctx):
+    import jax
+
+    kx, kk = jax.random.split(jax.random.key(ctx.seed))
+    x = jax.device_put(jax.random.uniform(kx, (ctx.batch, IMAGE, IMAGE, CHANNELS)), ctx.device)  # NHWC, as TF
+    k = jax.device_put(jax.random.uniform(kk, (KERNEL, KERNEL, CHANNELS, FILTERS)), ctx.device)
+
+    @jax.jit
+    def conv(x, k):  # XLA's SAME at stride 2 pads as TF's
+        return jax.lax.conv_general_dilated(x, k, (STRIDE, STRIDE), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                            precision="highest")
+
+    return (lambda: conv(x, k).block_until_ready()), {
+        "output_shape": f"{ctx.batch}x{IMAGE // STRIDE}x{IMAGE // STRIDE}x{FILTERS}"}
+
+
 BENCH = StepBench(
     name="conv_bench",
-    builders={"tf": tf_conv, "torch": torch_conv},
+    builders={"tf": tf_conv, "torch": torch_conv, "jax": jax_conv},
     batch=128,
     iterations=10,
     warmup=2,

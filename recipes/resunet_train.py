@@ -1,6 +1,6 @@
-"""ResNet-UNet training: a mask head and a depth head learned on procedural scenes, in TF, torch and XLA.
+"""ResNet-UNet training: a mask head and a depth head learned on procedural scenes, in TF, torch, XLA and JAX.
 
-The model (raylab/models/resunet.py, 29,539,970 parameters in both frameworks) takes 96x96x3 images
+The model (raylab/models/resunet.py, 29,539,970 parameters in every framework) takes 96x96x3 images
 and returns a mask (logits; binary cross-entropy) and a depth map (L1). The data needs no download:
 raylab/data/scenes.py draws bright discs, rectangles and triangles, each at its own depth and shaded by it,
 on a dark textured background plane (train and test from different seeds). The test split is scored
@@ -18,7 +18,7 @@ during its first two steps (~45 s on CPU) and its evaluation once.
 """
 
 from raylab import Recipe, main, optimizer
-from raylab.models.resunet import tf_model, torch_model
+from raylab.models.resunet import jax_model, tf_model, torch_model
 from raylab.data.scenes import train_test
 
 TRAIN_SCENES, TEST_SCENES = 1024, 144  # 144 = two evaluation batches of 72 96x96x3 images
@@ -32,7 +32,7 @@ def scenes():
 RECIPE = Recipe(
     name="resunet_train",
     data=scenes,
-    models={"tf": tf_model, "torch": torch_model},
+    models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
     loss={"mask": "binary_crossentropy", "depth": "mean_absolute_error"},  # mask from logits
     optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
     metrics={"mask": ["iou", "dice"], "depth": ["mae"]},

@@ -1,4 +1,4 @@
-"""ResNet-UNet-like segmentation + depth model, built identically in Keras and PyTorch.
+"""ResNet-UNet-like segmentation + depth model, built identically in Keras, PyTorch and Flax NNX (JAX).
 
 Input (N, 96, 96, 3) float32, channels last in both frameworks. Architecture (H x W after each):
 
@@ -13,7 +13,7 @@ Input (N, 96, 96, 3) float32, channels last in both frameworks. Architecture (H 
   512 (12x12), 256 (24x24), 128 (48x48), 64 (96x96)
 - heads: 1x1 conv 64->1 each (with bias, no activation): `mask` (logits) and `depth` (linear)
 
-Trainable parameters: 29,539,970 in both frameworks (BatchNorm gamma/beta count as trainable,
+Trainable parameters: 29,539,970 in every framework (BatchNorm gamma/beta count as trainable,
 moving statistics do not). Outputs: a (mask, depth) pair, each (N, 96, 96, 1) — a list from the
 Keras model (output layers named "mask" and "depth"), a tuple from the torch module's forward.
 
@@ -23,7 +23,7 @@ momentum 0.9 == torch momentum 0.1. Stride-2 3x3 convs pad like Keras "same" (0 
 on even inputs), so with the same weights the two models compute the same function.
 
 No framework is imported at module import time: the torch classes are in resunet_torch.py, which
-`torch_model` imports.
+`torch_model` imports, the Flax ones in resunet_jax.py (`jax_model`).
 """
 
 from __future__ import annotations
@@ -98,3 +98,16 @@ def torch_model():
         return nn.BatchNorm2d(c, eps=BN_EPSILON, momentum=1.0 - BN_MOMENTUM_KERAS)
 
     return ResUNet(INPUT_SHAPE[-1], STEM, STAGES, BOTTLENECK, bn)
+
+
+def jax_model(rngs):
+    """The Flax NNX module: (N, 96, 96, 3) -> (mask, depth), each (N, 96, 96, 1); BatchNorm momentum 0.9 (Flax
+    counts it as Keras does), epsilon 1e-3. The classes are in resunet_jax.py, imported here."""
+    from flax import nnx
+
+    from raylab.models.resunet_jax import ResUNet
+
+    def bn(c):
+        return nnx.BatchNorm(c, momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON, rngs=rngs)
+
+    return ResUNet(INPUT_SHAPE[-1], STEM, STAGES, BOTTLENECK, bn, rngs)

@@ -28,8 +28,8 @@ from mlflow.tracking import MlflowClient
 from tests.e2e.browser import CHARTS, look
 
 pytestmark = pytest.mark.e2e
-# fashion.py --quick's 9 default trials, my_recipe.py's 2, the submitted job's 2
-RAY_TRAIN_STARTS = 13
+# fashion.py --quick's 12 default trials, my_recipe.py's 2, the submitted job's 2
+RAY_TRAIN_STARTS = 16
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard
@@ -171,7 +171,7 @@ def test_readme_commands_run_as_written(readme_run):
     assert {"fashion", "my_recipe"} <= names, names
     runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
     assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
-    assert {"tf:mwms x2", "torch:ddp x2"} <= {r.info.run_name for r in runs}
+    assert {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <= {r.info.run_name for r in runs}
     # The submitted job's trials, under one parent run of their own, learned.
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
     families = {p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]

@@ -82,9 +82,9 @@ def run_recipe(ray_cluster, tmp_path, template_db):
 # per family. Read by test_fault_tolerance.py, test_ps.py (the uninterrupted ps-sync against DDP; tf:ps training)
 # and test_stream.py (the in-memory twins of the streamed trials: same seed, steps and batch).
 LOST_STEPS = ["--quick", "--epochs", "3", "--steps-per-epoch", "200"]  # --quick: 8,192 items, 2,000 to test
-LOST_WORKERS_TRIALS = "torch:ddp x2,tf:mwms x2,torch:ps-sync x2,xla:ddp x2"
+LOST_WORKERS_TRIALS = "torch:ddp x2,tf:mwms x2,torch:ps-sync x2,xla:ddp x2,jax:dp x2"
 LOST_WORKERS_PLAN = {"torch:ddp x2": ["worker", None], "tf:mwms x2": ["worker", None],
-                     "torch:ps-sync x2": ["server", None], "xla:ddp x2": ["worker", None]}
+                     "torch:ps-sync x2": ["server", None], "xla:ddp x2": ["worker", None], "jax:dp x2": ["worker", None]}
 # tf:ps on its own: a lost tf:ps task takes TF's coordinator most of a minute to give up on (recovery_s 45-60 s
 # here), so both repeats lose one, a worker task and a ps task, and there is no uninterrupted twin.
 LOST_TF_PS_PLAN = {"tf:ps x2": ["tf-worker", "tf-ps"]}
@@ -92,7 +92,7 @@ LOST_TF_PS_PLAN = {"tf:ps x2": ["tf-worker", "tf-ps"]}
 
 @pytest.fixture(scope="package")
 def lost_workers(ray_cluster, tmp_path_factory, template_db):
-    return shared_run(tmp_path_factory.mktemp("lost-workers"), template_db, "lost-workers", 8, load_recipe("fashion"),
+    return shared_run(tmp_path_factory.mktemp("lost-workers"), template_db, "lost-workers", 10, load_recipe("fashion"),
                       "--trials", LOST_WORKERS_TRIALS, *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
                       kill=LOST_WORKERS_PLAN)
 

@@ -1,6 +1,6 @@
 """A trial survives a lost worker: real worker processes SIGKILLed mid-trial on the shared local cluster.
 
-Two invocations (conftest.py): `lost_workers`, torch:ddp x2, tf:mwms x2, torch:ps-sync x2 and xla:ddp x2, 3 epochs
+Two invocations (conftest.py): `lost_workers`, torch:ddp x2, tf:mwms x2, torch:ps-sync x2, xla:ddp x2 and jax:dp x2, 3 epochs
 of 200 steps, each twice (A B B A), the first repeat of each losing a process once epoch 1 has reached the
 driver (a Ray Train worker; ps-sync its parameter server), the second the uninterrupted twin; and `lost_tf_ps`,
 tf:ps x2 twice, losing a worker task in the first repeat and its ps task in the second. Each trial checkpoints at epoch ends;
@@ -89,6 +89,17 @@ def test_lost_parameter_server_restarts_from_its_checkpointed_shard(lost_workers
     runs = runs_by_trial(lost_workers)["torch:ps-sync x2"]
     assert sorted(r for r, _ in runs) == [False, True]
     assert len({r.data.tags["param_checksums"] for _, r in runs}) == 1
+
+
+def test_jax_dp_restarts_with_a_new_jax_distributed_world_and_ends_as_the_uninterrupted_run(lost_workers):
+    """jax:dp x2, a worker SIGKILLed mid-trial: the new worker group initialises jax.distributed again, reloads the
+    pickled state (parameters, dropout keys, Adam's moments) and the global batch order goes on where it was: the
+    weights equal the uninterrupted repeat's."""
+    runs = runs_by_trial(lost_workers)["jax:dp x2"]
+    assert sorted(r for r, _ in runs) == [False, True]
+    sums = [float(r.data.tags["param_checksums"].split(",")[0]) for _, r in runs]
+    assert sums[0] == pytest.approx(sums[1], rel=1e-6), sums
+    assert all(r.data.tags["replicas_consistent"] == "True" for _, r in runs)
 
 
 def test_tf_ps_and_xla_restart_from_their_checkpoints(lost_workers, lost_tf_ps):

@@ -47,8 +47,8 @@ def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
 def mnist_bf16(ray_cluster, tmp_path_factory, template_db):
     """The mnist recipe's MLP in bf16 where the framework runs it on this CPU (tf:mirrored under Keras
     mixed_bfloat16, torch autocast) and in fp32, recorded as a fallback, where it does not (xla on CPU)."""
-    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, "mnist-bf16", 3, load_recipe("mnist"),
-                      "--quick", "--trials", "tf:mirrored,torch:none,xla:single", "--set", "precision=bf16",
+    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, "mnist-bf16", 5, load_recipe("mnist"),
+                      "--quick", "--trials", "tf:mirrored,torch:none,xla:single,jax:none,jax:dp x2", "--set", "precision=bf16",
                       "--precision-fallback", "fp32")
 
 
@@ -66,9 +66,11 @@ def test_bf16_where_the_framework_runs_it_and_a_recorded_fallback_where_not(mnis
         assert run.data.metrics["peak_rss_mb"] > 200
         if run.info.run_name.startswith("xla"):
             assert "TPU only" in run.data.tags["precision_fallback_reason"]
-    assert applied == {"tf:mirrored x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32"}
+    assert applied == {"tf:mirrored x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32", "jax:none x1": "bf16",
+                       "jax:dp x2": "bf16"}
     assert "xla:single x1 runs fp32, not bf16: torch_xla 2.9's autocast runs bf16 on a TPU only" in out
-    assert "! precision: tf:mirrored x1 bf16, torch:none x1 bf16, xla:single x1 fp32" in out  # the parity report
+    assert ("! precision: tf:mirrored x1 bf16, torch:none x1 bf16, xla:single x1 fp32, jax:none x1 bf16, jax:dp x2 bf16"
+            in out)  # the parity report
     assert "peak RSS MB" in out
 
 

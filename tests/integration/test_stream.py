@@ -42,11 +42,11 @@ def test_export_refuses_a_directory_that_is_not_empty(exported):
 
 @pytest.fixture(scope="module")
 def streamed(ray_cluster, tmp_path_factory, template_db, exported):
-    """tf:none, tf:mwms x2, torch:ddp x2 and xla:single from the Parquet files, with the in-memory run's seed,
+    """tf:none, tf:mwms x2, torch:ddp x2, xla:single, jax:none and jax:dp x2 from the Parquet files, with the in-memory run's seed,
     data (--quick's first 8,192 items), steps and batch (conftest.py `lost_workers`); torch:ddp x2 loses a worker once epoch 1 reached the driver,
     and checkpoints every 3 s, so it resumes mid-epoch."""
-    return shared_run(tmp_path_factory.mktemp("streamed"), template_db, "streamed", 4, FASHION,
-                      "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single", *LOST_STEPS,
+    return shared_run(tmp_path_factory.mktemp("streamed"), template_db, "streamed", 6, FASHION,
+                      "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single,jax:none,jax:dp x2", *LOST_STEPS,
                       "--checkpoint-every", "0.05", "--data", str(exported), kill={"torch:ddp x2": ["worker"]})
 
 
@@ -56,7 +56,7 @@ def test_parquet_trains_in_every_framework_like_in_memory(streamed, lost_workers
     trial on whole epochs is bench/stream.py parity's; here 600 steps of batch 32)."""
     assert streamed.code == 0, streamed.tail()
     memory = {name: run for name, runs in runs_by_trial(lost_workers).items() for restarted, run in runs
-              if not restarted and name in ("tf:mwms x2", "torch:ddp x2")}
+              if not restarted and name in ("tf:mwms x2", "torch:ddp x2", "jax:dp x2")}
     accs = {}
     for trial in streamed.summary["trials"]:
         run = streamed.client.get_run(trial["run_id"])
@@ -72,7 +72,7 @@ def test_parquet_trains_in_every_framework_like_in_memory(streamed, lost_workers
     for name, run in memory.items():
         assert run.data.params["data_streamed"] == "False"
         accs[name]["memory"] = run.data.metrics["val_accuracy"]
-    assert set(accs) == {"tf:none x1", "tf:mwms x2", "torch:ddp x2", "xla:single x1"}, accs
+    assert set(accs) == {"tf:none x1", "tf:mwms x2", "torch:ddp x2", "xla:single x1", "jax:none x1", "jax:dp x2"}, accs
     for trial, acc in accs.items():
         assert acc["streamed"] > 0.75, (trial, acc)
         assert "memory" not in acc or abs(acc["streamed"] - acc["memory"]) < 0.03, (trial, acc)

@@ -141,13 +141,14 @@ class JaxTask(TaskBuilder):
         opt = self.task.optimizer
         optimizer_name = "custom" if isinstance(opt, Native) else opt.name
         a = {} if isinstance(opt, Native) else opt.resolved()
-        base = None if isinstance(opt, Native) else opt.lr
-        lr = self.learning_rate(base) if base is not None else None
+        if isinstance(opt, Native):  # an optax transformation of the recipe's own: its rate is its own
+            return built_report(self.task, "custom", a, "set by the custom optimizer", x_test)
+        lr = self.learning_rate(opt.lr)
 
         def lr_at(step):
-            return float(lr(step)) if callable(lr) else (lr if lr is not None else float("nan"))
+            return float(lr(step)) if callable(lr) else lr
 
-        cls = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}.get(optimizer_name, optimizer_name)
+        cls = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}[optimizer_name]
         return built_report(self.task, cls, a, schedule_probe(lr_at, self.total_steps), x_test)
 
 

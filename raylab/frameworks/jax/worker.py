@@ -311,28 +311,34 @@ def checksum(state) -> float:
     return float(sum(np.abs(np.asarray(a, np.float64)).sum() for a in leaves))
 
 
+class SavedKey:
+    """A PRNG key array in a checkpoint: its key data and its implementation's name."""
+
+    def __init__(self, data, impl: str):
+        self.data, self.impl = data, impl
+
+
 def to_host(tree):
-    """The state as numpy (PRNG keys as their key data, tagged), for a checkpoint."""
+    """The state as numpy (PRNG keys as SavedKey), for a checkpoint."""
     import jax
 
     def one(a):
         a = a.addressable_data(0) if hasattr(a, "addressable_data") else a
         if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
-            return ("prng_key", np.asarray(jax.random.key_data(a)), str(jax.random.key_impl(a)))
+            return SavedKey(np.asarray(jax.random.key_data(a)), str(jax.random.key_impl(a)))
         return np.asarray(a)
 
     return jax.tree.map(one, tree)
 
 
 def from_host(tree, like):
+    """A checkpoint's state with its keys made keys again (of `like`'s implementations)."""
     import jax
 
     def one(saved, old):
-        if isinstance(saved, tuple) and saved and saved[0] == "prng_key":
-            return jax.random.wrap_key_data(saved[1], impl=jax.random.key_impl(old))
-        return saved
+        return jax.random.wrap_key_data(saved.data, impl=jax.random.key_impl(old)) if isinstance(saved, SavedKey) else saved
 
-    return jax.tree.map(one, tree, like, is_leaf=lambda v: isinstance(v, tuple) and len(v) == 3 and v[0] == "prng_key")
+    return jax.tree.map(one, tree, like, is_leaf=lambda v: isinstance(v, SavedKey))
 
 
 def jax_saver(holder: StateHolder, feed: Feed):
