@@ -27,8 +27,8 @@ ENV_IMPORTS = "RAYLAB_PREWARM"  # comma-separated modules to import at process s
 # What each framework's worker loop imports first is its FRAMEWORK.imports; what it reads at import, set from the
 # start of the process (the worker loops set the same again), its FRAMEWORK.import_env and its kind's worker_env
 # (XLA's PJRT device and flags). What a worker reports of its environment at process start: what raylab sets there (raylab/driver/trainer.py worker_env).
-START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS", "PJRT_NPROC", "XLA_PYTHON_CLIENT_PREALLOCATE",
-             "TF_CPP_MIN_LOG_LEVEL")
+START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS", "PJRT_NPROC",
+             "XLA_PYTHON_CLIENT_PREALLOCATE", "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")
 
 started: dict[str, float] = {}  # module -> seconds its import took on the hook's thread (for tests and phases)
 
@@ -57,6 +57,13 @@ def start() -> None:
     """Ray's worker-process set-up hook. Never raises: a failing hook would make Ray drop the worker."""
     modules = [m for m in os.environ.get(ENV_IMPORTS, "").split(",") if m]
     if modules:
+        # numpy first, on this thread: a Ray Data task started in this process (tasks inherit the trial's runtime
+        # environment) imports pandas and numpy on its own thread, and two threads loading numpy's C extension at
+        # once fail with "cannot load module more than once per process" (seen with jax's imports, 2026-11-26).
+        try:
+            import numpy  # noqa: F401
+        except Exception:  # noqa: BLE001 - the hook never raises
+            pass
         threading.Thread(target=_import, args=(modules,), name="raylab-prewarm", daemon=True).start()
 
 

@@ -33,7 +33,8 @@ def thread_env(threads: int) -> dict:
 
 
 def _worker_env(backend, cfg) -> dict:
-    return thread_env(cfg.threads)
+    """The threads, and the platform asked for: a CPU trial stays on the CPU where a CUDA jaxlib is installed."""
+    return {**thread_env(cfg.threads), "JAX_PLATFORMS": {"gpu": "cuda"}.get(cfg.device, "cpu")}
 
 
 def _initialize(coordinator: str, processes: int, process_id: int) -> None:

@@ -47,6 +47,9 @@ def jax_worker_loop(config: dict) -> None:
                            "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)")
     compiles = CompileWatch(cfg.warmup_steps)
     mesh, devices = global_mesh(cfg.short)
+    if cfg.device == "gpu" and devices[0].platform != "gpu":
+        raise RuntimeError(f"--device gpu, but jax runs on {devices[0].platform} on this worker (a CPU-only jaxlib?); "
+                           "install jax[cuda12]==0.10.2 or use --device cpu.")
     phases.mark("setup")
 
     task, steps_per_epoch, data = shard_and_task(cfg, world, rank)
@@ -98,6 +101,7 @@ def facts(cfg, devices, world: int, params, precision: str, built: dict, data) -
         "comm_backend": comm_backend(device.platform, world), "replicas_in_sync": len(devices),
         "local_replicas": len(jax.local_devices()) if cfg.short == "dp" else 1,
         **jax_facts(params, cfg), "precision_applied": precision, **built, **data_facts(data), "input_order": order,
+        **({} if data.streamed else {"input": "in memory (object store, the whole split in every worker)"}),
     }
 
 
