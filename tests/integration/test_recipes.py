@@ -171,14 +171,14 @@ def test_step_benchmark_on_gpu_needs_a_gpu_in_the_cluster(ray_cluster, tmp_path,
 
 
 def test_resunet_training_step_runs_in_torch_and_tf(ray_cluster, tmp_path, monkeypatch, capsys):
-    """The 30M-parameter ResNet-UNet's training step runs --quick in TF and torch with the same parameter count."""
+    """The 30M-parameter ResNet-UNet's training step runs --quick in TF, torch and JAX with the same parameter count."""
     from mlflow.tracking import MlflowClient
 
     from raylab.cli import bench_main
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    code = bench_main(load_bench("resunet"), ["--quick", "--trials", "tf:none,torch:none", "--tracking-uri", uri,
+    code = bench_main(load_bench("resunet"), ["--quick", "--trials", "tf:none,torch:none,jax:none", "--tracking-uri", uri,
                                               "--json", str(tmp_path / "s.json")])
     assert code == 0, capsys.readouterr().err[-2000:]
     trials = json.loads((tmp_path / "s.json").read_text())["trials"]
