@@ -41,6 +41,9 @@ LOST_PEER_TYPES = ("DistBackendError", "DistNetworkError", "DistStoreError", "Un
                    "WorkerCrashedError", "NodeDiedError")
 OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "resource_exhausted",
             "oom when allocating", "std::bad_alloc", "failed to allocate")
+# Failures that carry no word of memory but, under a memory cap, are an allocation that failed: XLA's CPU kernels
+# (XNNPACK / YNNPACK in jaxlib 0.10) report their own allocation failure as "INTERNAL: ... operation failed".
+OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed")
 # The host's part of a traceback: frames here are not the recipe's.
 _LIBRARY_ROOTS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 _RAYLAB_ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -172,13 +175,16 @@ def _is_users(path: str) -> bool:
 
 
 def classify(exc: BaseException, rank: int, batch: int,
-             framework: str | None = None) -> CodeFailure | None:
-    """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help)."""
+             framework: str | None = None, capped: bool = False) -> CodeFailure | None:
+    """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help). capped: the
+    process ran under a memory cap (--memory-cap-mb)."""
     if isinstance(exc, CodeFailure):
         return exc
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         return None
     memory = out_of_memory(exc)  # before a lost peer: an allocation that failed inside a collective is memory
+    if memory is None and capped and any(m in str(task_cause(exc)).lower() for m in OOM_TEXT_UNDER_CAP):
+        memory = "host"
     if memory is None and lost_peer(exc):
         return None
     what, where = message(exc), user_frame(exc.__traceback__)
@@ -208,7 +214,7 @@ def guarded(loop, config: dict) -> None:
         with memory_cap(cfg.memory_cap_mb):
             loop(config)
     except BaseException as e:  # noqa: BLE001 - classified, then raised again
-        failure = classify(e, _rank(), cfg.batch_per_replica, cfg.framework)
+        failure = classify(e, _rank(), cfg.batch_per_replica, cfg.framework, capped=bool(cfg.memory_cap_mb))
         if failure is None:
             raise
         if cfg.replicas > 1 or cfg.ps:

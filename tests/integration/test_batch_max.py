@@ -1,5 +1,5 @@
-"""--batch max under a real memory cap: each framework's search finds a batch that trains, the size one above
-it ran out of memory in its probe, and the trial runs at the size found, less its 10% margin.
+"""--batch max under a real memory cap: each framework's search (torch, TF, JAX) finds a batch that trains, the size
+one above it ran out of memory in its probe, and the trial runs at the size found, less its 10% margin.
 
 The model makes each item cost hundreds of MB (its input copied K times) with almost no arithmetic, so the
 edge under the cap is a few items and the search, starting at the recipe's batch of 2, reaches it in about three
@@ -21,8 +21,9 @@ FASHION = load_recipe("fashion")
 # Each item becomes K copies of itself: K * 784 * 4 bytes per activation, and the step holds several of them; the
 # weights are 784 numbers. Measured here under the 3,000 MB cap: torch at 56,000 ran out of memory at 2 items,
 # at 28,000 fit 3 and not 4 (probes 2, 4, 3); TF at 20,000 fit 9 and not 10 (7 probes), so TF gets 56,000.
-K = {"torch": 28_000, "tf": 56_000}
-RAY_TRAIN_STARTS = 10  # per framework: three probes (up to five where the edge moves) and the trial
+# JAX: XLA fuses the copies away unless told to keep them (optimization_barrier); at 28,000 it fit 14 and not 15.
+K = {"torch": 28_000, "tf": 56_000, "jax": 112_000}
+RAY_TRAIN_STARTS = 15  # per framework: three probes (up to five where the edge moves) and the trial
 
 
 def wide_torch():
@@ -58,10 +59,29 @@ def wide_tf(keras=None):
     return keras.Sequential([keras.Input((28, 28)), Wide(), keras.layers.Dense(10)])
 
 
-def test_batch_max_finds_the_largest_batch_under_the_cap_in_torch_and_tf(run_recipe, capsys):
+def wide_jax(rngs):
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    class Wide(nnx.Module):
+        def __init__(self):
+            self.w = nnx.Param(jnp.full((784,), 0.01))
+            self.out = nnx.Linear(784, 10, rngs=rngs)
+
+        def __call__(self, x):
+            x = x.reshape(x.shape[0], -1)
+            h = jnp.tile(x, (1, K["jax"])).reshape(x.shape[0], K["jax"], 784) * self.w[...]
+            return self.out(jax.lax.optimization_barrier(h).mean(1))
+
+    return Wide()
+
+
+def test_batch_max_finds_the_largest_batch_under_the_cap_in_torch_tf_and_jax(run_recipe, capsys):
     # 64 test items: evaluation runs in batches no larger than the training batch, here a few items
-    recipe = FASHION.variant(models={"torch": wide_torch, "tf": wide_tf}, batch_per_replica=2, quick_test=64)
-    code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:none,tf:none", "--batch", "max",
+    recipe = FASHION.variant(models={"torch": wide_torch, "tf": wide_tf, "jax": wide_jax}, batch_per_replica=2,
+                             quick_test=64)
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "torch:none,tf:none,jax:none", "--batch", "max",
                                        "--memory-cap-mb", "3000", "--epochs", "1", "--steps-per-epoch", "4",
                                        "--max-failures", "0")
     captured = capsys.readouterr()

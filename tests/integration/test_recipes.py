@@ -10,9 +10,9 @@ import pytest
 from tests.integration.conftest import ROOT, load_recipe, shared_run
 
 pytestmark = pytest.mark.integration
-# fashion_cnn 1, cifar10 1, the baseline's trial twice, resunet_train 3; mnist in bf16 is the shared run's (the
+# fashion_cnn 1, cifar10 1, the baseline's trial twice, resunet_train 4; mnist in bf16 is the shared run's (the
 # step benchmarks run in Ray tasks, not Ray Train)
-RAY_TRAIN_STARTS = 7
+RAY_TRAIN_STARTS = 8
 
 
 def load_bench(name: str):
@@ -188,18 +188,18 @@ def test_resunet_training_step_runs_in_torch_and_tf(ray_cluster, tmp_path, monke
 
 @pytest.mark.timeout(900)  # 6-7.5 min here with other jobs on the 2 cores; xla:single compiles for ~45 s
 def test_resunet_trains_masks_and_depth_in_every_framework(run_recipe, capsys):
-    """The 30M-parameter ResNet-UNet learns the procedural scenes' masks in TF, torch and XLA within --quick
+    """The 30M-parameter ResNet-UNet learns the procedural scenes' masks in TF, torch, XLA and JAX within --quick
     (20 steps of 2): foreground IoU far above all-foreground's (the foreground fraction, ~0.2) and
-    all-background's (0). Measured here: tf 0.75, torch 0.90, xla 0.95."""
+    all-background's (0). Measured here: tf 0.75, torch 0.90, xla 0.95, jax 0.76."""
     recipe = load_recipe("resunet_train")
     # Two threads a worker: one trial at a time has both cores, and the 30M-parameter step takes ~1 s an image
     # on one (as the recipe's docstring runs it).
-    code, summary, client = run_recipe(recipe, "--quick", "--trials", "tf:none,torch:none,xla:single",
+    code, summary, client = run_recipe(recipe, "--quick", "--trials", "tf:none,torch:none,xla:single,jax:none",
                                        "--threads", "2")
     assert code == 0, capsys.readouterr().err[-2000:]
     foreground = float(recipe.data()[3]["mask"][:recipe.quick_test].mean())  # all-foreground's IoU on them
     runs = children(client, summary)
-    assert [r.info.run_name for r in runs] == ["tf:none x1", "torch:none x1", "xla:single x1"]
+    assert [r.info.run_name for r in runs] == ["tf:none x1", "torch:none x1", "xla:single x1", "jax:none x1"]
     for run in runs:
         m = run.data.metrics
         assert run.info.status == "FINISHED" and run.data.tags["parameters"] == "29539970"

@@ -186,3 +186,12 @@ def test_the_memory_cap_is_the_process_data_limit_while_training_and_lifted_afte
     with failure.memory_cap(50_000):
         assert resource.getrlimit(resource.RLIMIT_DATA)[0] == 50_000 << 20
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
+
+
+def test_an_xla_cpu_kernel_failing_under_a_memory_cap_is_out_of_host_memory():
+    """jaxlib's CPU kernels report their own failed allocation as INTERNAL ("YNNPACK operation failed", seen at the
+    edge of a 3,000 MB cap): out of host memory under a cap, an error like any other without one."""
+    text = "INTERNAL: Error dispatching computation: YNNPACK operation failed: error"
+    assert classify(RuntimeError(text), 0, 15, capped=True).kind == "out_of_memory"
+    assert "out of host memory at batch 15" in classify(RuntimeError(text), 0, 15, capped=True).line
+    assert classify(RuntimeError(text), 0, 15).kind == "error"

@@ -54,7 +54,9 @@ class CompileWatch:
         return counted
 
     def figures(self) -> dict:
-        warm, end, ev = self.warm, self.snapshot(), self.eval
+        end, ev = self.snapshot(), self.eval
+        # a trial shorter than its warm-up (a --batch max probe, a few steps): every compilation was the warm-up's
+        warm = self.warm if self.steps >= self.warmup_steps else (end[0] - ev[0], end[1] - ev[1])
         return {"compile_count_warmup": warm[0], "compile_time_warmup_s": warm[1],
                 "compiles_after_warmup": end[0] - warm[0] - ev[0],
                 "compile_time_after_warmup_s": end[1] - warm[1] - ev[1],
