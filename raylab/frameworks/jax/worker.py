@@ -46,10 +46,7 @@ def jax_worker_loop(config: dict) -> None:
         raise RuntimeError(f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
                            "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)")
     compiles = CompileWatch(cfg.warmup_steps)
-    mesh, devices = global_mesh(cfg.short)
-    if cfg.device == "gpu" and devices[0].platform != "gpu":
-        raise RuntimeError(f"--device gpu, but jax runs on {devices[0].platform} on this worker (a CPU-only jaxlib?); "
-                           "install jax[cuda12]==0.10.2 or use --device cpu.")
+    mesh, devices = global_mesh(cfg.short, cfg.device)
     phases.mark("setup")
 
     task, steps_per_epoch, data = shard_and_task(cfg, world, rank)
@@ -112,13 +109,16 @@ class StateHolder:
         self.state = state
 
 
-def global_mesh(short: str):
+def global_mesh(short: str, asked: str):
     """(Mesh over the trial's devices along "batch", those devices): jax:none one local device, jax:dp every
-    process's devices."""
+    process's devices. `asked`: the device the trial was asked for (a GPU that jax does not see fails)."""
     import jax
     from jax.sharding import Mesh
 
     devices = jax.devices() if short == "dp" else jax.local_devices()[:1]
+    if asked == "gpu" and devices[0].platform != "gpu":
+        raise RuntimeError(f"--device gpu, but jax runs on {devices[0].platform} on this worker (a CPU-only jaxlib?); "
+                           "install jax[cuda12]==0.10.2 or use --device cpu.")
     return Mesh(np.array(devices), ("batch",)), devices
 
 
