@@ -162,7 +162,7 @@ class Scale:
 class Task:
     """What a worker needs to build the task in its framework; derived from a Recipe (Recipe.task)."""
 
-    models: dict  # framework family ("tf", "torch") -> builder
+    models: dict  # whose builder ("tf", "torch", "jax": a Framework.models) -> builder
     loss: Any  # a name, Native, or {output: name | Native}
     optimizer: Any  # Optimizer or Native
     schedule: Schedule = Schedule()

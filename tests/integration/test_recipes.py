@@ -130,7 +130,8 @@ def test_baseline_and_repeats_show_overhead_spread_and_startup(run_recipe, capsy
 
 
 def test_conv_bench_times_every_framework(ray_cluster, tmp_path, monkeypatch, capsys):
-    """The convolution micro-benchmark: tf, torch and xla each in a fresh worker, timed, XLA compile recorded."""
+    """The convolution micro-benchmark: tf, torch, xla and jax each in a fresh worker, timed, XLA's and jax's
+    compilations recorded."""
     from mlflow.tracking import MlflowClient
 
     from raylab.cli import bench_main
@@ -140,21 +141,23 @@ def test_conv_bench_times_every_framework(ray_cluster, tmp_path, monkeypatch, ca
     code = bench_main(load_bench("conv_bench"), ["--quick", "--tracking-uri", uri, "--json", str(tmp_path / "s.json")])
     assert code == 0, capsys.readouterr().err[-2000:]
     summary = json.loads((tmp_path / "s.json").read_text())
-    assert [t["trial"] for t in summary["trials"]] == ["tf:none x1", "torch:none x1", "xla:single x1"]
+    assert [t["trial"] for t in summary["trials"]] == ["tf:none x1", "torch:none x1", "xla:single x1", "jax:none x1"]
     for t in summary["trials"]:
         assert t["status"] == "FINISHED" and t["step_time_p50_ms"] > 0 and t["samples_per_sec"] > 0
     xla = MlflowClient(tracking_uri=uri).get_run(summary["trials"][2]["run_id"])
     assert xla.data.metrics["compile_count_warmup"] >= 1 and xla.data.tags["pjrt_device"] == "CPU"
     assert xla.data.tags["device_kind"] == "xla:cpu"
     assert xla.data.params["data"] == "synthetic"
+    jax = MlflowClient(tracking_uri=uri).get_run(summary["trials"][3]["run_id"])
+    assert jax.data.metrics["compile_count_warmup"] >= 1 and jax.data.tags["device_kind"] == "cpu"
 
 
 def test_step_benchmark_refuses_a_distributed_trial(ray_cluster, capsys):
     from raylab.cli import bench_main
 
     assert bench_main(load_bench("resunet"), ["--trials", "torch:ddp"]) == 2
-    assert "resunet is a single-process step benchmark; it runs tf:none, torch:none, xla:single, not torch:ddp" in \
-        capsys.readouterr().err
+    assert ("resunet is a single-process step benchmark; it runs tf:none, torch:none, xla:single, jax:none, not "
+            "torch:ddp") in capsys.readouterr().err
 
 
 def test_step_benchmark_on_gpu_needs_a_gpu_in_the_cluster(ray_cluster, tmp_path, capsys):
