@@ -109,7 +109,7 @@ PARTS = {
     "memory": ("device_peak_mb",),  # the process's peak accelerator memory, MB, or None
     "plain": ("run", "env"),  # the plain baseline script (raylab/frameworks/plain.py) and its subprocess environment
     # A step benchmark's (raylab/driver/stepbench.py) worker environment from the run config, and its threads, seed and
-    # device set on the worker.
+    # device set on the worker (set_up returns compiled() -> (compilations, seconds) so far, or None).
     "stepbench": ("env", "set_up"),
 }
 

@@ -64,7 +64,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
     ctx = BenchContext(framework, batch, threads, seed)
     facts = {"intra_op_threads": threads}
     fw = frameworks_named(framework)
-    met = fw.part("stepbench").set_up(ctx, facts, precision, gpu)
+    compiles = fw.part("stepbench").set_up(ctx, facts, precision, gpu)  # () -> (compilations, seconds), or None
     run_once, built = bench.builders[fw.models](ctx)
     # The same names as training trials' device_kind: cpu, gpu (TF), cuda (torch), xla:cpu / xla:cuda / xla:tpu.
     kind = facts.pop("device_kind", None) or getattr(ctx.device, "type", ctx.device)
@@ -75,14 +75,12 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
         t0 = time.perf_counter()
         run_once()
         times.append(time.perf_counter() - t0)
-        if met is not None and i + 1 == warmup:
-            data = met.metric_data("CompileTime")
-            compiled = (int(data[0]), data[1] / 1e9) if data else (0, 0.0)
+        if compiles is not None and i + 1 == warmup:
+            compiled = compiles()
     result = {**summarize(times, warmup, batch), "first_step_s": times[0], "startup_s": t_first - trial_start,
               "startup_workers_s": t_enter - trial_start, "iterations": iterations}
-    if met is not None:
-        data = met.metric_data("CompileTime")
-        total = (int(data[0]), data[1] / 1e9) if data else (0, 0.0)
+    if compiles is not None:
+        total = compiles()
         result.update(compile_count_warmup=compiled[0], compile_time_warmup_s=compiled[1],
                       compiles_after_warmup=total[0] - compiled[0])
     return builtins_only({"result": result, "facts": {**facts, **host_facts()}})

@@ -10,21 +10,9 @@ def env(cfg) -> dict:
     return thread_env(cfg.threads)
 
 
-class Compiles:
-    """jax's compilations as the step benchmark reads torch_xla's metrics: metric_data("CompileTime") -> (count, ns)."""
-
-    def __init__(self):
-        from raylab.frameworks.jax.compiles import CompileWatch
-
-        self.watch = CompileWatch(0)
-
-    def metric_data(self, name: str):
-        count, seconds = self.watch.snapshot()
-        return (count, seconds * 1e9) if name == "CompileTime" and count else None
-
-
 def set_up(ctx, facts: dict, precision: str, gpu: bool):
-    """Seed and device into ctx and facts; the builder blocks on its results itself (block_until_ready)."""
+    """Seed and device into ctx and facts; compiled() -> (compilations, seconds) so far, from jax.monitoring. The
+    builder blocks on its results itself (block_until_ready)."""
     import jax
 
     device = jax.local_devices()[0]
@@ -34,4 +22,6 @@ def set_up(ctx, facts: dict, precision: str, gpu: bool):
     ctx.device = device
     ctx.bf16 = precision == "bf16" and device.platform != "cpu"
     facts.update(framework_version=jax.__version__, device_kind=device.platform)
-    return Compiles()
+    from raylab.frameworks.jax.compiles import CompileWatch
+
+    return CompileWatch(0).snapshot

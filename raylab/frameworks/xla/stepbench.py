@@ -15,7 +15,8 @@ def env(cfg) -> dict:
 
 
 def set_up(ctx, facts: dict, precision: str, gpu: bool):
-    """Threads, seed and the XLA device into ctx and facts; torch_xla's metrics (compilations are counted)."""
+    """Threads, seed and the XLA device into ctx and facts; compiled() -> (compilations, seconds) so far, from
+    torch_xla's metrics."""
     threads_and_seed(ctx, facts)
     import torch_xla
     import torch_xla.core.xla_model as xm
@@ -26,4 +27,6 @@ def set_up(ctx, facts: dict, precision: str, gpu: bool):
     ctx.bf16 = precision == "bf16" and os.environ.get("PJRT_DEVICE") == "TPU"
     facts.update(torch_xla_version=torch_xla.__version__, pjrt_device=os.environ.get("PJRT_DEVICE"),
                  device_kind="xla:" + os.environ.get("PJRT_DEVICE", "").lower())
-    return met
+    from raylab.frameworks.xla.worker import compile_snapshot
+
+    return lambda: compile_snapshot(met)
