@@ -113,7 +113,7 @@ def _torch_adam(params, lr):
 @pytest.fixture(scope="module")
 def image_folder(ray_cluster, tmp_path_factory, template_db):
     """Procedural scenes written as PNG files, one folder per class (the mask covers more or less than the
-    median), read with Ray Data's image reader, decoded and resized to 28x28 grey in the pipeline; trained in
+    median, from the quarters either side), read with Ray Data's image reader, decoded and resized to 28x28 grey in the pipeline; trained in
     torch and TF at two batch sizes (--batch 16,32), with per-framework optimizers that differ only in a default
     (Adam's epsilon)."""
     from PIL import Image
@@ -123,8 +123,11 @@ def image_folder(ray_cluster, tmp_path_factory, template_db):
     from raylab.data.stream import images
 
     tmp_path = tmp_path_factory.mktemp("image-folder")
-    x, y = scenes(480, seed=7)
+    x, y = scenes(960, seed=7)
     area = y["mask"].mean(axis=(1, 2, 3))
+    lo, hi = np.quantile(area, [0.25, 0.75])
+    keep = (area < lo) | (area > hi)  # the middle half is dropped: an MLP tells the rest apart in 3 epochs
+    x, area = x[keep], area[keep]
     big = area > np.median(area)
     for i, (img, is_big) in enumerate(zip(x, big)):
         split = "train" if i < 384 else "test"
@@ -135,7 +138,7 @@ def image_folder(ray_cluster, tmp_path_factory, template_db):
     recipe = FASHION.variant(name="scene_images", data=stream, target_accuracy=None,
                              optimizer=Native(tf=_keras_adam, torch=_torch_adam, name="adam-defaults"))
     return shared_run(tmp_path, template_db, "image-folder", 4, recipe, "--trials", "tf:none,torch:none",
-                      "--epochs", "2", "--batch", "16,32")
+                      "--epochs", "3", "--batch", "16,32")
 
 
 def test_image_folder_of_scenes_trains_in_torch_and_tf(image_folder):
@@ -146,8 +149,10 @@ def test_image_folder_of_scenes_trains_in_torch_and_tf(image_folder):
         assert run.info.status == "FINISHED", trial
         assert run.data.params["train_samples"] == "384" and run.data.params["test_samples"] == "96"
         if trial["trial"].endswith(" b16"):  # the size this test always trained at; b32 is the sweep's
-            assert run.data.metrics["val_accuracy"] > 0.5  # two classes, told apart from the images
-        assert [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2]
+            # two classes, told apart from the images: 0.69 to 0.82 over 16 seeds of a plain torch loop (0.55 to
+            # 0.75 with the middle half kept and 2 epochs, where CI once saw 0.5)
+            assert run.data.metrics["val_accuracy"] > 0.6, (trial["trial"], run.data.metrics)
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2, 3]
 
 
 def test_batch_sweep_groups_and_parity_catches_what_was_built(image_folder):
