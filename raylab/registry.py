@@ -57,6 +57,8 @@ class Strategy:
     # What --precision bf16 meets on this kind: None (applied), a reason it never applies, or a function of the
     # device it runs on giving the reason (or None) where it depends on the device.
     bf16: str | Callable[[str], str | None] | None = None
+    # What --precision fp16 meets (as bf16): fp16 needs loss scaling, which only some kinds' steps apply.
+    fp16: str | Callable[[str], str | None] | None = "its step applies no loss scaling"
     # The device it runs on ("cpu", "gpu", "tpu") from the run config, where that is not --device (TPU kinds).
     device_of: Callable[[object], str] | None = None
     # Whether --batch max can search its largest batch (probes in one process on the host's or CUDA's allocator:
@@ -82,10 +84,12 @@ class Strategy:
     def device(self, cfg) -> str:
         return self.device_of(cfg) if self.device_of else cfg.device
 
-    def why_not_bf16(self, device: str) -> str | None:
-        if callable(self.bf16):
-            return self.bf16(device)
-        return None if self.bf16 is None else f"{self.kind} has no bf16 step in raylab: {self.bf16}"
+    def why_not(self, precision: str, device: str) -> str | None:
+        """Why --precision `precision` ("bf16" or "fp16") cannot be applied on `device`, or None."""
+        answer = self.bf16 if precision == "bf16" else self.fp16
+        if callable(answer):
+            return answer(device)
+        return None if answer is None else f"{self.kind} has no {precision} step in raylab: {answer}"
 
     def layout(self, workers: int, threads: int, ps: int = 0) -> Layout:
         if self.in_one_process:
@@ -97,7 +101,7 @@ class Strategy:
         return Layout(workers, threads, workers)
 
 
-PS_NO_BF16 = "its parameter servers hold float32 weights and apply the updates"  # the ps kinds' bf16 answer
+PS_NO_BF16 = "its parameter servers hold float32 weights and apply the updates"  # the ps kinds' bf16 and fp16 answer
 
 
 # The modules every framework package has, and what each must define (tests/unit/test_frameworks.py checks).

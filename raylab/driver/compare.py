@@ -43,7 +43,7 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "staleness_mean", "staleness_max", "time_to_target_s", "startup_process_s", "startup_workers_s", "startup_imports_s",
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
-           "input_wait_s", "input_wait_share", "peak_rss_mb"]
+           "input_wait_s", "input_wait_share", "peak_rss_mb", "loss_scale", "skipped_steps"]
 INPUT_BOUND = 0.2  # a trial whose steps waited for input this share of their time or more is flagged input-bound
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",

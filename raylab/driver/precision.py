@@ -5,9 +5,12 @@
           metrics are computed on float32 outputs. tf:none, tf:mirrored, tf:mwms, tf:tpu: the Keras policy
           `mixed_bfloat16` (bfloat16 compute, float32 variables); the loss and metrics on float32 outputs.
           xla:* on a TPU: `torch.autocast("xla")` (torch_xla 2.9's autocast is TPU-only).
-    fp16  not applied by raylab yet: it needs a CUDA GPU and loss scaling (GradScaler, LossScaleOptimizer).
+    fp16  torch:none and torch:ddp: `torch.autocast(device, float16)` and a dynamic loss scale
+          (torch.amp.GradScaler); tf:none, tf:mirrored, tf:mwms: the Keras policy `mixed_float16` and a
+          LossScaleOptimizer whose finite check agrees across replicas (raylab/frameworks/tf/scaling.py).
+          CPUs emulate float16 (slowly); TPUs have no float16 arithmetic (bf16 there).
 
-Each trial kind says what it meets (`Strategy.bf16` in raylab/frameworks/<name>/kinds.py). A trial that cannot apply what was asked stops the command before Ray starts with one line, unless
+Each trial kind says what it meets (`Strategy.bf16`, `Strategy.fp16` in raylab/frameworks/<name>/kinds.py). A trial that cannot apply what was asked stops the command before Ray starts with one line, unless
 --precision-fallback fp32 was given: then it runs fp32 and records precision_applied=fp32 with the reason
 (precision_fallback_reason), and the command says so.
 """
@@ -22,10 +25,7 @@ def why_not(kind: str, precision: str, device: str) -> str | None:
     """Why `kind` cannot apply `precision` on `device` ("cpu", "gpu", or "tpu": the kind's own device), or None."""
     if precision == "fp32":
         return None
-    if precision == "fp16":
-        return ("fp16 needs loss scaling on a CUDA GPU, which raylab does not apply yet"
-                if device == "gpu" else "fp16 needs a CUDA GPU (CPUs and TPUs run bf16)")
-    return get_strategy(kind).why_not_bf16(device)
+    return get_strategy(kind).why_not(precision, device)
 
 
 def check(cfg) -> dict[str, str]:
@@ -37,7 +37,7 @@ def check(cfg) -> dict[str, str]:
         if reason is None:
             continue
         if cfg.precision_fallback != "fp32":
-            fix = ("use --precision bf16 or fp32" if cfg.precision == "fp16" else "drop it from --trials")
+            fix = "drop it from --trials"
             fix += ", or add --precision-fallback fp32 to run it in fp32 (recorded as such)"
             raise UserError(f"--precision {cfg.precision}: {spec.name} cannot apply it ({reason}); {fix}.")
         fallen[spec.name] = reason

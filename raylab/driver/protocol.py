@@ -91,6 +91,10 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
         where = f" at x{workers}" + (f" b{size}" if swept else "")
         for key, label in PER_RUN_LENGTH:
             _same(group, key, label + where, lines, mismatches)
+    scaled = [r for r in trials if r.get("loss_scale") is not None]
+    if scaled:  # fp16: each framework's own dynamic loss scale (Keras starts at 2**15, torch at 2**16)
+        lines.append("    fp16 loss scale (final, steps skipped): " + ", ".join(
+            f"{r['trial']} {r['loss_scale']:g}, {r['skipped_steps']:.0f} skipped" for r in scaled))
     synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
     if synthetic:
         lines.append("    data is synthetic: throughput only, no accuracy claims")

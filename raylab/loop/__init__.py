@@ -5,9 +5,9 @@
 from raylab.loop.batches import Batches, BatchSource, StreamBatches
 from raylab.loop.checkpoint import Handoff, Saver, announce_report, join_reports
 from raylab.loop.report import builtins_only
-from raylab.loop.run import Training, run_epochs
+from raylab.loop.run import Training, combined, run_epochs
 from raylab.loop.state import LoopState, windows
 from raylab.loop.step import StepContext
 
-__all__ = ["BatchSource", "Batches", "Handoff", "LoopState", "Saver", "StepContext", "StreamBatches", "Training", "builtins_only",
-           "run_epochs", "windows"]
+__all__ = ["BatchSource", "Batches", "Handoff", "LoopState", "Saver", "StepContext", "StreamBatches", "Training",
+           "builtins_only", "combined", "run_epochs", "windows"]

@@ -56,6 +56,12 @@ class Training:
 
 
 
+def combined(*extras: Callable[[], dict] | None) -> Callable[[], dict] | None:
+    """One Training.extra() of several (None where none is given)."""
+    given = [e for e in extras if e is not None]
+    return (lambda: {k: v for e in given for k, v in e().items()}) if given else None
+
+
 def run_epochs(cfg: WorkerConfig, rank: int, training: Training) -> None:
     """Train cfg.epochs epochs on this worker and report them (rank 0).
 

@@ -15,9 +15,18 @@ def test_bf16_is_applied_by_torch_and_tf_and_by_xla_on_a_tpu_only():
     assert precision.why_not("xla:single", "bf16", "tpu") is None
     assert "TPU only" in precision.why_not("xla:ddp", "bf16", "cpu")
     assert "parameter servers" in precision.why_not("torch:ps-sync", "bf16", "cpu")
-    assert "CUDA GPU" in precision.why_not("torch:none", "fp16", "cpu")
-    assert all(precision.why_not(k, "fp32", "cpu") is None for k in ("tf:ps", "xla:single", "torch:ps-async"))
 
+
+def test_fp16_is_applied_by_torch_and_tf_with_loss_scaling_and_refused_elsewhere():
+    for kind in ("torch:none", "torch:ddp", "tf:none", "tf:mirrored", "tf:mwms"):
+        assert precision.why_not(kind, "fp16", "cpu") is None, kind
+        assert precision.why_not(kind, "fp16", "gpu") is None, kind
+    assert "no float16 arithmetic" in precision.why_not("tf:tpu", "fp16", "tpu")
+    assert "no float16 path" in precision.why_not("xla:single", "fp16", "tpu")
+    assert "no loss scaling" in precision.why_not("jax:dp", "fp16", "gpu")
+    for kind in ("tf:ps", "torch:ps-sync", "torch:ps-async"):
+        assert "parameter servers" in precision.why_not(kind, "fp16", "cpu"), kind
+    assert all(precision.why_not(k, "fp32", "cpu") is None for k in ("tf:ps", "xla:single", "torch:ps-async"))
 
 def test_what_cannot_be_applied_stops_unless_a_fallback_is_asked():
     with pytest.raises(UserError, match=r"--precision bf16: xla:single x1 cannot apply it \(torch_xla 2.9's autocast "
@@ -33,7 +42,8 @@ def test_what_cannot_be_applied_stops_unless_a_fallback_is_asked():
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--precision", "fp16"], "fp16 needs a CUDA GPU"),
+    (["--precision", "fp16"], "xla:single x1 cannot apply it (xla:single has no fp16 step in raylab: torch_xla"),
+    (["--trials", "jax:none", "--precision", "fp16"], "jax:none x1 cannot apply it"),
     (["--trials", "xla:single", "--precision", "bf16"], "xla:single x1 cannot apply it"),
     (["--trials", "torch:ps-sync", "--set", "precision=bf16"], "torch:ps-sync x1 cannot apply it"),
 ])

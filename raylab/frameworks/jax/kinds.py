@@ -76,8 +76,10 @@ class JaxConfig(BackendConfig):
         return _JaxBackend
 
 
+_FP16 = "optax applies no loss scaling (jax runs bf16)"
 NONE = Strategy("jax:none", jax_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
-                worker_env=_worker_env)
-DP = Strategy("jax:dp", jax_worker_loop, lambda device: JaxConfig(), batch_search=True, worker_env=_worker_env)
+                worker_env=_worker_env, fp16=_FP16)
+DP = Strategy("jax:dp", jax_worker_loop, lambda device: JaxConfig(), batch_search=True, worker_env=_worker_env,
+              fp16=_FP16)
 
 KINDS = {"none": NONE, "dp": DP}

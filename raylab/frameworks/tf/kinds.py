@@ -112,13 +112,16 @@ def _no_gpu(backend, cfg) -> dict:
 
 
 _SYNC = dict(worker_env=_cpu_env, batch_search=True)  # what the synchronous kinds share
-NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, **_SYNC)
-MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True, **_SYNC)
-MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), **_SYNC)
+NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, fp16=None, **_SYNC)
+MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True, fp16=None,
+                    **_SYNC)
+MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), fp16=None, **_SYNC)
 # One worker on one TPU host; its replicas are that host's TPU cores (a pod slice: --tpu-type).
 TPU = Strategy("tf:tpu", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, preflight=_tpu_preflight,
-               resources=_tpu_resources, replicas_found=True, device_of=lambda cfg: "tpu", **_SYNC)
+               resources=_tpu_resources, replicas_found=True, device_of=lambda cfg: "tpu",
+               fp16="TPUs have no float16 arithmetic (they run bf16)", **_SYNC)
 PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief", bf16=PS_NO_BF16,
+              fp16=PS_NO_BF16,
               worker_env=_no_gpu)
 
 KINDS = {"none": NONE, "mirrored": MIRRORED, "mwms": MWMS, "tpu": TPU, "ps": PS}

@@ -150,9 +150,10 @@ def tf_worker_loop(config: dict) -> None:
     import ray.train
 
     from raylab.data.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
+    from raylab.frameworks.tf import scaling
     from raylab.frameworks.tf.profile import capture
     from raylab.frameworks.tf.task import TFTask
-    from raylab.loop import StepContext, Training, run_epochs
+    from raylab.loop import StepContext, Training, combined, run_epochs
 
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -167,8 +168,10 @@ def tf_worker_loop(config: dict) -> None:
 
     phases.mark("imports")
     keras.utils.set_random_seed(cfg.seed)
-    # bf16: bfloat16 compute and float32 variables in every layer the recipe's model builds from here on
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if cfg.precision == "bf16" else "float32")
+    # bf16, fp16: bfloat16 or float16 compute and float32 variables in every layer the recipe's model builds
+    # from here on; fp16 also scales the loss (raylab/frameworks/tf/scaling.py)
+    policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(cfg.precision, "float32")
+    keras.mixed_precision.set_global_policy(policy)
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // (cfg.batch_per_replica * local_replicas))
     task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
     task.eval_batch = cfg.batch_per_replica
@@ -178,6 +181,8 @@ def tf_worker_loop(config: dict) -> None:
     phases.mark("data")
     with dist.scope():
         model, optimizer = task.build_model(), task.build_optimizer()
+        if cfg.precision == "fp16":
+            optimizer = scaling.loss_scale_optimizer(keras, tf, optimizer)
         # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
         # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
         optimizer.build(model.trainable_variables)
@@ -187,15 +192,18 @@ def tf_worker_loop(config: dict) -> None:
     actual = {
         "actual_strategy": ran, **fallback, "replicas_in_sync": dist.num_replicas_in_sync,
         "local_replicas": local_replicas, "global_batch": cfg.global_batch, "steps_per_call": cfg.window,
-        **tf_facts(tf, keras.__version__, dist, model, threads), **task.built(optimizer, data.sample()),
-        "precision_applied": {"mixed_bfloat16": "bf16"}.get(keras.mixed_precision.global_policy().name, "fp32"),
+        **tf_facts(tf, keras.__version__, dist, model, threads),
+        **task.built(getattr(optimizer, "inner_optimizer", optimizer), data.sample()),
+        "precision_applied": {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(
+            keras.mixed_precision.global_policy().name, "fp32"),
         **data_facts(data),
     }
     run_epochs(cfg, rank, Training(
         steps_per_epoch, (stream_train_fn(tf, dist, task, model, optimizer, batches, cfg, local_replicas)
                           if data.streamed else _train_fn(tf, dist, task, model, optimizer, batches, cfg)), evaluate,
         task.results, actual, lambda: replica_checksums(dist, model), read=lambda sums: sums.numpy() * scale,
-        batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases, extra=stream_stats(data, rank),
+        batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases,
+        extra=combined(stream_stats(data, rank), scaling.figures(optimizer) if cfg.precision == "fp16" else None),
         step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))
 
 

@@ -23,9 +23,11 @@ def _backend_config(device: str):
     return TorchConfig(backend="nccl" if device == "gpu" else "gloo")
 
 
-NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True)
-DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config, batch_search=True)
-SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts", bf16=PS_NO_BF16)
-ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: GroupConfig(), ps_roles="hosts", bf16=PS_NO_BF16)
+NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
+                fp16=None)
+DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config, batch_search=True, fp16=None)
+_PS = dict(ps_roles="hosts", bf16=PS_NO_BF16, fp16=PS_NO_BF16)
+SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: GroupConfig(), **_PS)
+ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: GroupConfig(), **_PS)
 
 KINDS = {"none": NONE, "ddp": DDP, "ps-sync": SYNC, "ps-async": ASYNC}

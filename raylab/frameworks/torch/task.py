@@ -45,6 +45,7 @@ class TorchTask(TaskBuilder):
     def __init__(self, task: Task, total_steps: int, xla: bool = False):
         super().__init__(task, total_steps)
         self.xla = xla  # Adam and AdamW keep their step on the device (capturable)
+        self.fused = False  # fused Adam, AdamW, SGD (fp16: they take the loss scale's skip decision themselves)
 
     # --- data ---------------------------------------------------------------------------------------
     def inputs(self, x):
@@ -65,13 +66,15 @@ class TorchTask(TaskBuilder):
         if isinstance(opt, Native):
             return opt.get("torch")(params, None), None
         a, O = opt.resolved(), torch.optim
+        fused = {"fused": True} if self.fused else {}  # one kernel that also takes fp16's skip decision
         if opt.name == "sgd":
-            built = O.SGD(params, lr=opt.lr, momentum=a["momentum"], nesterov=a["nesterov"])
+            built = O.SGD(params, lr=opt.lr, momentum=a["momentum"], nesterov=a["nesterov"], **fused)
         else:
             # capturable on XLA: step count and bias corrections stay on the device. On the host they reach
             # XLA as new scalars each step, and where one rounds to another scalar of the graph (steps 6212
             # and 16628 for the MLP) the step compiles again (bench/xla_recompiles.py).
-            kw = dict(lr=opt.lr, betas=(a["beta_1"], a["beta_2"]), eps=a["epsilon"], capturable=self.xla)
+            kw = dict(lr=opt.lr, betas=(a["beta_1"], a["beta_2"]), eps=a["epsilon"], capturable=self.xla,
+                      **fused)
             built = O.AdamW(params, weight_decay=a["weight_decay"], **kw) if opt.name == "adamw" else O.Adam(params, **kw)
         s = self.task.schedule
         if s.name == "constant" and not s.warmup:
@@ -161,7 +164,8 @@ class TorchTask(TaskBuilder):
             return base * scheduler.lr_lambdas[0](step) if scheduler is not None else base
 
         report = built_report(self.task, type(optimizer).__name__, args, schedule_probe(lr_at, self.total_steps), x_test)
-        return {**report, **({"optimizer_capturable": True} if d.get("capturable") else {})}
+        return {**report, **({"optimizer_capturable": True} if d.get("capturable") else {}),
+                **({"optimizer_fused": True} if d.get("fused") else {})}
 
 
 _COUNTS: dict = {}

@@ -25,9 +25,10 @@ def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0)
         skip = 0
 
 
-def torch_saver(module, optimizer, scheduler, device=None):
-    """Checkpoints in torch's own format (torch.save of state dicts): model, optimizer, learning-rate schedule
-    and the RNG (dropout); rank 0 writes, every rank loads it (all replicas hold the same state)."""
+def torch_saver(module, optimizer, scheduler, device=None, scale=None):
+    """Checkpoints in torch's own format (torch.save of state dicts): model, optimizer, learning-rate schedule,
+    fp16's loss scale and the RNG (dropout); rank 0 writes, every rank loads it (all replicas hold the same
+    state)."""
     import torch
 
     from raylab.loop import Saver
@@ -36,6 +37,7 @@ def torch_saver(module, optimizer, scheduler, device=None):
         if rank == 0:
             torch.save({"model": module.state_dict(), "optimizer": optimizer.state_dict(),
                         "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                        "scale": scale.state_dict() if scale is not None else None,
                         "rng": torch.get_rng_state()}, f"{directory}/torch.pt")
 
     def load(directory: str) -> None:
@@ -44,6 +46,8 @@ def torch_saver(module, optimizer, scheduler, device=None):
         optimizer.load_state_dict(state["optimizer"])
         if scheduler is not None:
             scheduler.load_state_dict(state["scheduler"])
+        if scale is not None:
+            scale.load_state_dict(state["scale"])
         torch.set_rng_state(state["rng"].cpu())
 
     return Saver(save, load)
@@ -83,7 +87,7 @@ def torch_worker_loop(config: dict) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from raylab.loop import StepContext, Training, run_epochs
+    from raylab.loop import StepContext, Training, combined, run_epochs
 
     rank = ctx.get_world_rank()
     device = torch.device(f"cuda:{ctx.get_local_rank()}" if cfg.device == "gpu" else "cpu")
@@ -100,14 +104,19 @@ def torch_worker_loop(config: dict) -> None:
     module = task.build_model().to(device)
     model = DistributedDataParallel(module) if cfg.short == "ddp" else module
     model.train()
+    task.fused = cfg.precision == "fp16"  # Adam, AdamW, SGD: the loss scale's skip decided on the device
     optimizer, scheduler = task.build_optimizer(model.parameters())
     phases.mark("model")
-    # bf16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs
+    # bf16 and fp16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs;
+    # fp16 scales the loss (raylab/frameworks/torch/scaling.py)
     from raylab.frameworks.torch.profile import capture
+    from raylab.frameworks.torch.scaling import LossScale
 
     profile = capture(device.type == "cuda") if cfg.profile else None
-    step = (StepContext("bf16", autocast=lambda: torch.autocast(device.type, dtype=torch.bfloat16), profile=profile)
-            if cfg.precision == "bf16" else StepContext(profile=profile))
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
+    step = (StepContext(cfg.precision, autocast=lambda: torch.autocast(device.type, dtype=low), profile=profile)
+            if low is not None else StepContext(profile=profile))
+    scale = LossScale(optimizer, device) if cfg.precision == "fp16" else None
     evaluate = evaluation(data, task.evaluator(module, device))
     actual = {
         "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
@@ -117,10 +126,19 @@ def torch_worker_loop(config: dict) -> None:
         **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, data.sample()),
         **data_facts(data),
     }
+    reads = [0]  # the loop's reads, counted where GradScaler reads too (a recipe's optimizer under fp16)
+
+    def read(sums):
+        reads[0] += 1
+        return host_copy(sums)
+
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step), evaluate,
-        task.results, actual, lambda: param_checksum(module), read=host_copy, batches=batches, step=step,
-        saver=torch_saver(module, optimizer, scheduler, device), phases=phases, extra=stream_stats(data, rank)))
+        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step, scale), evaluate,
+        task.results, actual, lambda: param_checksum(module), read=read, batches=batches, step=step,
+        saver=torch_saver(module, optimizer, scheduler, device, scale), phases=phases,
+        syncs=(lambda: reads[0] + scale.reads) if scale is not None and not scale.on_device else None,
+        extra=combined(stream_stats(data, rank), scale.figures if scale is not None else None)))
+
 
 
 def start_worker(config: dict):
@@ -160,10 +178,11 @@ def take_batch(x, y, idx):
     return take(x, idx), take(y, idx)
 
 
-def train_fn(task, model, optimizer, scheduler, batches, context):
+def train_fn(task, model, optimizer, scheduler, batches, context, scale=None):
     """train(k) -> [loss, metric sums...] of k optimizer updates, summed on the device and not read:
     nothing in a step waits on the host (DDP averages gradients). Batches come from `batches` (a
-    BatchSource); the forward pass and loss run in the StepContext's precision context."""
+    BatchSource); the forward pass and loss run in the StepContext's precision context; with fp16's `scale`
+    (a LossScale) the loss is scaled for backward() and the step skipped where the gradients are not finite."""
 
     def step():
         xb, yb = batches.next()
@@ -173,8 +192,12 @@ def train_fn(task, model, optimizer, scheduler, batches, context):
         if context.precision != "fp32":
             pred = as_float32(pred)
         loss = task.per_example_loss(yb, pred).mean()  # over the replica's batch; DDP averages across ranks
-        loss.backward()
-        optimizer.step()
+        if scale is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scale.backward(loss)
+            scale.step()
         if scheduler is not None:
             scheduler.step()
         return task.step_stats(loss, yb, pred)

@@ -136,7 +136,8 @@ def _worker_env(backend, cfg) -> dict:
     return worker_env(backend.pjrt, backend.threads)
 
 
-_XLA = dict(preflight=_preflight, resources=_resources, bf16=_bf16, device_of=_device,
+_XLA = dict(preflight=_preflight, resources=_resources, bf16=_bf16,
+            fp16="torch_xla 2.9 has no float16 path on CPUs or TPUs (bf16 on a TPU)", device_of=_device,
             worker_env=_worker_env)
 SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, **_XLA)
 DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, **_XLA)
