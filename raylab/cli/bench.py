@@ -24,7 +24,7 @@ def bench_parser(bench) -> argparse.ArgumentParser:
                            f"{bench.what}s")
     F.add_repeats(what)
     F.add_seed(what, "seed of the synthetic inputs and weights", 0)
-    F.add_precision(what, "as autocast on CUDA (torch) and XLA TPU", "fp32")
+    F.add_precision(what, "bf16 only, as autocast on CUDA (torch) and XLA TPU", "fp32")
     F.add_where(p.add_argument_group("where to run"), "trial")
     F.add_recording(p.add_argument_group("recording"), bench.name)
     return p

@@ -54,7 +54,7 @@ def add_precision(group, applied_where: str, default: str, set_key: bool = False
     """--precision; with `set_key` the recipe's `--set precision=...` is the default and this flag wins over it."""
     default_text = f"{default}, or --set precision=...; this flag wins over --set" if set_key else default
     group.add_argument("--precision", choices=list(PRECISIONS), default=None if set_key else default,
-                       help=f"asked-for precision; bf16 is applied only {applied_where} and the applied one is "
+                       help=f"asked-for precision, applied {applied_where}; the applied one is "
                             f"recorded as precision_applied (default: {default_text})")
 
 

@@ -82,8 +82,10 @@ def _task(g, recipe) -> None:
                         "shard (default: " + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
                         + "; one pass with --quick)")
     F.add_seed(g, "init, shuffle and shard seed", recipe.seed, set_key=True)
-    F.add_precision(g, "by torch (autocast, CPU and CUDA), TF (Keras mixed_bfloat16) and xla on a TPU; a trial "
-                       "that cannot apply it stops the command before Ray starts", recipe.precision, set_key=True)
+    F.add_precision(g, "bf16 by torch (autocast, CPU and CUDA), TF (Keras mixed_bfloat16), JAX, and xla on a TPU; "
+                       "fp16 with a dynamic loss scale by torch:none/ddp and tf:none/mirrored/mwms (emulated and slow "
+                       "on CPUs); a trial that cannot apply it stops the command before Ray starts", recipe.precision,
+                    set_key=True)
     g.add_argument("--precision-fallback", choices=["error", "fp32"], default="error",
                    help="a trial that cannot apply --precision: 'error' stops before Ray starts (default); 'fp32' runs "
                         "it in fp32 and records precision_applied=fp32 and precision_fallback_reason")
