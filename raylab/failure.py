@@ -42,8 +42,9 @@ LOST_PEER_TYPES = ("DistBackendError", "DistNetworkError", "DistStoreError", "Un
 OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "resource_exhausted",
             "oom when allocating", "std::bad_alloc", "failed to allocate")
 # Failures that carry no word of memory but, under a memory cap, are an allocation that failed: XLA's CPU kernels
-# (XNNPACK / YNNPACK in jaxlib 0.10) report their own allocation failure as "INTERNAL: ... operation failed".
-OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed")
+# (XNNPACK / YNNPACK in jaxlib 0.10) report their own allocation failure as "INTERNAL: ... operation failed", and
+# TF's oneDNN kernels as an AbortedError, "could not execute a primitive" (seen at a 3,000 MB cap's edge).
+OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "could not execute a primitive")
 # The host's part of a traceback: frames here are not the recipe's.
 _LIBRARY_ROOTS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 _RAYLAB_ROOT = os.path.dirname(os.path.abspath(__file__))

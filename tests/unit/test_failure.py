@@ -195,3 +195,15 @@ def test_an_xla_cpu_kernel_failing_under_a_memory_cap_is_out_of_host_memory():
     assert classify(RuntimeError(text), 0, 15, capped=True).kind == "out_of_memory"
     assert "out of host memory at batch 15" in classify(RuntimeError(text), 0, 15, capped=True).line
     assert classify(RuntimeError(text), 0, 15).kind == "error"
+
+
+def test_a_onednn_primitive_failing_under_a_memory_cap_is_out_of_host_memory():
+    """TF's oneDNN matmul at the edge of a 3,000 MB cap raised AbortedError ("could not execute a primitive"), which
+    without a cap reads as a lost peer (restartable): under a cap it is the allocation that failed."""
+    import tensorflow as tf
+
+    text = ("Graph execution error: Operation received an exception:Status: 5, message: could not execute a "
+            "primitive, in file tensorflow/core/kernels/mkl/mkl_matmul_op_fused.cc:306")
+    error = tf.errors.AbortedError(None, None, text)
+    assert classify(error, 0, 3, capped=True).kind == "out_of_memory"
+    assert classify(error, 0, 3) is None  # an AbortedError without a cap: a lost peer, for a restart to decide

@@ -131,9 +131,10 @@ class TFTask(TaskBuilder):
             pred = self.float32(model(xb, training=True))
             per_example = self.per_example_loss(yb, pred)
             loss = tf.nn.compute_average_loss(per_example, global_batch_size=global_batch)
-            # fp16's LossScaleOptimizer: the loss scaled for the gradients, which apply_gradients unscales (any
-            # other optimizer returns the loss as it is)
-            scaled = optimizer.scale_loss(loss)
+            # fp16's LossScaleOptimizer: the loss scaled for the gradients, which apply_gradients unscales (Keras 3's
+            # other optimizers return the loss as it is; tf:ps's have no scale_loss)
+            scale = getattr(optimizer, "scale_loss", None)
+            scaled = scale(loss) if scale is not None else loss
         grads = tape.gradient(scaled, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return tf.concat([[tf.reduce_mean(per_example)], self.batch_stats(yb, pred)], 0)
