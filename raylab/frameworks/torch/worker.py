@@ -140,7 +140,6 @@ def torch_worker_loop(config: dict) -> None:
         extra=combined(stream_stats(data, rank), scale.figures if scale is not None else None)))
 
 
-
 def start_worker(config: dict):
     """(cfg, phases, Ray Train context) for a torch-family worker: threads set, seeded, imports timed."""
     from raylab.prewarm import hello
