@@ -37,8 +37,7 @@ def check(cfg) -> dict[str, str]:
         if reason is None:
             continue
         if cfg.precision_fallback != "fp32":
-            fix = "drop it from --trials"
-            fix += ", or add --precision-fallback fp32 to run it in fp32 (recorded as such)"
+            fix = "drop it from --trials, or add --precision-fallback fp32 to run it in fp32 (recorded as such)"
             raise UserError(f"--precision {cfg.precision}: {spec.name} cannot apply it ({reason}); {fix}.")
         fallen[spec.name] = reason
     if cfg.precision != "fp32" and cfg.baseline:

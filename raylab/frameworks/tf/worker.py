@@ -17,6 +17,8 @@ import numpy as np
 
 from raylab.data import num_items
 
+POLICIES = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}  # --precision -> the Keras policy that applies it
+
 
 def trainable_parameters(model) -> int:
     # What torch's parameters() counts: BatchNorm's moving statistics are state, not parameters.
@@ -170,8 +172,7 @@ def tf_worker_loop(config: dict) -> None:
     keras.utils.set_random_seed(cfg.seed)
     # bf16, fp16: bfloat16 or float16 compute and float32 variables in every layer the recipe's model builds
     # from here on; fp16 also scales the loss (raylab/frameworks/tf/scaling.py)
-    policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(cfg.precision, "float32")
-    keras.mixed_precision.set_global_policy(policy)
+    keras.mixed_precision.set_global_policy(POLICIES.get(cfg.precision, "float32"))
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // (cfg.batch_per_replica * local_replicas))
     task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
     task.eval_batch = cfg.batch_per_replica
@@ -194,8 +195,8 @@ def tf_worker_loop(config: dict) -> None:
         "local_replicas": local_replicas, "global_batch": cfg.global_batch, "steps_per_call": cfg.window,
         **tf_facts(tf, keras.__version__, dist, model, threads),
         **task.built(getattr(optimizer, "inner_optimizer", optimizer), data.sample()),
-        "precision_applied": {"mixed_bfloat16": "bf16", "mixed_float16": "fp16"}.get(
-            keras.mixed_precision.global_policy().name, "fp32"),
+        "precision_applied": {v: k for k, v in POLICIES.items()}.get(keras.mixed_precision.global_policy().name,
+                                                                     "fp32"),
         **data_facts(data),
     }
     run_epochs(cfg, rank, Training(
