@@ -95,8 +95,9 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
             done += k
         epochs.append({"epoch": epoch, "train_loss": running[0] / steps, "train_accuracy": running[1] / (steps * batch),
                        **evaluate(*test)})
-    s = chrono.summary(batch)
-    return {"samples_per_sec": s["samples_per_sec"], "steady_steps": s["steady_steps"], "epochs": epochs,
+    from raylab.frameworks.plain import timed
+
+    return {**timed(chrono, batch, spec.get("trace")), "steady_steps": chrono.summary(batch)["steady_steps"], "epochs": epochs,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
 
 
