@@ -156,8 +156,15 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
     from loop_cost import run_trial
 
     began = time.time()
-    if rung == "trial":
-        got, span = run_trial(framework, args, tmp), None  # (its steady seconds are not known here)
+    if rung.startswith("trial"):  # trial+NAME=VALUE: the trial with that setting in its environment
+        extra = dict(kv.split("=", 1) for kv in rung.split("+")[1:])
+        saved = {k: os.environ.get(k) for k in extra}
+        os.environ.update(extra)
+        try:
+            got, span = run_trial(framework, args, tmp), None  # (its steady seconds are not known here)
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     else:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]), "OMP_NUM_THREADS": str(args.threads)}
         done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--rung", rung, str(tmp / "spec.json")],
@@ -203,7 +210,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)")
     p.add_argument("--rungs", default=",".join(RUNGS), help="comma-separated from plain (always run), task, train, "
-                   "trial (default: %(default)s)")
+                   "trial, and trial+NAME=VALUE[+NAME=VALUE] (the trial with those environment variables set, e.g. "
+                   "trial+RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2) (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=9, help="rounds per framework (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=1, help="epochs of every side (default: %(default)s)")
     p.add_argument("--batch", type=int, default=32)
@@ -215,7 +223,7 @@ def main() -> None:
         return run_rung(*args.rung)
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     rungs = ["plain"] + [r.strip() for r in args.rungs.split(",") if r.strip() and r.strip() != "plain"]
-    bad = [r for r in rungs if r not in RUNGS] + [f for f in frameworks if f not in TRIAL]
+    bad = [r for r in rungs if r not in RUNGS and not r.startswith("trial+")] + [f for f in frameworks if f not in TRIAL]
     if bad or args.rounds < 1 or args.epochs < 1:
         p.error(f"unknown rung or framework {bad}, or --rounds/--epochs below 1" if bad else "--rounds and --epochs "
                 "must be at least 1")
@@ -254,10 +262,12 @@ def main() -> None:
         below = "plain"
         for rung in rungs[1:]:
             to_plain = [g[rung]["samples_per_sec"] / g["plain"]["samples_per_sec"] for g in rows[framework]]
-            step = [g[rung]["samples_per_sec"] / g[below]["samples_per_sec"] for g in rows[framework]]
             machine = [g[rung].get("machine_cores") for g in rows[framework] if g[rung].get("machine_cores")]
             busy_s = f"; machine busy {statistics.median(machine):.2f} cores" if machine else ""
-            print(f"  {rung:<6} / plain: {describe(to_plain)}\n  {rung:<6} / {below:<6}: {describe(step)}{busy_s}")
+            print(f"  {rung} / plain: {describe(to_plain)}{busy_s}")
+            if below != "plain":
+                step = [g[rung]["samples_per_sec"] / g[below]["samples_per_sec"] for g in rows[framework]]
+                print(f"  {rung} / {below}: {describe(step)}")
             below = rung
         plain_busy = [g["plain"].get("machine_cores") for g in rows[framework] if g["plain"].get("machine_cores")]
         if plain_busy:

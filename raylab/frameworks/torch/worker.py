@@ -181,7 +181,9 @@ def train_fn(task, model, optimizer, scheduler, batches, context, scale=None):
     """train(k) -> [loss, metric sums...] of k optimizer updates, summed on the device and not read:
     nothing in a step waits on the host (DDP averages gradients). Batches come from `batches` (a
     BatchSource); the forward pass and loss run in the StepContext's precision context; with fp16's `scale`
-    (a LossScale) the loss is scaled for backward() and the step skipped where the gradients are not finite."""
+    (a LossScale) the loss is scaled for backward() and the step skipped where the gradients are not finite.
+    The sums are kept as a plain loop keeps its running loss and accuracy (TorchTask.step_sums)."""
+    sums = task.step_sums()
 
     def step():
         xb, yb = batches.next()
@@ -199,13 +201,12 @@ def train_fn(task, model, optimizer, scheduler, batches, context, scale=None):
             scale.step()
         if scheduler is not None:
             scheduler.step()
-        return task.step_stats(loss, yb, pred)
+        sums.add(loss, yb, pred)
 
     def train(k: int):
-        total = step()
-        for _ in range(k - 1):
-            total += step()
-        return total
+        for _ in range(k):
+            step()
+        return sums.take()
 
     return train
 
