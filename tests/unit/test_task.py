@@ -77,6 +77,29 @@ def test_each_portable_metric_gives_the_same_ratio_in_both_frameworks(metric, y,
     assert a[0] / a[1] == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("kw,y,pred", [
+    (dict(loss="sparse_categorical_crossentropy", metrics=("accuracy",)), RNG.integers(0, 3, (3, 8)), RNG.normal(size=(3, 8, 3))),
+    (dict(metrics=("mae", "accuracy")), RNG.normal(size=(3, 8)), RNG.normal(size=(3, 8, 1))),
+    (dict(loss="binary_crossentropy", metrics=("iou", "dice")), (RNG.random((3, 2, 4)) > 0.5), RNG.normal(size=(3, 2, 4))),
+])
+def test_the_windows_running_sums_are_the_sums_of_each_steps_stats(kw, y, pred):
+    """StepSums (the fast path a torch trial's step takes: in-place adds, the usual accuracy line, counts as numbers)
+    gives the window the same vector as summing step_stats' stacked vectors, step by step, window after window."""
+    tot = TorchTask(task_of(**kw), 10)
+    ys = [torch.from_numpy(v.astype("int64" if v.dtype.kind == "i" else "float32")) for v in y]
+    preds = [torch.tensor(p, dtype=torch.float32) for p in pred]
+    losses = [torch.tensor(float(i) + 0.25) for i in range(len(ys))]
+    sums = tot.step_sums()
+    for _ in range(2):  # a second window starts from nothing
+        for loss, yb, pb in zip(losses, ys, preds):
+            sums.add(loss, yb, pb)
+        got = sums.take()
+        expected = sum(tot.step_stats(loss, yb, pb) for loss, yb, pb in zip(losses, ys, preds))
+        assert got.dtype == torch.float32 and got.shape == expected.shape
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-6)
+    assert losses[0].item() == 0.25  # the first step's loss is copied, never added to in place
+
+
 def test_native_metric_and_loss_per_framework():
     task = task_of(loss=Native(tf=lambda y, p: tf.reduce_sum(tf.abs(p - y), 1), torch=lambda y, p: (p - y).abs().sum(1)),
                    metrics=(Native(tf=lambda y, p: tf.reduce_max(p), torch=lambda y, p: p.max(), name="peak"),))
