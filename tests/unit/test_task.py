@@ -100,6 +100,22 @@ def test_the_windows_running_sums_are_the_sums_of_each_steps_stats(kw, y, pred):
     assert losses[0].item() == 0.25  # the first step's loss is copied, never added to in place
 
 
+def test_the_running_sums_never_add_into_a_recipes_tensor_or_a_cached_count():
+    """A recipe's own metric may return a tensor it keeps, and a batch mean is weighted by a cached count tensor:
+    the window's sums copy them at its first step and add into the copies."""
+    kept = (torch.tensor(3.0), torch.tensor(4.0))
+    metrics = (Native(torch=lambda y, p: kept, tf=lambda y, p: kept, name="pair"),
+               Native(torch=lambda y, p: (p[:, 0] - y).abs().mean(), tf=lambda y, p: 0.0, name="mae_mean"))
+    tot = TorchTask(task_of(metrics=metrics), 10)
+    y, pred = torch.zeros(8), torch.ones(8, 1)
+    sums = tot.step_sums()
+    for _ in range(3):
+        sums.add(torch.tensor(0.5), y, pred)
+    np.testing.assert_allclose(sums.take().numpy(), [1.5, 9.0, 12.0, 24.0, 24.0])
+    assert (kept[0].item(), kept[1].item()) == (3.0, 4.0)
+    np.testing.assert_allclose(tot.step_stats(torch.tensor(0.5), y, pred).numpy(), [0.5, 3.0, 4.0, 8.0, 8.0])
+
+
 def test_native_metric_and_loss_per_framework():
     task = task_of(loss=Native(tf=lambda y, p: tf.reduce_sum(tf.abs(p - y), 1), torch=lambda y, p: (p - y).abs().sum(1)),
                    metrics=(Native(tf=lambda y, p: tf.reduce_max(p), torch=lambda y, p: p.max(), name="peak"),))

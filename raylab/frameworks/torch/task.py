@@ -255,7 +255,7 @@ class StepSums:
     per step, no stacked vector), a count of elements (a batch's size, known from its shape) as a Python number,
     and the usual single-output accuracy as the one line a user writes, `(logits.argmax(1) == y).sum()`. take()
     gives the window's sums as one float32 vector on the device, unread (the loop's one read), and starts the
-    next window. Against one stacked vector per step through the general path, the fashion MLP's step ran 3%
+    next window. Against one stacked vector per step through the general path, the fashion MLP's step ran 3-6%
     slower (bench/results.md, "The ladder")."""
 
     def __init__(self, task: TorchTask):
@@ -268,8 +268,9 @@ class StepSums:
             if self.parts is None:
                 self.parts = self._parts(y, pred)
             parts = self.parts(y, pred)
-            if self.sums is None:  # the window's first step: the loss copied (it shares autograd's storage)
-                self.sums = [loss.detach().clone(), *parts]
+            if self.sums is None:  # the window's first step: its own copies, added to in place from here on (the
+                # loss shares autograd's storage; a recipe's metric may return its own tensor, a count a cached one)
+                self.sums = [loss.detach().clone(), *(p.clone() if _is_tensor(p) else p for p in parts)]
                 return
             sums = self.sums
             sums[0] += loss.detach()
