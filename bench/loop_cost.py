@@ -55,7 +55,7 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
     """The usual torch loop, the running loss and accuracy sums kept on the device, read every `window` steps."""
     import torch
 
-    from raylab.frameworks.torch.task import TorchTask, take, to_tensors
+    from raylab.frameworks.torch.task import TorchTask, to_tensors
     from raylab.loop import windows
     from raylab.timing import Chrono
 
@@ -74,23 +74,10 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
     for epoch in range(1, spec["epochs"] + 1):
         order = torch.randperm(n, generator=gen)[: steps * batch].split(batch)
         it = iter(order)
-        loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.int64)
+        sums = [torch.zeros(()), torch.zeros((), dtype=torch.int64)]  # running loss, correct predictions
         for k in windows(steps, spec["window"], chrono.warmup, done):
             chrono.start()
-            for _ in range(k):
-                idx = next(it)
-                xb, yb = take(xs, idx), take(ys, idx)
-                opt.zero_grad(set_to_none=True)
-                logits = model(xb)
-                loss = tt.per_example_loss(yb, logits).mean()
-                loss.backward()
-                opt.step()
-                if scheduler is not None:
-                    scheduler.step()
-                with torch.no_grad():
-                    loss_sum += loss.detach()
-                    correct += (logits.argmax(1) == yb).sum()
-            running = torch.stack([loss_sum, correct.to(loss_sum.dtype)]).tolist()  # the window's one read
+            running = plain_steps(k, tt, model, opt, scheduler, xs, ys, it, sums)  # the window's one read
             chrono.stop(k)
             done += k
         epochs.append({"epoch": epoch, "train_loss": running[0] / steps, "train_accuracy": running[1] / (steps * batch),
@@ -99,6 +86,29 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
 
     return {**timed(chrono, batch, spec.get("trace")), "steady_steps": chrono.summary(batch)["steady_steps"], "epochs": epochs,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
+
+
+def plain_steps(k: int, tt, model, opt, scheduler, xs, ys, batches, sums) -> list[float]:
+    """k steps of the usual torch loop on the index batches `batches` gives, the running loss and correct-prediction
+    count added into `sums` on the device; then their one read."""
+    import torch
+
+    from raylab.frameworks.torch.task import take
+
+    for _ in range(k):
+        idx = next(batches)
+        xb, yb = take(xs, idx), take(ys, idx)
+        opt.zero_grad(set_to_none=True)
+        logits = model(xb)
+        loss = tt.per_example_loss(yb, logits).mean()
+        loss.backward()
+        opt.step()
+        if scheduler is not None:
+            scheduler.step()
+        with torch.no_grad():
+            sums[0] += loss.detach()
+            sums[1] += (logits.argmax(1) == yb).sum()
+    return torch.stack([sums[0], sums[1].to(sums[0].dtype)]).tolist()
 
 
 def plain_main(spec_path: str) -> None:

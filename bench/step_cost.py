@@ -3,7 +3,7 @@
 Two copies of the fashion MLP (batch 32, 1 intra-op thread, Adam, the same seed) train side by side in this
 process, in blocks of 6 windows of 32 steps, the blocks alternating and every other round in reverse:
 
-- plain: the usual loop (bench/loop_cost.py): `loss_sum += loss.detach()`, `correct += (logits.argmax(1) ==
+- plain: the usual loop (bench/loop_cost.py plain_steps): `loss_sum += loss.detach()`, `correct += (logits.argmax(1) ==
   y).sum()`, one read per window;
 - raylab: the trial's own step (raylab/frameworks/torch/worker.py train_fn: its batch source, precision context,
   running sums) and its one read per window (host_copy).
@@ -32,13 +32,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=16, help="blocks of each side (default: %(default)s)")
     args = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    sys.path[:0] = [str(ROOT / "recipes")] + ([] if os.environ.get("PYTHONPATH") else [str(ROOT)])
+    sys.path[:0] = [str(ROOT / "recipes"), str(ROOT / "bench")] + ([] if os.environ.get("PYTHONPATH") else [str(ROOT)])
     import torch
 
     torch.set_num_threads(1)
     import raylab
     from fashion import RECIPE
-    from raylab.frameworks.torch.task import TorchTask, take, to_tensors
+    from loop_cost import plain_steps
+    from raylab.frameworks.torch.task import TorchTask, to_tensors
     from raylab.frameworks.torch.worker import host_copy, shard_batches, train_fn
     from raylab.loop.step import StepContext
 
@@ -54,7 +55,7 @@ def main() -> None:
         return tt, model, opt, scheduler, to_tensors(tt.inputs(ds.x_train)), to_tensors(tt.targets(ds.y_train))
 
     def plain():
-        tt, model, opt, _, xs, ys = built()
+        tt, model, opt, scheduler, xs, ys = built()
         gen = torch.Generator().manual_seed(0)
 
         def order():
@@ -62,22 +63,7 @@ def main() -> None:
                 yield from torch.randperm(n, generator=gen)[: n // 32 * 32].split(32)
 
         batches, sums = order(), [torch.zeros(()), torch.zeros((), dtype=torch.int64)]
-
-        def window(k: int):
-            for _ in range(k):
-                idx = next(batches)
-                xb, yb = take(xs, idx), take(ys, idx)
-                opt.zero_grad(set_to_none=True)
-                logits = model(xb)
-                loss = tt.per_example_loss(yb, logits).mean()
-                loss.backward()
-                opt.step()
-                with torch.no_grad():
-                    sums[0] += loss.detach()
-                    sums[1] += (logits.argmax(1) == yb).sum()
-            return torch.stack([sums[0], sums[1].to(sums[0].dtype)]).tolist()
-
-        return window
+        return lambda k: plain_steps(k, tt, model, opt, scheduler, xs, ys, batches, sums)
 
     def trial():
         tt, model, opt, scheduler, xs, ys = built()
