@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from raylab.data import num_items, shard_indices, tree_map
 from raylab.data.stream import StreamInfo
 
@@ -59,60 +61,121 @@ class StreamShard:
 
     streamed = True
 
-    def __init__(self, info: StreamInfo, world: int, prepare: Callable):
+    def __init__(self, info: StreamInfo, world: int, prepare: Callable, epochs: int = 1):
         import ray.train
 
-        self.info, self.prepare = info, prepare
+        self.info, self.prepare, self.epochs = info, prepare, epochs
         self.items = info.train_items // world  # equal splits: every worker gets as many rows
         self.shard = ray.train.get_dataset_shard("train")
-        self.epochs = 0
+        self._test: TestPass | None = None
 
-    def batches(self, batch: int, seed: int, convert: Callable = lambda xy: xy, torch: bool = False) -> Callable:
-        """epoch() -> one pass of prepared (converted) batches of this worker's split, whole batches only.
-
-        Rows are shuffled within a buffer of 8 batches (seeded per pass); file order is shuffled at the read."""
-        def collate(batch_np: dict):
-            return convert(self.prepare(*self.info.split(batch_np)))
-
-        def epoch():
-            self.epochs += 1
-            options = dict(batch_size=batch, drop_last=True, prefetch_batches=PREFETCH_BATCHES,
-                           local_shuffle_buffer_size=8 * batch, local_shuffle_seed=seed + self.epochs)
-            # The collate function (preparing, making tensors) runs on Ray Data's prefetch thread, off the step's.
-            if torch:
-                return self.shard.iter_torch_batches(collate_fn=collate, **options)
-            # numpy for TF: the same collate hook, which Ray 2.60's public iter_batches does not expose.
-            return self.shard._iter_batches(batch_format="numpy", _collate_fn=collate, **options)
-
-        return epoch
+    def batches(self, batch: int, seed: int, convert: Callable = lambda xy: xy, torch: bool = False) -> "Deliveries":
+        """What StreamBatches starts: this worker's passes over its split, chunks of chunk_rows(batch) rows from Ray
+        Data (Arrow tables) cut into whole, prepared and converted batches in the worker (raylab/data/deliver.py).
+        Rows are shuffled within each chunk (seeded per pass); file order is shuffled at the read."""
+        return Deliveries(self, batch, seed, convert)
 
     def test(self, size: int = 512):
         """The test split's prepared batches (an iterable the task's evaluator reads once per evaluation)."""
         import ray.train
 
-        return TestPass(ray.train.get_dataset_shard("test"), self.info, self.prepare, size)
+        if self._test is None:
+            self._test = TestPass(ray.train.get_dataset_shard("test"), self.info, self.prepare, size)
+        return self._test
 
     def sample(self):
-        return next(iter(self.test(64)))[0]
+        """What the built report describes: the range of every test input rank 0 evaluated on (the whole
+        prepared test split, read at the first evaluation; in memory it is the same split), resolved when the
+        trial reports. Nothing is read for it."""
+        return TestRange(self)
 
     def stats(self) -> str:
         """Ray Data's own statistics of this worker's reads (time blocked, bytes, per operator)."""
         return str(self.shard.stats())
 
 
+class Deliveries:
+    """A worker's streamed batches, ready to start: start(total) -> a Delivery making that many batches."""
+
+    def __init__(self, data: StreamShard, batch: int, seed: int, convert: Callable):
+        self.data, self.batch, self.seed, self.convert = data, batch, seed, convert
+        self.epochs = data.epochs
+
+    def start(self, total: int):
+        from raylab.data.deliver import Delivery, chunk_rows
+
+        data, info = self.data, self.data.info
+        names = tuple(dict.fromkeys(info.names()))
+
+        def start_pass():
+            return data.shard.iter_batches(batch_size=chunk_rows(self.batch), batch_format="pyarrow",
+                                           prefetch_batches=PREFETCH_BATCHES)
+
+        def prepare(chunk: dict):
+            return data.prepare(*info.split(chunk))
+
+        def cut(xy, lo: int, hi: int):
+            return self.convert(tuple(tree_map(lambda a: a[lo:hi], part) for part in xy))
+
+        return Delivery(start_pass, names, self.batch, self.seed, prepare, cut, total)
+
+
+class TestRange:
+    """The built report's test-input range, read off rank 0's evaluations when the trial reports."""
+
+    def __init__(self, data: StreamShard):
+        self.data = data
+
+    def summary(self) -> str:
+        seen = self.data._test.range if self.data._test is not None else None
+        if seen is None:
+            return "test inputs not read (no evaluation ran)"
+        return f"test inputs in [{seen[0]:.4g}, {seen[1]:.4g}]"
+
+
 class TestPass:
+    """Rank 0's test split: read from Ray Data in chunks, prepared and cut into batches of `size`; kept in memory
+    after the first whole pass when it fits READ_AHEAD_BYTES (then later evaluations read nothing), and the
+    range of its inputs noted (the built report's)."""
+
     def __init__(self, dataset, info: StreamInfo, prepare: Callable, size: int):
         self.dataset, self.info, self.prepare, self.size = dataset, info, prepare, size
+        self.kept: list | None = None
+        self.range: tuple[float, float] | None = None
 
     def __iter__(self):
-        for b in self.dataset.iter_batches(batch_size=self.size, batch_format="numpy", prefetch_batches=PREFETCH_BATCHES):
-            yield self.prepare(*self.info.split(b))
+        if self.kept is not None:
+            yield from self.kept
+            return
+        from raylab.data.deliver import READ_AHEAD_BYTES, chunk_rows, nbytes, numpy_block
+
+        names = tuple(dict.fromkeys(self.info.names()))
+        kept, held, lo, hi = [], 0, float("inf"), float("-inf")
+        for block in self.dataset.iter_batches(batch_size=chunk_rows(self.size), batch_format="pyarrow",
+                                               prefetch_batches=PREFETCH_BATCHES):
+            chunk = numpy_block(block, names)
+            held += nbytes(chunk)
+            x, y = self.prepare(*self.info.split(chunk))
+            for a in (x.values() if isinstance(x, dict) else [x]):
+                if len(a):
+                    lo, hi = min(lo, float(np.min(a))), max(hi, float(np.max(a)))
+            n = num_items(y)
+            for start in range(0, n, self.size):
+                b = tuple(tree_map(lambda a: a[start:start + self.size], part) for part in (x, y))
+                if kept is not None:
+                    kept.append(b)
+                yield b
+            if held > READ_AHEAD_BYTES:
+                kept = None
+        if lo <= hi:
+            self.range = (lo, hi)
+        self.kept = kept
 
 
 def worker_data(cfg, world: int, rank: int, prepare: Callable) -> Any:
     """This worker's data: a StreamShard for a streamed dataset, else its MemoryShard."""
     if is_streamed(cfg):
-        return StreamShard(cfg.shared, world, prepare)
+        return StreamShard(cfg.shared, world, prepare, cfg.epochs)
     return MemoryShard(cfg.shared, world, rank, cfg.seed, prepare)
 
 
@@ -129,8 +192,11 @@ def data_facts(data) -> dict:
     """What a trial records of how its input ran."""
     if not data.streamed:
         return {"input": "in memory (object store, seeded shard per worker)"}
-    return {"input": f"streamed (Ray Data streaming_split, {PREFETCH_BATCHES} batches prefetched, rows shuffled "
-                     "in an 8-batch buffer)", "input_items_per_worker": data.items}
+    from raylab.data.deliver import READ_AHEAD_BYTES
+
+    return {"input": f"streamed (Ray Data streaming_split, Arrow chunks of 8 batches (at least 2048 rows) cut in the "
+                     f"worker, rows shuffled within a chunk, {READ_AHEAD_BYTES >> 20} MB read ahead across passes)",
+            "input_items_per_worker": data.items}
 
 
 def stream_stats(data, rank: int) -> Callable[[], dict] | None:

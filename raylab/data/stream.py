@@ -23,6 +23,8 @@ the recipe's `preprocess` still runs per framework on each batch, as for in-memo
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -35,8 +37,31 @@ MANIFEST = "raylab-data.json"
 SPLIT_NAMES = ("train", "test")
 
 
+@dataclass(frozen=True)
+class Stacked:
+    """Several columns of one value per row (or of one shape) gathered into one input, side by side on a last
+    axis: `inputs=stream.stacked("f0", "f1", ...)` makes [rows, n] of n scalar columns."""
+
+    names: tuple[str, ...]
+
+    def __iter__(self):
+        return iter(self.names)
+
+
+def stacked(*names: str) -> Stacked:
+    """Scalar (or same-shaped) columns as one input, in the order given: `inputs=stacked("age", "income", ...)`."""
+    if not names or not all(isinstance(n, str) for n in names):
+        raise UserError("stacked(): give the column names to gather into one input, e.g. stacked('f0', 'f1').")
+    return Stacked(tuple(names))
+
+
 def columns(spec) -> tuple[str, ...]:
-    return (spec,) if isinstance(spec, str) else tuple(spec)
+    """Every column a spec reads (a name, a tuple of names, a stacked() group, or a tuple holding groups)."""
+    if isinstance(spec, str):
+        return (spec,)
+    if isinstance(spec, Stacked):
+        return spec.names
+    return tuple(c for part in spec for c in columns(part))
 
 
 @dataclass(frozen=True)
@@ -48,12 +73,21 @@ class StreamInfo:
     train_items: int
     test_items: int
 
+    def names(self) -> tuple[str, ...]:
+        """The columns a worker reads: the inputs' and the targets'."""
+        return columns(self.inputs) + columns(self.targets)
+
     def split(self, batch: dict):
-        """(x, y) of a numpy batch: one array per name, or a dict of named arrays for a tuple of names."""
+        """(x, y) of a numpy batch: one array per name (or stacked() group), or a dict of named arrays for a tuple."""
+        def one(spec):
+            if isinstance(spec, Stacked):
+                return np.stack([_dense(batch[k]) for k in spec.names], axis=-1)
+            return _dense(batch[spec])
+
         def pick(spec):
-            if isinstance(spec, str):
-                return _dense(batch[spec])
-            return {k: _dense(batch[k]) for k in spec}
+            if isinstance(spec, (str, Stacked)):
+                return one(spec)
+            return {(k if isinstance(k, str) else "+".join(k.names)): one(k) for k in spec}
 
         return pick(self.inputs), pick(self.targets)
 
@@ -82,7 +116,9 @@ class Stream:
 
     @property
     def target_names(self) -> tuple[str, ...]:
-        return () if isinstance(self.targets, str) else tuple(self.targets)
+        if isinstance(self.targets, (str, Stacked)):
+            return ()
+        return tuple(k if isinstance(k, str) else "+".join(k.names) for k in self.targets)
 
     def dataset(self, split: str, limit: int | None = None):
         """The split as a lazy Ray Data Dataset with the pipeline's map applied (and the --quick limit)."""
@@ -103,18 +139,36 @@ def parquet(path: str | None = None, *, train: str | None = None, test: str | No
     elif train is None or test is None:
         raise UserError("parquet(): give a directory `raylab data export` wrote, or both train= and test= paths.")
     inputs, targets = manifest.get("inputs", inputs), manifest.get("targets", targets)
-    inputs, targets = (inputs if isinstance(inputs, str) else tuple(inputs)), \
-        (targets if isinstance(targets, str) else tuple(targets))
+    inputs, targets = (inputs if isinstance(inputs, (str, Stacked)) else tuple(inputs)), \
+        (targets if isinstance(targets, (str, Stacked)) else tuple(targets))
 
     def make(split):
         import ray.data
 
-        return ray.data.read_parquet(train if split == "train" else test, shuffle="files" if split == "train" else None) \
-            .select_columns([*columns(inputs), *columns(targets)])  # pushed down into the read
+        with parquet_reader():
+            ds = ray.data.read_parquet(train if split == "train" else test, shuffle="files" if split == "train" else None)
+        return ds.select_columns([*columns(inputs), *columns(targets)])  # pushed down into the read
 
     return Stream(name or manifest.get("name") or Path(train).parent.name, make, manifest.get("source", f"Parquet in {train}, {test}"),
                   inputs, targets, manifest.get("train_items"), manifest.get("test_items"), pipeline,
                   synthetic=manifest.get("synthetic", False), check=lambda: _exists(train, test))
+
+
+@contextmanager
+def parquet_reader():
+    """Ray 2.60's default Parquet reader (DataSource V2: a ListFiles task, then ReadFiles) takes 1.1-1.2 s to start
+    each pass over a few files on this 2-CPU machine, its V1 reader 0.12-0.16 s (bench/delivery.py); every epoch
+    is a pass, so raylab reads with V1 unless RAY_DATA_USE_DATASOURCE_V2 says otherwise."""
+    from ray.data import DataContext
+
+    ctx = DataContext.get_current()
+    before = ctx.use_datasource_v2
+    if os.environ.get("RAY_DATA_USE_DATASOURCE_V2") is None:
+        ctx.use_datasource_v2 = False
+    try:
+        yield
+    finally:
+        ctx.use_datasource_v2 = before
 
 
 def npy(train: dict[str, str], test: dict[str, str], *, inputs="x", targets="y", name="npy", pipeline=None) -> Stream:

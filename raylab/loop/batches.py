@@ -55,50 +55,41 @@ class Batches(BatchSource):
 
 
 class StreamBatches(BatchSource):
-    """A streamed shard as a source: epoch() starts one pass over this worker's split (Ray Data re-runs the pipeline
-    each epoch); every steps_per_epoch batches the next pass starts, as every worker of the trial does, and a pass
-    that ends first (an epoch longer than one pass) is followed by the next (every split has as many batches).
+    """A streamed shard as a source. `deliveries.start(total)` (raylab/data/shard.py Deliveries) starts this worker's
+    delivery at once, before the model is built: passes over its split follow each other without a pause and are
+    cut into batches ahead of the step (raylab/data/deliver.py); an epoch is steps_per_epoch of them, as for every
+    worker of the trial (every split has as many rows).
 
-    A stream cannot seek: restart(done) starts a new pass and reads past the batches the restored epoch had
-    already trained on (`skipped`: how many); the order inside a pass is Ray Data's, not a replay of the lost one.
-    wait_s: seconds next() waited for batches (after Ray Data's prefetching; conversion included).
+    A stream cannot seek: restart(done) reads past the batches the restored epoch had already trained on
+    (`skipped`: how many); the order is Ray Data's, not a replay of the lost one.
+    wait_s: seconds next() waited for batches (conversion for the device included).
     """
 
-    def __init__(self, epoch: Callable[[], Any], steps_per_epoch: int, convert: Callable[[Any], Any] = lambda b: b):
-        self._epoch, self.steps, self._convert = epoch, steps_per_epoch, convert
-        self.wait_s, self.skipped, self.passes = 0.0, 0, 0
-        self.iterator, self.pos = None, 0
-
-    def _new_pass(self) -> None:
-        self.iterator, self.pos = iter(self._epoch()), 0
-        self.passes += 1
-
-    def _take(self):
-        if self.iterator is None or self.pos == self.steps:
-            self._new_pass()
-        try:
-            batch = next(self.iterator)
-        except StopIteration:  # an epoch longer than one pass (--steps-per-epoch): the data repeats, as in memory
-            self.iterator = iter(self._epoch())
-            self.passes += 1
-            batch = next(self.iterator, None)
-            if batch is None:
-                raise RuntimeError("this worker's stream split is empty: the dataset has fewer items than the "
-                                   "trial's workers x batch") from None
-        self.pos += 1
-        return batch
+    def __init__(self, deliveries, steps_per_epoch: int, convert: Callable[[Any], Any] = lambda b: b):
+        self.steps, self._convert = steps_per_epoch, convert
+        self.wait_s, self.skipped, self.first_wait_s = 0.0, 0, None
+        self.delivery = deliveries.start(steps_per_epoch * deliveries.epochs)
 
     def next(self) -> Any:
         t0 = time.perf_counter()
-        batch = self._convert(self._take())
-        self.wait_s += time.perf_counter() - t0
+        batch = self._convert(self.delivery.next())
+        waited = time.perf_counter() - t0
+        if self.first_wait_s is None:
+            self.first_wait_s = waited
+        self.wait_s += waited
         return batch
 
     def restart(self, done: int) -> None:
-        self._new_pass()
+        self.delivery.total += done % self.steps
         for _ in range(done % self.steps):
-            self._take()
+            self.delivery.next()
             self.skipped += 1
 
+    def close(self) -> None:
+        self.delivery.close()
+
     def figures(self) -> dict:
-        return {"stream_skipped_batches": self.skipped, "stream_passes": self.passes}
+        d = self.delivery
+        return {"stream_skipped_batches": self.skipped, "stream_passes": d.passes,
+                **({"stream_first_chunk_s": d.first_chunk_s} if d.first_chunk_s is not None else {}),
+                **({"stream_first_wait_s": self.first_wait_s} if self.first_wait_s is not None else {})}

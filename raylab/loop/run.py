@@ -231,7 +231,8 @@ class Loop:
     def actual(self, where) -> dict:
         held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}
         window = self.cfg.window
-        return {"actual_strategy": self.cfg.short, **self.t.actual, **host_facts(),
+        known = {k: (v() if callable(v) else v) for k, v in self.t.actual.items()}  # streamed: read off evaluations
+        return {"actual_strategy": self.cfg.short, **known, **host_facts(),
                 "step_timing": "per step (synced)" if window == 1 else f"window mean ({window} steps per host read)",
                 "checkpointing": self.checkpointer.describe(),
                 "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items())}

@@ -94,6 +94,15 @@ def input_summary(x) -> str:
     return f"test inputs in [{lo:.4g}, {hi:.4g}]"
 
 
+def _preprocess(task: Task, x):
+    """The preprocessing and the range of the test inputs it made; of a streamed test split (x.summary: the range
+    rank 0's evaluations saw) a function the loop calls when the trial reports."""
+    pre = describe_preprocess(task.preprocess)
+    if hasattr(x, "summary"):
+        return lambda: f"{pre}; {x.summary()}"
+    return f"{pre}; {input_summary(x)}"
+
+
 def built_report(task: Task, opt_class: str, args: dict, lr_probe: str, x_test_prepared) -> dict:
     """What a worker built, in portable terms, so trials of different frameworks can be compared
     (the parity report of `raylab compare` reads these tags)."""
@@ -106,7 +115,7 @@ def built_report(task: Task, opt_class: str, args: dict, lr_probe: str, x_test_p
         "built_lr_schedule": lr_probe,
         "built_loss": task.describe()["loss"] + (f" weights {task.describe()['loss_weights']}" if task.loss_weights else ""),
         "built_metrics": ",".join(task.metric_names()) or "none",
-        "built_preprocess": f"{describe_preprocess(task.preprocess)}; {input_summary(x_test_prepared)}",
+        "built_preprocess": _preprocess(task, x_test_prepared),
     }
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from raylab import cli
-from raylab.data.stream import MANIFEST, StreamInfo, images, parquet
+from raylab.data.deliver import Delivery, dense
+from raylab.data.stream import MANIFEST, StreamInfo, images, parquet, stacked
 from raylab.driver.resources import reservation
 from raylab.errors import UserError
 from raylab.loop import StreamBatches
@@ -17,39 +18,89 @@ from raylab.registry import get_strategy
 from tests.unit.test_config import RECIPE, no_ray  # noqa: F401 - a fixture, used by name
 
 
-def numbered_passes(sizes: list[int]):
-    """epoch() for a StreamBatches: pass p yields (p, 0), (p, 1), ... (what a Ray Data split's pass does)."""
-    passes = iter(range(100))
+class NumberedPasses:
+    """What StreamBatches starts (raylab/data/shard.py Deliveries) over fake passes: pass p is `sizes[p]` rows
+    numbered p * 1000 + i, handed over in numpy chunks of `chunk` rows (as Ray Data hands a split's pass)."""
 
-    def epoch():
-        p = next(passes)
-        return ((p, i) for i in range(sizes[min(p, len(sizes) - 1)]))
+    def __init__(self, sizes: list[int], batch: int, chunk: int = 4, epochs: int = 1):
+        self.sizes, self.batch, self.chunk, self.epochs, self.started = sizes, batch, chunk, epochs, 0
 
-    return epoch
+    def start_pass(self):
+        p = self.started
+        self.started += 1
+        n = self.sizes[min(p, len(self.sizes) - 1)]
+        ids = p * 1000 + np.arange(n)
+        return ({"x": ids[i:i + self.chunk], "y": ids[i:i + self.chunk] % 7} for i in range(0, n, self.chunk))
+
+    def start(self, total: int):
+        return Delivery(self.start_pass, ("x", "y"), self.batch, 0, lambda c: (c["x"], c["y"]),
+                        lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]), total)
 
 
-def test_a_new_pass_starts_every_steps_per_epoch_batches():
-    source = StreamBatches(numbered_passes([5]), steps_per_epoch=3)
-    assert [source.next() for _ in range(7)] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (2, 0)]
-    assert source.figures() == {"stream_skipped_batches": 0, "stream_passes": 3}
-    assert source.wait_s >= 0
+def passes_of(batches) -> list[int]:
+    return [int(x[0]) // 1000 for x, _ in batches]
+
+
+def test_passes_follow_each_other_cut_into_whole_shuffled_batches():
+    source = StreamBatches(NumberedPasses([10], batch=3, epochs=3), steps_per_epoch=3)
+    got = [source.next() for _ in range(9)]
+    assert passes_of(got) == [0, 0, 0, 1, 1, 1, 2, 2, 2]  # 10 rows: 3 whole batches a pass, the 10th row dropped
+    for x, y in got:
+        assert len(x) == 3 and len({int(v) // 1000 for v in x}) == 1 and (y == x % 7).all()
+    first = np.concatenate([x for x, _ in got[:3]])
+    assert len(set(first.tolist())) == 9 and sorted(first.tolist()) != first.tolist()  # shuffled within chunks
+    figures = source.figures()
+    assert figures["stream_passes"] == 3 and figures["stream_skipped_batches"] == 0  # no 4th pass read
+    assert source.wait_s >= 0 and figures["stream_first_wait_s"] >= 0
+
+
+def test_an_epoch_is_steps_per_epoch_batches_whatever_a_pass_holds():
+    source = StreamBatches(NumberedPasses([7], batch=3, epochs=2), steps_per_epoch=3)  # a pass: 2 batches
+    assert passes_of([source.next() for _ in range(6)]) == [0, 0, 1, 1, 2, 2]
 
 
 def test_restart_reads_past_the_batches_its_epoch_had_trained_on():
-    source = StreamBatches(numbered_passes([5]), steps_per_epoch=4)
+    source = StreamBatches(NumberedPasses([16], batch=4, epochs=3), steps_per_epoch=4)
     source.restart(6)  # a checkpoint 2 steps into the second epoch
-    assert source.next() == (0, 2) and source.figures()["stream_skipped_batches"] == 2
-    assert [source.next() for _ in range(2)] == [(0, 3), (1, 0)]
-    source.restart(8)  # at an epoch's end: nothing to skip
-    assert source.next() == (2, 0) and source.figures()["stream_skipped_batches"] == 2
+    assert source.figures()["stream_skipped_batches"] == 2
+    assert passes_of([source.next() for _ in range(3)]) == [0, 0, 1]
 
 
-def test_an_epoch_longer_than_a_pass_goes_on_into_the_next_pass():
-    source = StreamBatches(numbered_passes([2]), steps_per_epoch=3)
-    assert [source.next() for _ in range(4)] == [(0, 0), (0, 1), (1, 0), (2, 0)]
-    empty = StreamBatches(numbered_passes([0]), steps_per_epoch=3)
+def test_an_empty_split_says_so():
+    empty = StreamBatches(NumberedPasses([2], batch=3), steps_per_epoch=3)
     with pytest.raises(RuntimeError, match="split is empty"):
         empty.next()
+
+
+def test_arrow_columns_become_contiguous_arrays_and_uneven_rows_name_their_column():
+    import pyarrow as pa
+    from ray.data.extensions import ArrowTensorArray
+
+    x = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
+    table = pa.table({"list": pa.array([list(r) for r in x[:, 0]]),
+                      "fixed": pa.FixedSizeListArray.from_arrays(pa.array(x[:, 0].ravel()), 3),
+                      "nested": pa.array([[list(a) for a in r] for r in x]),
+                      "tensor": ArrowTensorArray.from_numpy(x), "label": pa.array([1, 2, 3, 4], pa.int8())})
+    got = dense(table.slice(1), ["list", "fixed", "nested", "tensor", "label"])  # a slice: offsets respected
+    for name in ("list", "fixed"):
+        assert got[name].shape == (3, 3) and (got[name] == x[1:, 0]).all() and got[name].dtype == np.float32
+    assert (got["nested"] == x[1:]).all() and (got["tensor"] == x[1:]).all() and got["label"].dtype == np.int8
+    uneven = pa.table({"features": pa.array([[1.0, 2.0], [1.0, 2.0], [3.0]])})
+    with pytest.raises(UserError, match="column 'features': rows hold lists of different lengths"):
+        dense(uneven, ["features"])
+    with pytest.raises(UserError, match="no column 'x'"):
+        dense(uneven, ["x"])
+    with pytest.raises(UserError, match="column 'y' has 1 missing"):
+        dense(pa.table({"y": pa.array([1, None])}), ["y"])
+
+
+def test_stacked_columns_are_one_input():
+    info = StreamInfo(stacked("a", "b", "c"), "y", 10, 2)
+    assert info.names() == ("a", "b", "c", "y")
+    x, y = info.split({"a": np.zeros(4), "b": np.ones(4), "c": np.full(4, 2.0), "y": np.arange(4)})
+    assert x.shape == (4, 3) and (x[:, 2] == 2).all() and (y == np.arange(4)).all()
+    with pytest.raises(UserError, match="stacked"):
+        stacked()
 
 
 def test_stream_info_splits_named_columns_and_stacks_list_columns():

@@ -170,7 +170,7 @@ def shard_and_task(cfg, world: int, rank: int):
         return task.inputs(x), task.targets(y)
 
     if is_streamed(cfg):
-        return task, steps_per_epoch, StreamShard(cfg.shared, world, prepare)
+        return task, steps_per_epoch, StreamShard(cfg.shared, world, prepare, cfg.epochs)
     data = MemoryShard(cfg.shared, 1, 0, cfg.seed, prepare)  # the whole split: batches are global
     data.rank = rank  # rank 0 alone prepares the test split (it evaluates and reports)
     return task, steps_per_epoch, data
