@@ -1,4 +1,8 @@
-"""`raylab data export RECIPE DIR`: a recipe's in-memory dataset as Parquet shards, to train on streamed.
+"""`raylab data export RECIPE DIR`: a recipe's dataset as Parquet shards, to train on streamed.
+
+In-memory data is written from its arrays. A streamed source (an image folder, a generator, Parquet written some
+other way) is read once through its Ray Data pipeline, on a local Ray cluster, and written as it comes: repeated
+comparisons then read Parquet of contiguous tensor columns instead of decoding every image again each epoch.
 
 The directory holds train/ and test/ (Parquet files of Ray Data tensor columns: x and y, or the recipe's named
 inputs and targets) and raylab-data.json (the columns, the item counts, where the data came from), which
@@ -10,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -33,8 +38,9 @@ def data_main(argv: list[str]) -> int:
         recipe = load_recipe(args.recipe)
         ds = as_dataset(recipe.data, recipe.name)
         if ds.streamed:
-            raise UserError(f"{args.recipe}: its data is already streamed ({ds.source}); nothing to export.")
-        manifest = export(ds, args.directory, args.rows_per_file)
+            manifest = export_stream(ds, args.directory, args.rows_per_file)
+        else:
+            manifest = export(ds, args.directory, args.rows_per_file)
     except UserError as err:
         print(f"raylab: error: {err}", file=sys.stderr)
         return err.exit_code
@@ -81,6 +87,56 @@ def export(ds, directory: Path, rows_per_file: int = 8192) -> dict:
     manifest = {"name": ds.name, "inputs": inputs, "targets": targets, "train_items": num_items(ds.x_train),
                 "test_items": num_items(ds.x_test), "source": f"Parquet in {directory} (exported from {ds.source})",
                 "synthetic": ds.synthetic}
+    (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def export_stream(stream, directory: Path, rows_per_file: int = 8192) -> dict:
+    """Writes a streamed source's two splits (read through its Ray Data pipeline, on a local Ray cluster that is
+    started here) as Parquet shards of dense tensor columns, and a manifest; returns the manifest."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import ray
+    import ray.data
+    from ray.data.extensions import ArrowTensorArray
+
+    from raylab.data.deliver import numpy_block
+    from raylab.data.stream import open_stream
+
+    if directory.exists() and any(directory.iterdir()):
+        raise UserError(f"{directory} is not empty; export into a new directory (nothing was written).")
+    if stream.check is not None:
+        stream.check()
+    started = not ray.is_initialized()
+    if started:
+        ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # raylab's progress lines, not Ray Data's
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    try:
+        opened = open_stream(stream)
+        names = tuple(dict.fromkeys(opened.info.names()))
+        items, spec = {}, {}
+        for split in SPLIT_NAMES:
+            out = directory / split
+            out.mkdir(parents=True)
+            written, part = 0, 0
+            total = opened.info.train_items if split == "train" else opened.info.test_items
+            for block in opened.datasets[split].iter_batches(batch_size=rows_per_file, batch_format="pyarrow"):
+                x, y = opened.info.split(numpy_block(block, names))  # stacked() columns become one column x
+                spec = {"inputs": "x" if not isinstance(x, dict) else tuple(x),
+                        "targets": "y" if not isinstance(y, dict) else tuple(y)}
+                named = {**_named(x, spec["inputs"]), **_named(y, spec["targets"])}
+                table = pa.table({k: ArrowTensorArray.from_numpy(np.ascontiguousarray(v)) if v.ndim > 1 else pa.array(v)
+                                  for k, v in named.items()})
+                pq.write_table(table, out / f"part-{part:05d}.parquet")
+                part, written = part + 1, written + table.num_rows
+                print(f"raylab: {split}: {written:,} of {total:,} items written", file=sys.stderr, flush=True)
+            items[split] = written
+    finally:
+        if started:
+            ray.shutdown()
+    manifest = {"name": stream.name, **spec, "train_items": items["train"], "test_items": items["test"],
+                "source": f"Parquet in {directory} (exported from {stream.source})", "synthetic": stream.synthetic}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 

@@ -27,6 +27,8 @@ from typing import IO
 
 ROOT = Path("raylab-logs")
 QUIET_LOGGERS = ("ray", "mlflow", "alembic", "urllib3", "filelock", "py.warnings")
+# the raylet's notice that many worker processes started at once ("... 4x the maximum expected startup concurrency")
+WORKER_POOL_NOTICE = "worker processes have been started"
 
 
 def slug(text: str) -> str:
@@ -98,6 +100,25 @@ class Console:
                 printer[0](data)
 
         dispatcher.add_handler("ray_print_logs", handle)  # the name Ray removes again at shutdown
+        self.route_cluster_notices()
+
+    def route_cluster_notices(self) -> None:
+        """The raylet's notice that many worker processes started at once (Ray Data's tasks starting beside a
+        trial's workers; not an error) goes to driver.log, not the terminal (printed too with --verbose). Ray prints
+        the cluster's error messages through ray._private.worker.print_to_stdstream; every other one still does."""
+        from ray._private import worker as ray_worker
+
+        printer = getattr(ray_worker.print_to_stdstream, "raylab_original", ray_worker.print_to_stdstream)
+
+        def routed(data: dict, ignore_prefix: bool) -> None:
+            if data.get("pid") == "raylet" and any(WORKER_POOL_NOTICE in line for line in data.get("lines") or []):
+                self.write_batch(data)
+                if not self.verbose:
+                    return
+            printer(data, ignore_prefix)
+
+        routed.raylab_original = printer
+        ray_worker.print_to_stdstream = routed
 
     def write_batch(self, data: dict) -> None:
         lines = data.get("lines") or []

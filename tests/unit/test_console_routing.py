@@ -36,3 +36,25 @@ def test_with_two_trials_lines_wait_for_their_trial_to_claim_the_process(tmp_pat
     assert "early b line" in b.read_text() and "later b line" in b.read_text()
     assert "nobody's line" in (c.dir / "driver.log").read_text()
     assert "nobody's line" not in a.read_text() + b.read_text()
+
+
+def test_the_raylets_worker_pool_notice_goes_to_the_driver_log_and_its_errors_still_print(tmp_path, capsys):
+    from ray._private import worker as ray_worker
+
+    before = ray_worker.print_to_stdstream
+    c = Console(root=tmp_path, stream=io.StringIO())
+    try:
+        c.route_cluster_notices()
+        c.route_cluster_notices()  # a second invocation in one process wraps Ray's printer once
+        assert ray_worker.print_to_stdstream.raylab_original is before
+        notice = "WARNING: 8 PYTHON worker processes have been started on node: n with address: a, which is 4x ..."
+        ray_worker.print_to_stdstream({"lines": [notice], "pid": "raylet", "is_err": False}, ignore_prefix=False)
+        ray_worker.print_to_stdstream({"lines": ["a task was killed: out of memory"], "pid": "raylet",
+                                       "is_err": False}, ignore_prefix=False)
+        c.close()
+    finally:
+        ray_worker.print_to_stdstream = before
+    out = capsys.readouterr()
+    assert "worker processes have been started" not in out.out + out.err
+    assert "out of memory" in out.out + out.err
+    assert "worker processes have been started" in c.path("driver.log").read_text()
