@@ -151,7 +151,8 @@ def parquet(path: str | None = None, *, train: str | None = None, test: str | No
 
     return Stream(name or manifest.get("name") or Path(train).parent.name, make, manifest.get("source", f"Parquet in {train}, {test}"),
                   inputs, targets, manifest.get("train_items"), manifest.get("test_items"), pipeline,
-                  synthetic=manifest.get("synthetic", False), check=lambda: _exists(train, test))
+                  synthetic=manifest.get("synthetic", False),
+                  check=lambda: _check_parquet((train, test), (*columns(inputs), *columns(targets))))
 
 
 @contextmanager
@@ -283,6 +284,33 @@ def ray_dataset(train, test, *, inputs="x", targets="y", name="ray-dataset", pip
         return ds() if callable(ds) else ds
 
     return Stream(name, make, "a Ray Data pipeline", inputs, targets, pipeline=pipeline)
+
+
+def _check_parquet(paths: tuple[str, ...], names: tuple[str, ...]) -> None:
+    """Before Ray starts: the paths exist, and the first rows of each split's first local file hold the columns,
+    each of one shape per row (the check every chunk gets in the workers, raylab/data/deliver.py dense)."""
+    import pyarrow.parquet as pq
+
+    from raylab.data.deliver import dense
+
+    _exists(*paths)
+    for path in paths:
+        if "://" in path:
+            continue
+        files = [Path(path)] if Path(path).is_file() else sorted(Path(path).rglob("*.parquet"))
+        if not files:
+            raise UserError(f"{path} holds no .parquet files; point the stream at Parquet files.")
+        with pq.ParquetFile(files[0]) as f:
+            missing = [n for n in names if n not in f.schema_arrow.names]
+            if missing:
+                raise UserError(f"{files[0]} has no column {missing[0]!r} (it has {', '.join(f.schema_arrow.names)}); "
+                                "name the stream's inputs= and targets= after its columns.")
+            head = next(f.iter_batches(batch_size=256, columns=list(dict.fromkeys(names))), None)
+        if head is not None:
+            try:
+                dense(head, dict.fromkeys(names))
+            except UserError as e:
+                raise UserError(f"{files[0]}: {e}") from None
 
 
 def _exists(*paths: str) -> None:

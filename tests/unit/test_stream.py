@@ -178,3 +178,19 @@ def test_export_writes_parquet_shards_ray_data_reads_as_tensors(tmp_path):
     assert json.loads((tmp_path / "out" / MANIFEST).read_text())["train_items"] == 5
     with pytest.raises(UserError, match="not empty"):
         export(ds, tmp_path / "out")
+
+
+def test_parquet_as_pandas_writes_it_is_checked_before_ray_starts(tmp_path):
+    import pandas as pd
+
+    for split in ("train", "test"):
+        (tmp_path / split).mkdir()
+        pd.DataFrame({"features": list(np.zeros((4, 3), np.float32)), "label": np.arange(4)}).to_parquet(
+            tmp_path / split / "part-0.parquet")
+    good = parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test"), inputs="features", targets="label")
+    good.check()
+    with pytest.raises(UserError, match="has no column 'feats'"):
+        parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test"), inputs="feats", targets="label").check()
+    pd.DataFrame({"features": [np.zeros(3), np.zeros(2)], "label": [0, 1]}).to_parquet(tmp_path / "test" / "part-0.parquet")
+    with pytest.raises(UserError, match="part-0.parquet: column 'features': rows hold lists of different lengths"):
+        good.check()
