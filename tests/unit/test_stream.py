@@ -152,9 +152,12 @@ def test_a_streamed_trial_leaves_a_cpu_to_ray_data():
     (["--trials", "torch:none", "--data", "{dir}/absent"], "no such directory"),
 ])
 def test_what_cannot_stream_exits_2_with_one_line_before_ray(no_ray, tmp_path, argv, message, capsys):  # noqa: F811
+    import pandas as pd
+
     data = tmp_path / "exported"
     for split in ("train", "test"):
         (data / split).mkdir(parents=True)
+        pd.DataFrame({"x": [0.5, 1.0], "y": [0, 1]}).to_parquet(data / split / "part-00000.parquet")
     (data / MANIFEST).write_text(json.dumps({"name": "n", "inputs": "x", "targets": "y"}))
     assert cli.recipe_main(RECIPE, [a.format(dir=data) for a in argv]) == 2
     err = capsys.readouterr().err.strip()
