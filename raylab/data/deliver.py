@@ -12,8 +12,9 @@ Ray Data, as Arrow tables, and does the per-batch work itself:
   preprocessing, in one call), cuts it into batches (whole batches only; a pass's last partial batch is
   dropped) and converts each (tensors for torch) for the step, a few batches ahead.
 
-Both start when the trial's batch source is made, before the model is built, so the first pass starts while
-the model builds. They stop after the batches the trial will take.
+The reader starts as the worker's training function starts (raylab/data/shard.py read_early), so the first pass
+starts while the framework finishes importing and the model builds; the cutter when the trial's batch source is
+made. Both stop after the batches the trial will take.
 """
 
 from __future__ import annotations
@@ -120,77 +121,45 @@ def join(a: dict, b: dict) -> dict:
 
 # -- the threads --------------------------------------------------------------------------------------------
 class _End:
-    """A pass ended (the cutter drops its partial batch)."""
+    """A pass ended after `rows` rows (the cutter drops its partial batch)."""
+
+    def __init__(self, rows: int):
+        self.rows = rows
 
 
-class Delivery:
-    """Batches of one worker's streamed split, made ahead of the step (see the module's docstring).
+class Reader:
+    """The reader thread: whole passes of dense chunks, one pass after another, READ_AHEAD_BYTES at most held.
+    It can start before anything else of the trial is known (raylab/data/shard.py read_early); after each pass it
+    asks `more(rows of each pass so far)` (set by the Delivery that takes its chunks; it waits until one does)
+    whether the trial needs another."""
 
-    start_pass() -> an iterable of chunks (Arrow tables or numpy dicts) of one pass; names: the columns read;
-    make(chunk) -> the prepared, converted batches of a dense numpy chunk (shuffled already), given as
-    make(chunk, lo, hi) per batch; batches_per_pass(rows) for planning; total: the batches to make (then stop)."""
-
-    def __init__(self, start_pass: Callable[[], Iterable], names: tuple[str, ...], batch: int, seed: int,
-                 prepare: Callable[[dict], Any], cut: Callable[[Any, int, int], Any], total: int,
-                 read_ahead: int = READ_AHEAD_BYTES):
-        self._start_pass, self.names, self.batch, self.seed = start_pass, names, batch, seed
-        self._prepare, self._cut, self.total = prepare, cut, total
-        self._limit, self._held, self._cond = read_ahead, 0, threading.Condition()
-        self._chunks: list = []  # the reader's dense chunks (and pass ends), bounded by bytes
-        self._ready: queue.Queue = queue.Queue(maxsize=READY_BATCHES)
-        self._stop = threading.Event()
-        self.passes = 0  # passes the reader started
-        self.first_chunk_s: float | None = None
-        self._threads = [threading.Thread(target=self._guard, args=(self._read,), name="raylab-stream-read", daemon=True),
-                         threading.Thread(target=self._guard, args=(self._cut_all,), name="raylab-stream-cut", daemon=True)]
+    def __init__(self, start_pass: Callable[[], Iterable], names: tuple[str, ...], read_ahead: int = READ_AHEAD_BYTES):
         import time
 
+        self._start_pass, self.names, self._limit = start_pass, names, read_ahead
+        self._held, self._cond, self._chunks = 0, threading.Condition(), []
+        self.more: Callable[[list[int]], bool] | None = None
+        self.stop = threading.Event()
+        self.passes, self.pass_rows, self.first_chunk_s = 0, [], None
         self._t0 = time.perf_counter()
-        for t in self._threads:
-            t.start()
-
-    def next(self):
-        item = self._ready.get()
-        if isinstance(item, BaseException):
-            self._stop.set()
-            raise item
-        return item
+        self._thread = threading.Thread(target=self._guard, name="raylab-stream-read", daemon=True)
+        self._thread.start()
 
     def close(self) -> None:
-        self._stop.set()
+        self.stop.set()
         with self._cond:
             self._cond.notify_all()
-        try:  # a cutter waiting to hand over a batch
-            while True:
-                self._ready.get_nowait()
-        except queue.Empty:
-            pass
 
-    def _guard(self, body) -> None:
+    def _guard(self) -> None:
         try:
-            body()
-        except BaseException as e:  # noqa: BLE001 - handed to the step, which raises it
-            self._stop.set()
-            with self._cond:
-                self._cond.notify_all()
-            self._put(e)
+            self._read()
+        except BaseException as e:  # noqa: BLE001 - handed to the cutter, then the step, which raises it
+            self._hold(e, 0, force=True)
 
-    def _put(self, item) -> bool:
-        while not self._stop.is_set() or isinstance(item, BaseException):
-            try:
-                self._ready.put(item, timeout=0.5)
-                return True
-            except queue.Full:
-                if isinstance(item, BaseException) and self._stop.is_set():
-                    return False
-        return False
-
-    # the reader: whole passes, one after another, until the batches the trial will take are covered
     def _read(self) -> None:
         import time
 
-        planned = 0
-        while planned < self.total and not self._stop.is_set():
+        while not self.stop.is_set():
             self.passes += 1
             rows_in_pass = 0
             for block in self._start_pass():
@@ -200,30 +169,32 @@ class Delivery:
                 rows_in_pass += rows(chunk)
                 if not self._hold(chunk, nbytes(chunk)):
                     return
-            made = rows_in_pass // self.batch
-            if made == 0:
-                self._hold(RuntimeError("this worker's stream split is empty: the dataset has fewer items than the "
-                                        "trial's workers x batch"), 0)
+            self.pass_rows.append(rows_in_pass)
+            if not self._hold(_End(rows_in_pass), 0):
                 return
-            planned += made
-            if not self._hold(_End(), 0):
+            with self._cond:
+                while self.more is None and not self.stop.is_set():
+                    self._cond.wait(0.5)
+            if self.stop.is_set() or not self.more(self.pass_rows):
                 return
 
-    def _hold(self, item, size: int) -> bool:
+    def _hold(self, item, size: int, force: bool = False) -> bool:
         with self._cond:
-            while self._chunks and self._held + size > self._limit and len(self._chunks) >= 2 and not self._stop.is_set():
+            while (not force and self._chunks and self._held + size > self._limit and len(self._chunks) >= 2
+                   and not self.stop.is_set()):
                 self._cond.wait(0.5)
-            if self._stop.is_set():
+            if self.stop.is_set() and not force:
                 return False
             self._chunks.append((item, size))
             self._held += size
             self._cond.notify_all()
         return True
 
-    def _take(self):
+    def take(self):
+        """The next chunk, pass end or error; None once stopped."""
         with self._cond:
             while not self._chunks:
-                if self._stop.is_set():
+                if self.stop.is_set():
                     return None
                 self._cond.wait(0.5)
             item, size = self._chunks.pop(0)
@@ -231,17 +202,85 @@ class Delivery:
             self._cond.notify_all()
         return item
 
-    # the cutter: shuffled, prepared chunks cut into whole batches
+
+class Delivery:
+    """Batches of one worker's streamed split, made ahead of the step (see the module's docstring).
+
+    reader: a Reader of the split's passes (started already, or made here from start_pass and names);
+    prepare(chunk) -> the prepared (x, y) of a dense numpy chunk (shuffled already); cut(xy, lo, hi) -> one
+    converted batch of it; total: the batches to make (then the threads stop)."""
+
+    def __init__(self, reader: Reader, batch: int, seed: int, prepare: Callable[[dict], Any],
+                 cut: Callable[[Any, int, int], Any], total: int):
+        self.reader, self.batch, self.seed, self.total = reader, batch, seed, total
+        self._prepare, self._cut = prepare, cut
+        self.early = False  # whether the reader started as the training function did (read_early)
+        self._ready: queue.Queue = queue.Queue(maxsize=READY_BATCHES)
+        self._stop = threading.Event()
+        with reader._cond:
+            reader.more = self._more
+            reader._cond.notify_all()
+        self._thread = threading.Thread(target=self._guard, name="raylab-stream-cut", daemon=True)
+        self._thread.start()
+
+    @property
+    def passes(self) -> int:
+        return self.reader.passes
+
+    @property
+    def first_chunk_s(self) -> float | None:
+        return self.reader.first_chunk_s
+
+    def _more(self, pass_rows: list[int]) -> bool:
+        return sum(r // self.batch for r in pass_rows) < self.total and pass_rows[-1] >= self.batch
+
+    def next(self):
+        item = self._ready.get()
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self.reader.close()
+        try:  # a cutter waiting to hand over a batch
+            while True:
+                self._ready.get_nowait()
+        except queue.Empty:
+            pass
+
+    def _guard(self) -> None:
+        try:
+            self._cut_all()
+        except BaseException as e:  # noqa: BLE001 - handed to the step, which raises it
+            self.reader.close()
+            self._put(e, force=True)
+
+    def _put(self, item, force: bool = False) -> bool:
+        while force or not self._stop.is_set():
+            try:
+                self._ready.put(item, timeout=0.5)
+                return True
+            except queue.Full:
+                if self._stop.is_set():
+                    return False
+        return False
+
+    # shuffled, prepared chunks cut into whole batches
     def _cut_all(self) -> None:
         made, passes, carry = 0, 0, None
         rng = np.random.default_rng(self.seed)
         while made < self.total:
-            item = self._take()
+            item = self.reader.take()
             if item is None:
                 return
             if isinstance(item, BaseException):
                 raise item
             if isinstance(item, _End):  # the pass's partial last batch is dropped
+                if item.rows < self.batch:
+                    raise RuntimeError("this worker's stream split is empty: the dataset has fewer items than the "
+                                       "trial's workers x batch")
                 carry, passes = None, passes + 1
                 rng = np.random.default_rng((self.seed, passes))
                 continue

@@ -66,7 +66,7 @@ class StreamShard:
 
         self.info, self.prepare, self.epochs = info, prepare, epochs
         self.items = info.train_items // world  # equal splits: every worker gets as many rows
-        self.shard = ray.train.get_dataset_shard("train")
+        self.shard = ray.train.get_dataset_shard("train")  # the same iterator read_early's reader reads
         self._test: TestPass | None = None
 
     def batches(self, batch: int, seed: int, convert: Callable = lambda xy: xy, torch: bool = False) -> "Deliveries":
@@ -102,14 +102,9 @@ class Deliveries:
         self.epochs = data.epochs
 
     def start(self, total: int):
-        from raylab.data.deliver import Delivery, chunk_rows
+        from raylab.data.deliver import Delivery
 
         data, info = self.data, self.data.info
-        names = tuple(dict.fromkeys(info.names()))
-
-        def start_pass():
-            return data.shard.iter_batches(batch_size=chunk_rows(self.batch), batch_format="pyarrow",
-                                           prefetch_batches=PREFETCH_BATCHES)
 
         def prepare(chunk: dict):
             return data.prepare(*info.split(chunk))
@@ -117,7 +112,34 @@ class Deliveries:
         def cut(xy, lo: int, hi: int):
             return self.convert(tuple(tree_map(lambda a: a[lo:hi], part) for part in xy))
 
-        return Delivery(start_pass, names, self.batch, self.seed, prepare, cut, total)
+        early = _early.pop("train", None)
+        reader = early or train_reader(data.shard, info, self.batch)
+        delivery = Delivery(reader, self.batch, self.seed, prepare, cut, total)
+        delivery.early = early is not None
+        return delivery
+
+
+_early: dict = {}  # the train split's Reader, started as the worker's training function starts
+
+
+def train_reader(shard, info: StreamInfo, batch: int):
+    """A Reader of this worker's train split, in Arrow chunks of chunk_rows(batch) rows."""
+    from raylab.data.deliver import Reader, chunk_rows
+
+    def start_pass():
+        return shard.iter_batches(batch_size=chunk_rows(batch), batch_format="pyarrow", prefetch_batches=PREFETCH_BATCHES)
+
+    return Reader(start_pass, tuple(dict.fromkeys(info.names())))
+
+
+def read_early(cfg) -> None:
+    """Starts reading a streamed trial's train split the moment the worker's training function starts (before its
+    framework's imports are waited on and its model is built): the first pass's start-up, seconds on a small
+    machine, runs beside them. StreamShard.batches takes the reader over. Nothing for in-memory data."""
+    if is_streamed(cfg):
+        import ray.train
+
+        _early["train"] = train_reader(ray.train.get_dataset_shard("train"), cfg.shared, cfg.batch_per_replica)
 
 
 class TestRange:

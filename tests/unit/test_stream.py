@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from raylab import cli
-from raylab.data.deliver import Delivery, dense
+from raylab.data.deliver import Delivery, Reader, dense
 from raylab.data.stream import MANIFEST, StreamInfo, images, parquet, stacked
 from raylab.driver.resources import reservation
 from raylab.errors import UserError
@@ -33,7 +33,7 @@ class NumberedPasses:
         return ({"x": ids[i:i + self.chunk], "y": ids[i:i + self.chunk] % 7} for i in range(0, n, self.chunk))
 
     def start(self, total: int):
-        return Delivery(self.start_pass, ("x", "y"), self.batch, 0, lambda c: (c["x"], c["y"]),
+        return Delivery(Reader(self.start_pass, ("x", "y")), self.batch, 0, lambda c: (c["x"], c["y"]),
                         lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]), total)
 
 
@@ -51,6 +51,7 @@ def test_passes_follow_each_other_cut_into_whole_shuffled_batches():
     assert len(set(first.tolist())) == 9 and sorted(first.tolist()) != first.tolist()  # shuffled within chunks
     figures = source.figures()
     assert figures["stream_passes"] == 3 and figures["stream_skipped_batches"] == 0  # no 4th pass read
+    assert figures["stream_read_early"] == 0
     assert source.wait_s >= 0 and figures["stream_first_wait_s"] >= 0
 
 

@@ -23,11 +23,13 @@ FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losse
 
 
 def jax_worker_loop(config: dict) -> None:
+    from raylab.data.shard import read_early
     from raylab.prewarm import hello
     from raylab.timing import Phases
 
     phases = Phases(config["cfg"].trial_start)
     hello(config["cfg"].sink)
+    read_early(config["cfg"])
     cfg = config["cfg"]
     import jax
     import ray.train

@@ -210,12 +210,14 @@ def tf_worker_loop(config: dict) -> None:
 
 def _start(config: dict):
     """(cfg, phases, tf) for a TF worker: the environment TF reads at import set, the import timed."""
+    from raylab.data.shard import read_early
     from raylab.prewarm import hello
     from raylab.timing import Phases
 
     cfg = config["cfg"]
     phases = Phases(cfg.trial_start)
     hello(cfg.sink)
+    read_early(cfg)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if cfg.device == "cpu":  # what ran is what's recorded: no GPU may sneak in (and no cuInit noise)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""

@@ -142,11 +142,13 @@ def torch_worker_loop(config: dict) -> None:
 
 def start_worker(config: dict):
     """(cfg, phases, Ray Train context) for a torch-family worker: threads set, seeded, imports timed."""
+    from raylab.data.shard import read_early
     from raylab.prewarm import hello
     from raylab.timing import Phases
 
     phases = Phases(config["cfg"].trial_start)
     hello(config["cfg"].sink)
+    read_early(config["cfg"])
     import ray.train
     import torch
 
