@@ -169,6 +169,17 @@ class TestPass:
         if self.kept is not None:
             yield from self.kept
             return
+        from raylab.data.deliver import TEST_READ, TEST_READ_DONE
+
+        TEST_READ_DONE.clear()
+        TEST_READ.set()  # the train reader starts no new pass meanwhile
+        try:
+            yield from self._read()
+        finally:
+            TEST_READ.clear()
+            TEST_READ_DONE.set()
+
+    def _read(self):
         from raylab.data.deliver import READ_AHEAD_BYTES, chunk_rows, nbytes, numpy_block
 
         names = tuple(dict.fromkeys(self.info.names()))
@@ -181,8 +192,7 @@ class TestPass:
             for a in (x.values() if isinstance(x, dict) else [x]):
                 if len(a):
                     lo, hi = min(lo, float(np.min(a))), max(hi, float(np.max(a)))
-            n = num_items(y)
-            for start in range(0, n, self.size):
+            for start in range(0, num_items(y), self.size):
                 b = tuple(tree_map(lambda a: a[start:start + self.size], part) for part in (x, y))
                 if kept is not None:
                     kept.append(b)
