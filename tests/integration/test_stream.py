@@ -171,7 +171,7 @@ def test_batch_sweep_groups_and_parity_catches_what_was_built(image_folder):
     assert [(row[0], row[1], row[2]) for row in table] == [("tf:none", "x1", "b16"), ("torch:none", "x1", "b16"),
                                                           ("tf:none", "x1", "b32"), ("torch:none", "x1", "b32")]
     assert [row[3] for row in table] == ["16", "16", "32", "32"]  # the batch/replica column
-    # (streamed, each trial reports the test inputs' range it saw: that can differ between trials as well)
+    # (the test inputs' range is the whole test split's, read by each trial's first evaluation: the same in both)
     assert re.search(r"^parity: UNFAIR \(optimizer as built[ ,]", out, re.M), out
     assert "tf:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)" in out
     assert "torch:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in out
@@ -187,3 +187,68 @@ def test_scenes_at_the_seed_size_stream_into_resunet_train(run_recipe):
     assert run.info.status == "FINISHED"
     assert run.data.params["data"] == "scenes" and run.data.params["train_samples"] == "40"
     assert run.data.metrics["val_mask_iou"] >= 0 and run.data.metrics["input_wait_s"] >= 0
+
+
+def test_parquet_as_pandas_writes_it_is_delivered_as_contiguous_batches(ray_cluster, tmp_path):
+    """A list<float> column and scalar columns stacked into one input, read by Ray Data (no Ray Train start-up) and
+    cut into batches by the worker's Reader and Delivery: every row of a pass once, in whole batches of float32
+    [64, 20] and [64, 3], for two passes."""
+    import pandas as pd
+
+    from raylab.data.deliver import Delivery, Reader, chunk_rows
+    from raylab.data.stream import open_stream, parquet, stacked
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 1000), ("test", 200)):
+        (tmp_path / split).mkdir()
+        x = rng.normal(size=(n, 20)).astype(np.float32)
+        for i, part in enumerate(np.array_split(np.arange(n), 4)):
+            pd.DataFrame({"features": list(x[part]), "a": part.astype(np.int32), "b": part * 2.0, "c": part * 3.0,
+                          "label": part % 5}).to_parquet(tmp_path / split / f"part-{i}.parquet")
+    for inputs, width in (("features", 20), (stacked("a", "b", "c"), 3)):
+        opened = open_stream(parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test"), inputs=inputs,
+                                     targets="label"))
+        assert (opened.info.train_items, opened.info.test_items) == (1000, 200)
+        train = opened.datasets["train"]
+        reader = Reader(lambda: train.iter_batches(batch_size=chunk_rows(64), batch_format="pyarrow"),
+                        opened.info.names())
+        delivery = Delivery(reader, 64, 0, lambda c: opened.info.split(c), lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]),
+                            total=2 * (1000 // 64))
+        batches = [delivery.next() for _ in range(2 * (1000 // 64))]
+        assert all(x.shape == (64, width) and len(y) == 64 for x, y in batches)
+        if width == 3:  # each row's own a, b, c side by side, and its own label
+            rows = np.concatenate([x for x, _ in batches[:1000 // 64]])
+            assert (rows[:, 1] == 2 * rows[:, 0]).all() and (rows[:, 2] == 3 * rows[:, 0]).all()
+            assert len(set(rows[:, 0].tolist())) == len(rows)  # every row of the pass once
+            assert all((y == x[:, 0] % 5).all() for x, y in batches)
+        assert delivery.passes == 2
+
+
+def test_export_turns_an_image_folder_into_parquet_of_the_same_pixels(ray_cluster, tmp_path):
+    """`raylab data export` of a recipe whose data is an image folder: the test split's pixels are PIL's own."""
+    from PIL import Image
+
+    from raylab.cli.data import data_main
+    from raylab.data.stream import open_stream, parquet
+
+    rng = np.random.default_rng(1)
+    for split, n in (("train", 40), ("test", 12)):
+        for i in range(n):
+            folder = tmp_path / "pngs" / split / f"class{i % 2}"
+            folder.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 255, (10, 12, 3), dtype=np.uint8)).save(folder / f"{i:03d}.png")
+    recipe = tmp_path / "pngs_recipe.py"
+    recipe.write_text(f"""from raylab.data import stream
+from recipes.fashion import RECIPE as FASHION
+RECIPE = FASHION.variant(name="pngs", data=stream.images({str(tmp_path / 'pngs' / 'train')!r},
+                         {str(tmp_path / 'pngs' / 'test')!r}, size=(10, 12)))
+""")
+    out = tmp_path / "exported"
+    assert data_main(["export", str(recipe), str(out)]) == 0
+    opened = open_stream(parquet(str(out)))
+    assert (opened.info.train_items, opened.info.test_items) == (40, 12)
+    test = next(iter(opened.datasets["test"].iter_batches(batch_size=100, batch_format="numpy")))  # one file
+    files = sorted((tmp_path / "pngs" / "test").glob("*/*.png"), key=lambda f: (f.parent.name, f.name))
+    assert test["x"].shape == (12, 10, 12, 3) and test["x"].dtype == np.uint8
+    assert (test["x"] == np.stack([np.asarray(Image.open(f)) for f in files])).all()
+    assert (test["y"] == [int(f.parent.name[-1]) for f in files]).all()
