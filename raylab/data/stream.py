@@ -4,15 +4,16 @@ A recipe's `data` may be a Stream instead of in-memory arrays. A Stream describe
 test splits come from and which columns hold the inputs and the targets; nothing is read on the driver
 but metadata. Each trial hands the two Ray Data datasets to Ray Train (`datasets=`): every training
 worker gets an equal streaming split of the train split (raylab/data/shard.py turns it into the framework's
-batches) and rank 0 reads the whole test split to evaluate.
+batches, raylab/data/deliver.py cuts them from large Arrow chunks) and rank 0 reads the whole test split to evaluate.
 
-Sources (each with `inputs` and `targets`: a column name, or a tuple of names for named inputs/targets):
+Sources (each with `inputs` and `targets`: a column name, a tuple of names for named inputs/targets, or
+stacked("a", "b", ...) for scalar columns gathered into one input):
 
     parquet(path)             a directory written by `raylab data export` (train/, test/, raylab-data.json),
                               or parquet(train=URI, test=URI, ...) for any Parquet files, local or
                               gs:// / s3:// (passed to Ray Data's read_parquet as given)
     npy(train={...}, test={...})   one directory (or URI) of .npy shards per column, zipped row by row
-    images(train_dir, test_dir, size=(h, w))   one sub-folder per class; decoded and resized in the pipeline
+    images(train_dir, test_dir, size=(h, w))   one sub-folder per class; decoded (PIL) and resized in Ray Data tasks
     generator(fn, train_items, test_items)     fn(ids, split) makes items on the Ray Data side, from nothing
     ray_dataset(train, test)  your own Ray Data Datasets (or functions returning them)
 
