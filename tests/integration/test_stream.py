@@ -81,6 +81,23 @@ def test_parquet_trains_in_every_framework_like_in_memory(streamed, lost_workers
     assert two.data.params["oversubscribed"] == "True" and two.data.params["data_cpus"] == "1.0"
 
 
+def test_streamed_trials_read_early_agree_on_what_was_built_and_print_no_ray_line(streamed):
+    """Each trial's reader started with its training function, its first batch timed; every trial describes the
+    same test inputs (the whole test split's range, not the first batch's); the terminal shows raylab's lines only
+    (the raylet's worker-pool notice goes to driver.log)."""
+    built = set()
+    for trial in streamed.summary["trials"]:
+        run = streamed.client.get_run(trial["run_id"])
+        m = run.data.metrics
+        assert m["stream_read_early"] == 1 and m["stream_first_wait_s"] >= 0 and m["stream_first_chunk_s"] > 0, m
+        assert m["stream_passes"] >= (1 if m.get("restarts") else 3), (trial["trial"], m)  # 600 steps, 256 or 128 a pass
+        built.add(run.data.tags["built_preprocess"])
+    assert len(built) == 1 and "test inputs in [0, 1]" in built.pop()
+    console = streamed.out + streamed.err
+    assert "(raylet" not in console and "worker processes have been started" not in console
+    assert "(RayTrainWorker" not in console and "(SplitCoordinator" not in console
+
+
 def test_streamed_trial_survives_a_lost_worker(streamed):
     """torch:ddp x2 streaming from Parquet, a worker SIGKILLed in epoch 2 or 3 of 3: FINISHED after a restart,
     every epoch logged once, the batches it read past on resuming recorded."""
