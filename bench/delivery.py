@@ -19,6 +19,13 @@ Prints samples/s of each side per round, the median ratio raylab per data CPU / 
 figure), and the time to the first batch.
 
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/delivery.py --rounds 3
+
+--trials runs whole trials instead, through the recipes' real command line: the pandas table (TABLE_RECIPE, an
+MLP on its 20 features, 5 epochs) and the Fashion-MNIST MLP on its export (3 epochs); it prints each trial's
+samples/s, input_wait_share, the step's wait for its first batch after the model was built
+(stream_first_wait_s) and the start-up phases.
+
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/delivery.py --trials tf:none,torch:none
 """
 
 from __future__ import annotations
@@ -203,6 +210,61 @@ def raylab_rate(stream, passes: int) -> dict:
     return json.loads(out.read_text())
 
 
+TABLE_RECIPE = '''"""A 5-class, 20-feature table pandas wrote (a list<float> column, four files), streamed (bench/delivery.py)."""
+import os
+
+from raylab import Recipe, main, optimizer
+from raylab.data import stream
+
+
+def tf_model(keras=None):
+    import keras
+
+    return keras.Sequential([keras.Input((20,)), keras.layers.Dense(64, activation="relu"), keras.layers.Dense(5)])
+
+
+def torch_model():
+    from torch import nn
+
+    return nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 5))
+
+
+D = os.environ["TABLE_DIR"]
+RECIPE = Recipe(name="table", data=stream.parquet(train=f"{D}/train", test=f"{D}/test", inputs="features",
+                                                  targets="label"),
+                models={"tf": tf_model, "torch": torch_model}, batch_per_replica=64, epochs=5,
+                loss="sparse_categorical_crossentropy", optimizer=optimizer("adam", 1e-3), metrics=("accuracy",))
+if __name__ == "__main__":
+    main(RECIPE)
+'''
+
+
+def trials(args) -> None:
+    from mlflow.tracking import MlflowClient
+
+    table = pandas_parquet(args.pandas_rows)
+    recipe = WORK / "table_recipe.py"
+    recipe.write_text(TABLE_RECIPE)
+    uri = f"sqlite:///{WORK}/trials.db"
+    runs = {"pandas table": [str(recipe)], "fashion export": [str(ROOT / "recipes" / "fashion.py"), "--data",
+                                                               str(exported_fashion()), "--epochs", "3"]}
+    client = MlflowClient(tracking_uri=uri)
+    print(f"{'data':15} {'trial':14} {'samples/s':>10} {'input wait':>10} {'first wait s':>12} {'first chunk s':>13}  start-up")
+    for name, cmd in runs.items():
+        out = Path(tempfile.mkdtemp()) / "summary.json"
+        done = subprocess.run([PY, *cmd, "--trials", args.trials, "--tracking-uri", uri, "--json", str(out)],
+                              capture_output=True, text=True, env={**os.environ, "TABLE_DIR": str(table),
+                                                                   "PYTHONPATH": str(ROOT)})
+        if done.returncode != 0:
+            raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
+        for t in json.loads(out.read_text())["trials"]:
+            m = client.get_run(t["run_id"]).data.metrics
+            phases = " + ".join(f"{k[8:-2]} {m[k]:.1f}" for k in m if k.startswith("startup_") and k != "startup_s")
+            print(f"{name:15} {t['trial']:14} {m['samples_per_sec']:10,.0f} {m['input_wait_share']:10.1%} "
+                  f"{m.get('stream_first_wait_s', float('nan')):12.2f} {m.get('stream_first_chunk_s', float('nan')):13.2f}"
+                  f"  {m['startup_s']:.1f} s = {phases}", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
@@ -211,7 +273,11 @@ def main() -> None:
     p.add_argument("--images", type=int, default=20000)
     p.add_argument("--generated", type=int, default=20000)
     p.add_argument("--passes", type=str, default="exported=4,pandas=20,images=4,generator=4")
+    p.add_argument("--trials", help="run these trials on the pandas table and the fashion export instead")
     args = p.parse_args()
+    if args.trials:
+        WORK.mkdir(parents=True, exist_ok=True)
+        return trials(args)
     passes = {k: int(v) for k, v in (kv.split("=") for kv in args.passes.split(","))}
     WORK.mkdir(parents=True, exist_ok=True)
 
