@@ -5,6 +5,7 @@ Four sources, each read both ways in the same run, the order alternating between
     exported   Fashion-MNIST as `raylab data export` writes it (60,000 rows of 28x28 uint8, tensor columns, 8 files)
     pandas     a 5-class, 20-feature table written by pandas, a list<float> column (4 files, --pandas-rows rows)
     images     a folder of 32x32 RGB PNGs, 3 class sub-folders (--images files)
+    images-export   the same folder after `raylab data export` (Parquet of decoded pixels, 8,192 rows a file)
     generator  items made by a function (stream.generator), 32x32x3 uint8, --generated items
 
 raylab: a 1-worker Ray Train group on a 2-CPU in-process cluster (the worker reserves one CPU, Ray Data has the
@@ -88,6 +89,20 @@ def image_folder(files: int) -> Path:
     return out
 
 
+def exported_images(pngs: Path) -> Path:
+    """The image folder exported to Parquet by `raylab data export` (a recipe file naming the folder)."""
+    out = pngs.parent / f"{pngs.name}-parquet"
+    if not (out / "raylab-data.json").exists():
+        recipe = WORK / "pngs_recipe.py"
+        recipe.write_text(f"""from raylab.data import stream
+from recipes.fashion import RECIPE as FASHION
+RECIPE = FASHION.variant(name="pngs", data=stream.images({str(pngs / 'train')!r}, {str(pngs / 'test')!r}, size=(32, 32)))
+""")
+        subprocess.run([PY, "-m", "raylab", "data", "export", str(recipe), str(out)], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return out
+
+
 def make_items(ids: np.ndarray, split: str) -> dict:
     """The generator source's items: a 32x32x3 uint8 image and a label per id, deterministic in the id."""
     x = ((ids[:, None] * 2654435761 + np.arange(32 * 32 * 3)[None, :]) % 251).astype(np.uint8)
@@ -107,6 +122,8 @@ def streams(args) -> dict:
         "images": (stream.images(str(pngs / "train"), str(pngs / "test"), size=(32, 32)),
                    lambda: plain_images(pngs / "train")),
         "generator": (stream.generator(make_items, args.generated, 1024), lambda: plain_generator(args.generated)),
+        "images-export": (stream.parquet(str(exported_images(pngs))), lambda: plain_parquet(exported_images(pngs) / "train",
+                                                                                            ("x", "y"))),
     }
 
 
@@ -272,7 +289,7 @@ def main() -> None:
     p.add_argument("--pandas-rows", type=int, default=12000)
     p.add_argument("--images", type=int, default=20000)
     p.add_argument("--generated", type=int, default=20000)
-    p.add_argument("--passes", type=str, default="exported=4,pandas=20,images=4,generator=4")
+    p.add_argument("--passes", type=str, default="exported=4,pandas=20,images=4,generator=4,images-export=4")
     p.add_argument("--trials", help="run these trials on the pandas table and the fashion export instead")
     args = p.parse_args()
     if args.trials:
