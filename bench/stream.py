@@ -112,7 +112,7 @@ def delivery(args) -> None:
             from raylab.data.shard import StreamShard
 
             data = StreamShard(config["info"], 1, lambda x, y: (x, y))
-            source = StreamBatches(data.batches(config["batch"], 0, torch=True), config["n"] + 10)
+            source = StreamBatches(data.batches(config["batch"], 0), config["n"] + 10)
             for _ in range(10):  # the pipeline's start-up left out
                 source.next()
             t0 = time.perf_counter()

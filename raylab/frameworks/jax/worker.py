@@ -23,19 +23,18 @@ FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losse
 
 
 def jax_worker_loop(config: dict) -> None:
-    from raylab.data.shard import read_early
+    from raylab.data.shard import evaluation, read_early, stream_stats
     from raylab.prewarm import hello
     from raylab.timing import Phases
 
-    phases = Phases(config["cfg"].trial_start)
-    hello(config["cfg"].sink)
-    read_early(config["cfg"])
     cfg = config["cfg"]
+    phases = Phases(cfg.trial_start)
+    hello(cfg.sink)
+    read_early(cfg)
     import jax
     import ray.train
     from flax import nnx
 
-    from raylab.data.shard import evaluation, stream_stats
     from raylab.frameworks.jax.compiles import CompileWatch
     from raylab.loop import StepContext, Training, run_epochs
 

@@ -70,13 +70,13 @@ def shard_batches(x, y, batch: int, seed: int, device=None):
 
 def batch_source(data, batch: int, seed: int, steps_per_epoch: int, device=None):
     """The worker's batches: its in-memory shard's tensors (moved to the device once), or its streamed split
-    through iter_torch_batches (prepared and made tensors on Ray Data's prefetch thread, then moved)."""
+    cut from Ray Data's chunks (prepared and made tensors on the delivery's cutter thread, then moved)."""
     from raylab.frameworks.torch.task import to_tensors
     from raylab.loop import StreamBatches
 
     if not data.streamed:
         return shard_batches(to_tensors(data.x, device), to_tensors(data.y, device), batch, seed, device)
-    epoch = data.batches(batch, seed, convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])), torch=True)
+    epoch = data.batches(batch, seed, convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])))
     move = (lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device))) if device is not None else (lambda xy: xy)
     return StreamBatches(epoch, steps_per_epoch, move)
 

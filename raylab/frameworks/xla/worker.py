@@ -114,8 +114,8 @@ def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
     """A batch source of (x, y) on the XLA device, endlessly. In memory: the same shuffled index batches as the
     torch trials (raylab/frameworks/torch/worker.py shuffled_batches, seeded per rank: whole batches only, so every step
     has the same shapes and the step graph compiles once) through a DataLoader behind MpDeviceLoader, restartable
-    after a checkpoint's steps. Streamed: a split's whole batches, made tensors on Ray Data's prefetch thread and
-    moved to the device as the step takes them."""
+    after a checkpoint's steps. Streamed: a split's whole batches, made tensors on the delivery's cutter thread
+    (raylab/data/deliver.py) and moved to the device as the step takes them."""
     import torch
     import torch_xla.distributed.parallel_loader as pl
 
@@ -126,7 +126,7 @@ def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
 
     if data.streamed:
         epoch = data.batches(cfg.batch_per_replica, cfg.seed + rank,
-                             convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])), torch=True)
+                             convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])))
         return StreamBatches(epoch, steps_per_epoch, lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device)))
     xs, ys = to_tensors(data.x), to_tensors(data.y)  # prepared (numpy) by the task
     n = num_items(xs)
