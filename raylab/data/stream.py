@@ -356,13 +356,22 @@ class Streamed:
 
 def open_stream(stream: Stream, quick: tuple[int, int] | None = None) -> Streamed:
     """The stream's datasets, counted where the stream does not say its size (Parquet: from file metadata)."""
+    import logging
+
     limits = dict(zip(SPLIT_NAMES, quick or (None, None)))
-    datasets = {s: stream.dataset(s, limits[s]) for s in SPLIT_NAMES}
-    sizes = {"train": stream.train_items, "test": stream.test_items}
-    for split, n in sizes.items():
-        if n is None:
-            n = stream.dataset(split).count()
-        sizes[split] = min(n, limits[split]) if limits[split] else n
+    # Ray Data's INFO lines on the driver (the Parquet reader's size estimates, a count's execution plan) are not
+    # raylab's to print: the terminal shows raylab's lines only
+    quiet, level = logging.getLogger("ray.data"), logging.getLogger("ray.data").level
+    quiet.setLevel(logging.WARNING)
+    try:
+        datasets = {s: stream.dataset(s, limits[s]) for s in SPLIT_NAMES}
+        sizes = {"train": stream.train_items, "test": stream.test_items}
+        for split, n in sizes.items():
+            if n is None:
+                n = stream.dataset(split).count()
+            sizes[split] = min(n, limits[split]) if limits[split] else n
+    finally:
+        quiet.setLevel(level)
     if sizes["train"] == 0 or sizes["test"] == 0:
         raise UserError(f"{stream.name}: the streamed {'train' if not sizes['train'] else 'test'} split is empty "
                         f"({stream.source}).")
