@@ -65,26 +65,16 @@ def load_recipe(path: str):
 def export(ds, directory: Path, rows_per_file: int = 8192) -> dict:
     """Writes an in-memory raylab.data.Dataset as Parquet shards (Ray Data tensor columns) and a manifest;
     returns the manifest. Nothing is written into a directory that is not empty."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from ray.data.extensions import ArrowTensorArray
-
-    if directory.exists() and any(directory.iterdir()):
-        raise UserError(f"{directory} is not empty; export into a new directory (nothing was written).")
-    inputs = "x" if not isinstance(ds.x_train, dict) else tuple(ds.x_train)
-    targets = "y" if not isinstance(ds.y_train, dict) else tuple(ds.y_train)
+    _refuse_if_not_empty(directory)
+    spec = _spec(ds.x_train, ds.y_train)
     for split in SPLIT_NAMES:
         x, y = getattr(ds, f"x_{split}"), getattr(ds, f"y_{split}")
-        named = {**_named(x, inputs), **_named(y, targets)}
+        named = _named(x, y, spec)
         out = directory / split
         out.mkdir(parents=True)
-        n = num_items(x)
-        for i, start in enumerate(range(0, n, rows_per_file)):
-            part = tree_map(lambda a: a[start:start + rows_per_file], named)
-            table = pa.table({k: ArrowTensorArray.from_numpy(np.ascontiguousarray(v)) if v.ndim > 1 else pa.array(v)
-                              for k, v in part.items()})
-            pq.write_table(table, out / f"part-{i:05d}.parquet")
-    manifest = {"name": ds.name, "inputs": inputs, "targets": targets, "train_items": num_items(ds.x_train),
+        for i, start in enumerate(range(0, num_items(x), rows_per_file)):
+            _write_part(tree_map(lambda a: a[start:start + rows_per_file], named), out / f"part-{i:05d}.parquet")
+    manifest = {"name": ds.name, **spec, "train_items": num_items(ds.x_train),
                 "test_items": num_items(ds.x_test), "source": f"Parquet in {directory} (exported from {ds.source})",
                 "synthetic": ds.synthetic}
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
@@ -94,17 +84,13 @@ def export(ds, directory: Path, rows_per_file: int = 8192) -> dict:
 def export_stream(stream, directory: Path, rows_per_file: int = 8192) -> dict:
     """Writes a streamed source's two splits (read through its Ray Data pipeline, on a local Ray cluster that is
     started here) as Parquet shards of dense tensor columns, and a manifest; returns the manifest."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     import ray
     import ray.data
-    from ray.data.extensions import ArrowTensorArray
 
     from raylab.data.deliver import numpy_block
     from raylab.data.stream import open_stream
 
-    if directory.exists() and any(directory.iterdir()):
-        raise UserError(f"{directory} is not empty; export into a new directory (nothing was written).")
+    _refuse_if_not_empty(directory)
     if stream.check is not None:
         stream.check()
     started = not ray.is_initialized()
@@ -123,13 +109,9 @@ def export_stream(stream, directory: Path, rows_per_file: int = 8192) -> dict:
             total = opened.info.train_items if split == "train" else opened.info.test_items
             for block in opened.datasets[split].iter_batches(batch_size=rows_per_file, batch_format="pyarrow"):
                 x, y = opened.info.split(numpy_block(block, names))  # stacked() columns become one column x
-                spec = {"inputs": "x" if not isinstance(x, dict) else tuple(x),
-                        "targets": "y" if not isinstance(y, dict) else tuple(y)}
-                named = {**_named(x, spec["inputs"]), **_named(y, spec["targets"])}
-                table = pa.table({k: ArrowTensorArray.from_numpy(np.ascontiguousarray(v)) if v.ndim > 1 else pa.array(v)
-                                  for k, v in named.items()})
-                pq.write_table(table, out / f"part-{part:05d}.parquet")
-                part, written = part + 1, written + table.num_rows
+                spec = _spec(x, y)
+                _write_part(_named(x, y, spec), out / f"part-{part:05d}.parquet")
+                part, written = part + 1, written + num_items(y)
                 print(f"raylab: {split}: {written:,} of {total:,} items written", file=sys.stderr, flush=True)
             items[split] = written
     finally:
@@ -141,6 +123,29 @@ def export_stream(stream, directory: Path, rows_per_file: int = 8192) -> dict:
     return manifest
 
 
-def _named(x, spec) -> dict:
-    return {spec: x} if isinstance(spec, str) else dict(x)
+def _refuse_if_not_empty(directory: Path) -> None:
+    if directory.exists() and any(directory.iterdir()):
+        raise UserError(f"{directory} is not empty; export into a new directory (nothing was written).")
+
+
+def _spec(x, y) -> dict:
+    """The manifest's column names: x and y, or the named inputs' and targets' own."""
+    return {"inputs": "x" if not isinstance(x, dict) else tuple(x), "targets": "y" if not isinstance(y, dict) else tuple(y)}
+
+
+def _named(x, y, spec: dict) -> dict:
+    def one(a, names):
+        return {names: a} if isinstance(names, str) else dict(a)
+
+    return {**one(x, spec["inputs"]), **one(y, spec["targets"])}
+
+
+def _write_part(named: dict, path: Path) -> None:
+    """One Parquet file: arrays of more than one axis as Ray Data tensor columns, the rest as plain columns."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from ray.data.extensions import ArrowTensorArray
+
+    pq.write_table(pa.table({k: ArrowTensorArray.from_numpy(np.ascontiguousarray(v)) if v.ndim > 1 else pa.array(v)
+                             for k, v in named.items()}), path)
 
