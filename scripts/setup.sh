@@ -77,6 +77,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
+if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt_cache_before=$(ls /var/cache/apt/archives/ 2>/dev/null | grep '\.deb$' | sort || true)
+fi
 have_data() {
     .venv/bin/python -c "from raylab.data import find_idx_files, FASHION_FILES; find_idx_files('fashion-mnist', FASHION_FILES)" 2>/dev/null
 }
@@ -108,5 +111,11 @@ if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; 
         echo "setup: note: chromium and chromium-driver are not installed (apt-get as root installs them);" \
              "only the MLflow UI test needs them" >&2
     fi
+fi
+# apt keeps the packages it downloaded (chromium and what it pulls in: over 100 MB); the suite needs the disk more.
+# Only the ones this script's installs brought are removed; what was in apt's cache before stays.
+if [ -n "${apt_cache_before+set}" ]; then
+    comm -13 <(echo "$apt_cache_before") <(ls /var/cache/apt/archives/ 2>/dev/null | grep '\.deb$' | sort) \
+        | sed 's|^|/var/cache/apt/archives/|' | xargs -r rm -f
 fi
 echo "setup: ready (.venv with raylab[$extras], Fashion-MNIST)"

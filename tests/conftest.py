@@ -93,10 +93,12 @@ def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]
 
 # Ray Train start-ups per test file and shared run, against what each declares (tests/startups.py).
 def pytest_sessionstart(session):
-    from tests import startups
+    from tests import footprint, startups
 
     startups.COUNTER = startups.StartupCounter()
     startups.COUNTER.start()
+    footprint.FOOTPRINT = footprint.Footprint(session.config._tmp_path_factory.getbasetemp(), RAY_HOME)
+    footprint.FOOTPRINT.start()
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -109,11 +111,36 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_runtest_logstart(nodeid, location):
-    from tests import startups
+    from tests import footprint, startups
 
     if startups.COUNTER is not None:
         with startups.COUNTER.lock:
             startups.COUNTER.current = nodeid
+    if footprint.FOOTPRINT is not None:
+        footprint.FOOTPRINT.current = nodeid
+
+
+FAILED_FILES: set[str] = set()  # test files with a failed test (their disk footprint is kept, tests/footprint.py)
+
+
+def pytest_runtest_logreport(report):
+    if report.failed:
+        FAILED_FILES.add(report.nodeid.split("::")[0])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def disk_footprint(request):
+    """After the file's module-scoped fixtures end (this one is set up first, so torn down last), what it left on
+    disk goes, unless a test of it failed (tests/footprint.py)."""
+    from tests import footprint
+
+    if footprint.FOOTPRINT is None:
+        yield
+        return
+    mark = footprint.FOOTPRINT.mark()
+    yield
+    name = request.node.nodeid
+    footprint.FOOTPRINT.end_of_file(mark, name, failed=name in FAILED_FILES)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -121,8 +148,10 @@ def pytest_sessionfinish(session, exitstatus):
     """The start-up budget decides the status first; then, the outermost wrapper, it keeps the status every other
     sessionfinish hook and wrapper (the terminal summary) left. If one of them raised, none is kept, and the
     process leaves through pytest's own teardown with the traceback."""
-    from tests import startups
+    from tests import footprint, startups
 
+    if footprint.FOOTPRINT is not None:
+        footprint.FOOTPRINT.stop()
     if startups.COUNTER is not None:
         startups.COUNTER.stop()
         if startups.over_budget() and session.exitstatus == 0:
@@ -133,8 +162,15 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    from tests import startups
+    from tests import footprint, startups
 
+    if footprint.FOOTPRINT is not None:
+        terminalreporter.section("Disk (tests/footprint.py)")
+        for line in footprint.FOOTPRINT.summary():
+            terminalreporter.write_line(line)
+        if footprint.FOOTPRINT.lowest[0] < footprint.LOW_FREE:
+            terminalreporter.write_line("LOW DISK: the suite came within 2 GB of a full disk; see which test was "
+                                        "running then, above", red=True)
     if startups.COUNTER is None:
         return
     counts, tr = startups.COUNTER.by_owner(), terminalreporter
