@@ -17,6 +17,7 @@ line now and then.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import sys
@@ -60,7 +61,7 @@ class Console:
         if self.verbose:
             return
         global _driver_handler
-        handler = logging.FileHandler(self.path("driver.log"), delay=True)
+        handler = DriverLog(self.path("driver.log"), delay=True)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         logging.captureWarnings(True)
         import mlflow  # noqa: F401 - both install their own console handlers on import: undone here
@@ -248,6 +249,17 @@ def time_left(done: int, total: int, first: tuple[float, int] | None, now: float
         return None
     rate = (done - first[1]) / max(now - first[0], 1e-9)
     return (total - done) / rate
+
+
+class DriverLog(logging.FileHandler):
+    """driver.log. It stays the root logger's handler after the invocation returns (its process may log on, at
+    exit included); a record that comes once its directory is gone (an in-process invocation's logs removed
+    while the process goes on, as a test's tmp dir is) is dropped instead of raising into the code that logged."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.stream is None and not os.path.isdir(os.path.dirname(self.baseFilename)):
+            return
+        super().emit(record)
 
 
 _console: Console | None = None

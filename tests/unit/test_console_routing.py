@@ -58,3 +58,19 @@ def test_the_raylets_worker_pool_notice_goes_to_the_driver_log_and_its_errors_st
     assert "worker processes have been started" not in out.out + out.err
     assert "out of memory" in out.out + out.err
     assert "worker processes have been started" in c.path("driver.log").read_text()
+
+
+def test_driver_log_takes_records_then_drops_them_once_its_directory_is_gone(tmp_path):
+    """The driver's library logging stays on the root logger after an in-process invocation returns; when that
+    invocation's log directory is removed (a passed test's tmp dir), later logging in the process goes on."""
+    import logging
+    import shutil
+
+    c = Console(root=tmp_path / "logs", stream=io.StringIO())
+    c.quiet_libraries()
+    logging.getLogger("raylab.test").warning("kept in driver.log")
+    assert "kept in driver.log" in (c.dir / "driver.log").read_text()
+    logging.getLogger().handlers[-1].close()  # as at the end of a process, or when the next invocation takes over
+    shutil.rmtree(tmp_path / "logs")
+    logging.getLogger("raylab.test").warning("after the directory went")  # raised FileNotFoundError before
+    assert not (tmp_path / "logs").exists()
