@@ -117,8 +117,8 @@ class Footprint(threading.Thread):
 
     def summary(self) -> list[str]:
         gb = 1 << 30
-        lines = [f"free at start {self.start_free / gb:.1f} GB, lowest {self.lowest[0] / gb:.1f} GB "
-                 f"(during {self.lowest[1]}), now {self.free() / gb:.1f} GB"]
+        lines = [(f"free at start {self.start_free / gb:.1f} GB, lowest {self.lowest[0] / gb:.1f} GB "
+                  f"(during {self.lowest[1]}), now {self.free() / gb:.1f} GB")]
         lines.append(f"test files left {sum(map(sum, self.written.values())) / gb:.2f} GB in all, removed as each ended "
                      "(but for failed files); the most:")
         mb = 1 << 20
