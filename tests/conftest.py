@@ -169,7 +169,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in footprint.FOOTPRINT.summary():
             terminalreporter.write_line(line)
         if footprint.FOOTPRINT.lowest[0] < footprint.LOW_FREE:
-            terminalreporter.write_line("LOW DISK: the suite came within 2 GB of a full disk; see which test was "
+            terminalreporter.write_line("LOW DISK: the suite came within 2 GiB of a full disk; see which test was "
                                         "running then, above", red=True)
     if startups.COUNTER is None:
         return

@@ -2,7 +2,7 @@
 
 CI's run of 2026-11-26 died 40 minutes in with "No space left on device": the suite had kept everything it
 wrote (every Ray session's logs under /tmp/ray, every trial's Ray Train storage under HOME/ray_results, every
-tmp dir) until the session ended, on a machine whose disk the 11 GB .venv had nearly filled. So each test
+tmp dir) until the session ended, on a machine whose disk the 10 GiB .venv had nearly filled. So each test
 file cleans up after itself, once its module-scoped fixtures (and their clusters) are gone:
 
 - the Ray session dirs (/tmp/ray/session_*) that appeared during the file and that no live process still
@@ -30,7 +30,7 @@ RAY_SESSIONS = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray"
 # mktemp() names of the session- and package-scoped fixtures (tests/conftest.py template_db, tests/unit/conftest.py
 # fashion_root, tests/integration/conftest.py lost_workers and lost_tf_ps): their dirs outlive the file that made them.
 LONG_LIVED = {"template", "data", "lost-workers", "lost-tf-ps"}
-LOW_FREE = 2 << 30  # below this much free space, the summary warns
+LOW_FREE = 2 << 30  # below this much free space (2 GiB), the summary warns
 _SESSION = re.compile(rb"session_\d{4}-\d\d-\d\d_[\d-]+_\d+_\d+")
 
 
@@ -48,14 +48,9 @@ def size_of(path: Path) -> int:
 
 def live_sessions() -> set[str]:
     """Names of the Ray session dirs some running process names on its command line (raylet, GCS, workers)."""
-    found = set()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                found.update(m.decode() for m in _SESSION.findall((proc / "cmdline").read_bytes()))
-            except OSError:
-                continue
-    return found
+    from tests.startups import cmdlines
+
+    return {m.decode() for _, cmdline in cmdlines() for m in _SESSION.findall(cmdline)}
 
 
 def entries(where: Path, pattern: str = "*") -> set[Path]:
@@ -117,13 +112,13 @@ class Footprint(threading.Thread):
 
     def summary(self) -> list[str]:
         gb = 1 << 30
-        lines = [(f"free at start {self.start_free / gb:.1f} GB, lowest {self.lowest[0] / gb:.1f} GB "
-                  f"(during {self.lowest[1]}), now {self.free() / gb:.1f} GB")]
-        lines.append(f"test files left {sum(map(sum, self.written.values())) / gb:.2f} GB in all, removed as each ended "
+        lines = [(f"free at start {self.start_free / gb:.1f} GiB, lowest {self.lowest[0] / gb:.1f} GiB "
+                  f"(during {self.lowest[1]}), now {self.free() / gb:.1f} GiB")]
+        lines.append(f"test files left {sum(map(sum, self.written.values())) / gb:.2f} GiB in all, removed as each ended "
                      "(but for failed files); the most:")
         mb = 1 << 20
         for name, (ray, tmp, train) in sorted(self.written.items(), key=lambda kv: -sum(kv[1]))[:5]:
-            lines.append(f"{(ray + tmp + train) / mb:8.0f} MB  {name} (Ray sessions {ray / mb:.0f}, tmp dirs "
+            lines.append(f"{(ray + tmp + train) / mb:8.0f} MiB  {name} (Ray sessions {ray / mb:.0f}, tmp dirs "
                          f"{tmp / mb:.0f}, Ray Train storage {train / mb:.0f})")
         return lines
 

@@ -24,17 +24,24 @@ from pathlib import Path
 POLL_S = 0.5  # a controller lives for a whole fit() (seconds at least), so none is missed
 
 
+def cmdlines():
+    """(/proc/PID, its command line) of every process, those gone or not ours to read left out."""
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                yield proc, (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+
+
 def _controllers() -> set[tuple[int, str]]:
     found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if (proc / "cmdline").read_bytes().startswith(b"ray::TrainController"):
-                # the start time (field 22 of stat) tells a new process from a reused pid
+    for proc, cmdline in cmdlines():
+        if cmdline.startswith(b"ray::TrainController"):
+            try:  # the start time (field 22 of stat) tells a new process from a reused pid
                 found.add((int(proc.name), (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]))
-        except (OSError, IndexError):
-            continue
+            except (OSError, IndexError):
+                continue
     return found
 
 

@@ -59,5 +59,5 @@ def test_a_failed_file_keeps_everything_and_the_summary_names_it(tmp_path):
     fp.current = "tests/x/test_b.py::test_one"
     fp.stop()
     lines = fp.summary()
-    assert lines[0].startswith("free at start ") and "GB" in lines[0]
+    assert lines[0].startswith("free at start ") and "GiB" in lines[0]
     assert "tests/x/test_b.py (Ray sessions 0, tmp dirs 0, Ray Train storage 0)" in lines[2]
