@@ -117,7 +117,7 @@ class Footprint(threading.Thread):
         lines.append(f"test files left {sum(map(sum, self.written.values())) / gb:.2f} GiB in all, removed as each ended "
                      "(but for failed files); the most:")
         mb = 1 << 20
-        for name, (ray, tmp, train) in sorted(self.written.items(), key=lambda kv: -sum(kv[1]))[:5]:
+        for name, (ray, tmp, train) in sorted(((k, v) for k, v in self.written.items() if sum(v)), key=lambda kv: -sum(kv[1]))[:5]:
             lines.append(f"{(ray + tmp + train) / mb:8.0f} MiB  {name} (Ray sessions {ray / mb:.0f}, tmp dirs "
                          f"{tmp / mb:.0f}, Ray Train storage {train / mb:.0f})")
         return lines

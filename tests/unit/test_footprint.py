@@ -60,4 +60,4 @@ def test_a_failed_file_keeps_everything_and_the_summary_names_it(tmp_path):
     fp.stop()
     lines = fp.summary()
     assert lines[0].startswith("free at start ") and "GiB" in lines[0]
-    assert "tests/x/test_b.py (Ray sessions 0, tmp dirs 0, Ray Train storage 0)" in lines[2]
+    assert "tests/x/test_b.py (Ray sessions 0, tmp dirs 0, Ray Train storage 0)" in lines[2]  # 0 MiB: rounded
