@@ -8,8 +8,9 @@ Ray Data, as Arrow tables, and does the per-batch work itself:
   fixed-size-list and tensor columns through Arrow, never row by row in Python) and keeps up to
   READ_AHEAD_BYTES of them; when a pass ends it starts the next one at once, so the pass's start-up runs
   while the step trains on what was read ahead (no pause between epochs);
-- a cutter thread shuffles each chunk's rows (seeded per pass), prepares the chunk (the recipe's
-  preprocessing, in one call), cuts it into batches (whole batches only; a pass's last partial batch is
+- a cutter thread mixes the rows across a shuffle window (raylab/data/shuffle.py: the worker's whole split where
+  it fits in WINDOW_BYTES, a new seeded order every pass), prepares them a chunk's worth at a time (the recipe's
+  preprocessing, in one call), cuts them into batches (whole batches only; a pass's last partial batch is
   dropped) and converts each (tensors for torch) for the step, a few batches ahead.
 
 The reader starts as the worker's training function starts (raylab/data/shard.py read_early), so the first pass
@@ -25,6 +26,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from raylab.data.shuffle import SortedLook, Window, describe, window_rows
 from raylab.errors import UserError
 
 READ_AHEAD_BYTES = 256 << 20  # dense chunks a worker reads ahead of the cutter (at least two chunks)
@@ -212,13 +214,21 @@ class Delivery:
     """Batches of one worker's streamed split, made ahead of the step (see the module's docstring).
 
     reader: a Reader of the split's passes (started already, or made here from start_pass and names);
-    prepare(chunk) -> the prepared (x, y) of a dense numpy chunk (shuffled already); cut(xy, lo, hi) -> one
-    converted batch of it; total: the batches to make (then the threads stop)."""
+    prepare(chunk) -> the prepared (x, y) of a dense numpy chunk (mixed already); cut(xy, lo, hi) -> one
+    converted batch of it; total: the batches to make (then the threads stop). split_rows: the rows of the
+    worker's split (None: not known; the window is then as large as WINDOW_BYTES allows); order: how the source
+    orders its files or blocks (recorded with the window); look: (target column, notify(line)) to say once when the
+    split's first chunks look sorted by that target and the window cannot hold the split (rank 0 only)."""
 
     def __init__(self, reader: Reader, batch: int, seed: int, prepare: Callable[[dict], Any],
-                 cut: Callable[[Any, int, int], Any], total: int):
+                 cut: Callable[[Any, int, int], Any], total: int, split_rows: int | None = None,
+                 order: str = "the source's order", look: tuple[str, Callable[[str], Any]] | None = None):
         self.reader, self.batch, self.seed, self.total = reader, batch, seed, total
         self._prepare, self._cut = prepare, cut
+        self.split_rows, self.order, self.made = split_rows, order, 0
+        self.window: Window | None = None  # made at the first chunk, sized from its rows' bytes
+        self._carry: dict | None = None  # rows short of a whole batch, joined to the next ones
+        self._look, self._sorted = look, SortedLook() if look else None
         self.early = False  # whether the reader started as the training function did (read_early)
         self._ready: queue.Queue = queue.Queue(maxsize=READY_BATCHES)
         self._stop = threading.Event()
@@ -235,6 +245,11 @@ class Delivery:
     @property
     def first_chunk_s(self) -> float | None:
         return self.reader.first_chunk_s
+
+    def shuffle(self) -> str:
+        """The shuffle this worker's passes got (the `shuffle` param): "global", or the window's rows."""
+        rows = max(self.reader.pass_rows, default=self.split_rows)
+        return describe(self.window.capacity if self.window else None, rows, self.order)
 
     def _more(self, pass_rows: list[int]) -> bool:
         return sum(r // self.batch for r in pass_rows) < self.total and pass_rows[-1] >= self.batch
@@ -272,33 +287,62 @@ class Delivery:
                     return False
         return False
 
-    # shuffled, prepared chunks cut into whole batches
+    # chunks mixed in the window, prepared and cut into whole batches
     def _cut_all(self) -> None:
-        made, passes, carry = 0, 0, None
-        rng = np.random.default_rng(self.seed)
-        while made < self.total:
+        passes = 0
+        while self.made < self.total:
             item = self.reader.take()
             if item is None:
                 return
             if isinstance(item, BaseException):
                 raise item
-            if isinstance(item, _End):  # the pass's partial last batch is dropped
+            if isinstance(item, _End):  # the window's rest goes out; the pass's partial last batch is dropped
                 if item.rows < self.batch:
                     raise RuntimeError("this worker's stream split is empty: the dataset has fewer items than the "
                                        "trial's workers x batch")
-                carry, passes = None, passes + 1
-                rng = np.random.default_rng((self.seed, passes))
-                continue
-            chunk = take(item, rng.permutation(rows(item)))
-            if carry is not None:
-                chunk = join(carry, chunk)
-            n = rows(chunk)
-            whole = n - n % self.batch
-            carry = take(chunk, slice(whole, n)) if whole < n else None
-            if whole == 0:
-                continue
-            prepared = self._prepare(take(chunk, slice(0, whole)))
-            for lo in range(0, whole, self.batch):
-                if made == self.total or not self._put(self._cut(prepared, lo, lo + self.batch)):
+                pieces = self.window.drain(chunk_rows(self.batch)) if self.window else ()
+            else:
+                pieces = self._window(item, passes).add(item)
+            for piece in pieces:
+                if not self._batches(piece):
                     return
-                made += 1
+            if isinstance(item, _End):
+                passes, self._carry = passes + 1, None
+                if self.window:
+                    self.window.start(np.random.default_rng((self.seed, passes)))
+
+    def _window(self, chunk: dict, passes: int) -> Window:
+        """The shuffle window, made at the first chunk (its rows' bytes size it); the chunk looked at first."""
+        if self.window is None:
+            n = rows(chunk)
+            self.window = Window(window_rows(self.split_rows, nbytes(chunk) / max(n, 1), chunk_rows(self.batch)))
+            self.window.start(np.random.default_rng((self.seed, passes)))
+        if self._sorted is not None and passes == 0 and self._sorted.verdict is None:
+            self._look_at(chunk)
+        return self.window
+
+    def _look_at(self, chunk: dict) -> None:
+        target, notify = self._look
+        if self._sorted.add(chunk[target]) and self.window.capacity < (self.split_rows or 0):
+            notify(f"the streamed train split looks sorted by {target!r}: its first {self._sorted.rows:,} rows "
+                   f"hold each class in one run, and the shuffle window holds {self.window.capacity:,} of a worker's "
+                   f"{self.split_rows:,} rows, so batches mix few classes. Shuffle the rows once when writing the "
+                   "files (pandas: df.sample(frac=1, random_state=0)), or write many smaller files: their order is "
+                   "shuffled every pass.")
+
+    def _batches(self, chunk: dict) -> bool:
+        """Cuts mixed rows into whole batches (the rest carried to the next rows), prepared and converted, and hands
+        them to the step; False once stopped or every batch was made."""
+        if self._carry is not None:
+            chunk = join(self._carry, chunk)
+        n = rows(chunk)
+        whole = n - n % self.batch
+        self._carry = take(chunk, slice(whole, n)) if whole < n else None
+        if whole == 0:
+            return True
+        prepared = self._prepare(take(chunk, slice(0, whole)))
+        for lo in range(0, whole, self.batch):
+            if self.made == self.total or not self._put(self._cut(prepared, lo, lo + self.batch)):
+                return False
+            self.made += 1
+        return True

@@ -72,8 +72,15 @@ class StreamShard:
     def batches(self, batch: int, seed: int, convert: Callable = lambda xy: xy) -> Deliveries:
         """What StreamBatches starts: this worker's passes over its split, chunks of chunk_rows(batch) rows from Ray
         Data (Arrow tables) cut into whole, prepared and converted batches in the worker (raylab/data/deliver.py).
-        Rows are shuffled within each chunk (seeded per pass); file order is shuffled at the read."""
-        return Deliveries(self, batch, seed, convert)
+        Rows are mixed across a shuffle window (raylab/data/shuffle.py: the whole split where it fits), a new
+        seeded order every pass; the source's files or blocks are read in a new order every pass."""
+        self.deliveries = Deliveries(self, batch, seed, convert)
+        return self.deliveries
+
+    def shuffle(self) -> str:
+        """The shuffle this worker's passes got (recorded as the trial's `shuffle` param)."""
+        delivery = getattr(getattr(self, "deliveries", None), "delivery", None)
+        return delivery.shuffle() if delivery is not None else "not started"
 
     def test(self, size: int = 512):
         """The test split's prepared batches (an iterable the task's evaluator reads once per evaluation)."""
@@ -114,9 +121,12 @@ class Deliveries:
 
         early = _early.pop("train", None)
         reader = early or train_reader(data.shard, info, self.batch)
-        delivery = Delivery(reader, self.batch, self.seed, prepare, cut, total)
-        delivery.early = early is not None
-        return delivery
+        notify = _early.pop("notify", None)
+        look = (info.targets, notify) if notify is not None and isinstance(info.targets, str) else None
+        self.delivery = Delivery(reader, self.batch, self.seed, prepare, cut, total, split_rows=data.items,
+                                 order=info.order, look=look)
+        self.delivery.early = early is not None
+        return self.delivery
 
 
 _early: dict = {}  # the train split's Reader, started as the worker's training function starts
@@ -140,6 +150,8 @@ def read_early(cfg) -> None:
         import ray.train
 
         _early["train"] = train_reader(ray.train.get_dataset_shard("train"), cfg.shared, cfg.batch_per_replica)
+        if ray.train.get_context().get_world_rank() == 0:  # rank 0 says when its split looks sorted (console)
+            _early["notify"] = lambda line: cfg.sink.note.remote(line)
 
 
 class TestRange:
@@ -221,14 +233,15 @@ def items_per_worker(cfg, world: int) -> int:
 
 
 def data_facts(data) -> dict:
-    """What a trial records of how its input ran."""
+    """What a trial records of how its input ran; `shuffle` becomes the trial's param of that name (in memory every
+    framework draws a new permutation of the worker's whole shard each pass: "global")."""
     if not data.streamed:
-        return {"input": "in memory (object store, seeded shard per worker)"}
+        return {"input": "in memory (object store, seeded shard per worker)", "shuffle": "global"}
     from raylab.data.deliver import READ_AHEAD_BYTES
 
     return {"input": f"streamed (Ray Data streaming_split, Arrow chunks of 8 batches (at least 2048 rows) cut in the "
-                     f"worker, rows shuffled within a chunk, {READ_AHEAD_BYTES >> 20} MB read ahead across passes)",
-            "input_items_per_worker": data.items}
+                     f"worker, rows mixed in a shuffle window, {READ_AHEAD_BYTES >> 20} MB read ahead across passes)",
+            "input_items_per_worker": data.items, "shuffle": data.shuffle}  # read when the trial reports
 
 
 def stream_stats(data, rank: int) -> Callable[[], dict] | None:

@@ -19,6 +19,11 @@ stacked("a", "b", ...) for scalar columns gathered into one input):
 
 `pipeline=` adds a function run inside the pipeline (Ray Data map_batches, numpy batch -> numpy batch);
 the recipe's `preprocess` still runs per framework on each batch, as for in-memory data.
+
+Every pass of the train split is shuffled: each worker mixes its rows in a shuffle window (raylab/data/shuffle.py,
+the whole split where it fits), and the sources that have several files or blocks read them in a new seeded order
+every pass (Stream.order says which: Ray Data's file shuffle and randomize_block_order, seeded with the run's seed
+and Ray Data's count of the dataset's executions), so rows the window cannot hold together still mix over passes.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from raylab.data.shuffle import aligned_shards, blocks_per_pass, per_pass
 from raylab.errors import UserError
 
 MANIFEST = "raylab-data.json"
@@ -73,6 +79,7 @@ class StreamInfo:
     targets: str | tuple[str, ...]
     train_items: int
     test_items: int
+    order: str = "blocks in the source's order"  # how the train split's files or blocks are ordered (Stream.order)
 
     def names(self) -> tuple[str, ...]:
         """The columns a worker reads: the inputs' and the targets'."""
@@ -103,7 +110,7 @@ class Stream:
     """A dataset read by Ray Data as the trial trains (see the module's docstring for the sources)."""
 
     name: str
-    make: Callable[[str], Any]  # split -> a lazy ray.data.Dataset (called on the driver, after Ray starts)
+    make: Callable[[str, int], Any]  # (split, seed) -> a lazy ray.data.Dataset (called on the driver, after Ray starts)
     source: str  # where it is read from (recorded in MLflow)
     inputs: str | tuple[str, ...] = "x"
     targets: str | tuple[str, ...] = "y"
@@ -113,6 +120,7 @@ class Stream:
     synthetic: bool = False
     note: str = ""
     check: Callable[[], None] | None = field(default=None, repr=False)  # cheap checks before Ray starts
+    order: str = "blocks in the source's order"  # the train split's files or blocks, per pass (the `shuffle` param)
     streamed = True  # (a class attribute) an in-memory raylab.data.Dataset says False
 
     @property
@@ -121,9 +129,10 @@ class Stream:
             return ()
         return tuple(k if isinstance(k, str) else "+".join(k.names) for k in self.targets)
 
-    def dataset(self, split: str, limit: int | None = None):
-        """The split as a lazy Ray Data Dataset with the pipeline's map applied (and the --quick limit)."""
-        ds = self.make(split)
+    def dataset(self, split: str, limit: int | None = None, seed: int = 0):
+        """The split as a lazy Ray Data Dataset with the pipeline's map applied (and the --quick limit); `seed`
+        seeds the train split's order of files or blocks (a new one every pass)."""
+        ds = self.make(split, seed)
         if self.pipeline is not None:
             ds = ds.map_batches(self.pipeline, batch_format="numpy")
         return ds.limit(limit) if limit else ds
@@ -143,17 +152,18 @@ def parquet(path: str | None = None, *, train: str | None = None, test: str | No
     inputs, targets = (inputs if isinstance(inputs, (str, Stacked)) else tuple(inputs)), \
         (targets if isinstance(targets, (str, Stacked)) else tuple(targets))
 
-    def make(split):
+    def make(split, seed):
         import ray.data
 
         with parquet_reader():
-            ds = ray.data.read_parquet(train if split == "train" else test, shuffle="files" if split == "train" else None)
+            ds = ray.data.read_parquet(train if split == "train" else test, shuffle=per_pass(seed) if split == "train" else None)
         return ds.select_columns([*columns(inputs), *columns(targets)])  # pushed down into the read
 
     return Stream(name or manifest.get("name") or Path(train).parent.name, make, manifest.get("source", f"Parquet in {train}, {test}"),
                   inputs, targets, manifest.get("train_items"), manifest.get("test_items"), pipeline,
                   synthetic=manifest.get("synthetic", False),
-                  check=lambda: _check_parquet((train, test), (*columns(inputs), *columns(targets))))
+                  check=lambda: _check_parquet((train, test), (*columns(inputs), *columns(targets))),
+                  order="files in a new seeded order every pass (each file's row groups in order)")
 
 
 @contextmanager
@@ -179,15 +189,22 @@ def npy(train: dict[str, str], test: dict[str, str], *, inputs="x", targets="y",
         raise UserError(f"npy(): train and test need the same columns, holding {columns(inputs) + columns(targets)}; "
                         f"got {sorted(train)} and {sorted(test)}.")
 
-    def make(split):
+    aligned = aligned_shards(list(train.values()))
+
+    def make(split, seed):
         import ray.data
 
         paths = train if split == "train" else test
-        parts = [ray.data.read_numpy(p, override_num_blocks=None).rename_columns({"data": c}) for c, p in paths.items()]
+        # every column's files in the same new order each pass (one seed), where their shards line up row for row
+        order = per_pass(seed) if split == "train" and aligned else None
+        parts = [ray.data.read_numpy(p, override_num_blocks=None, shuffle=order).rename_columns({"data": c})
+                 for c, p in paths.items()]
         return parts[0].zip(*parts[1:]) if len(parts) > 1 else parts[0]
 
     return Stream(name, make, f".npy shards in {', '.join(train.values())}", inputs, targets, pipeline=pipeline,
-                  check=lambda: _exists(*train.values(), *test.values()))
+                  check=lambda: _exists(*train.values(), *test.values()),
+                  order="files in a new seeded order every pass" if aligned else
+                  "files in the source's order (the columns' shards do not line up file for file)")
 
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
@@ -203,7 +220,7 @@ def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", n
     classes = _classes(train)
     listed: dict = {}  # listed when the driver opens the stream (not when a recipe module is imported)
 
-    def make(split):
+    def make(split, seed):
         import pyarrow as pa
         import ray.data
 
@@ -216,12 +233,13 @@ def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", n
         parts = [table.slice(i, IMAGES_PER_TASK) for i in range(0, len(paths), IMAGES_PER_TASK)] or [table]
         ds = ray.data.from_arrow(parts)
         if split == "train":
-            ds = ds.randomize_block_order()  # and the blocks' order shuffled per pass (as Parquet's files are)
+            ds = blocks_per_pass(ds, seed)  # and the blocks of file names in a new order every pass (before decoding)
         return ds.map_batches(_decoder(size, mode), batch_size=IMAGES_PER_TASK, batch_format="numpy")
 
     folder = Path(train).parent.name if Path(train).name.lower() in SPLIT_NAMES + ("training",) else Path(train).name
     return Stream(name or folder, make, f"images in {train}, {test} ({len(classes)} classes)", "x", "y",
-                  pipeline=pipeline, check=lambda: _exists(train, test))
+                  pipeline=pipeline, check=lambda: _exists(train, test),
+                  order=f"files mixed across classes once, blocks of {IMAGES_PER_TASK} in a new seeded order every pass")
 
 
 def _listing(folder: str, classes: list[str]) -> tuple[list[str], np.ndarray]:
@@ -268,23 +286,27 @@ def generator(fn: Callable[[np.ndarray, str], dict], train_items: int, test_item
               name="generated", batch: int = 256, pipeline=None, source: str = "") -> Stream:
     """Items made by fn(ids, split) -> {column: array with one row per id}, on the Ray Data side: nothing on disk
     and nothing on the driver, at any size. fn should be deterministic in (ids, split)."""
-    def make(split):
+    def make(split, seed):
         import ray.data
 
         n = train_items if split == "train" else test_items
-        return ray.data.range(n).map_batches(lambda b: fn(b["id"], split), batch_size=batch, batch_format="numpy")
+        ids = blocks_per_pass(ray.data.range(n), seed) if split == "train" else ray.data.range(n)
+        return ids.map_batches(lambda b: fn(b["id"], split), batch_size=batch, batch_format="numpy")
 
     return Stream(name, make, source or f"generated by {getattr(fn, '__name__', 'a function')}", inputs, targets,
-                  train_items, test_items, pipeline, synthetic=True)
+                  train_items, test_items, pipeline, synthetic=True, order="blocks of ids in a new seeded order every pass")
 
 
 def ray_dataset(train, test, *, inputs="x", targets="y", name="ray-dataset", pipeline=None) -> Stream:
     """Your own Ray Data pipeline: Datasets, or functions returning them (called on the driver after Ray starts)."""
-    def make(split):
+    def make(split, seed):
         ds = train if split == "train" else test
         return ds() if callable(ds) else ds
 
-    return Stream(name, make, "a Ray Data pipeline", inputs, targets, pipeline=pipeline)
+    # Its blocks are not reordered: randomize_block_order waits for every block of a pipeline before the first goes
+    # on (the whole dataset, read); a pipeline of your own can call it where its blocks are small (file names).
+    return Stream(name, make, "a Ray Data pipeline", inputs, targets, pipeline=pipeline,
+                  order="blocks in the dataset's own order")
 
 
 def _check_parquet(paths: tuple[str, ...], names: tuple[str, ...]) -> None:
@@ -354,8 +376,9 @@ class Streamed:
         return self.stream.name
 
 
-def open_stream(stream: Stream, quick: tuple[int, int] | None = None) -> Streamed:
-    """The stream's datasets, counted where the stream does not say its size (Parquet: from file metadata)."""
+def open_stream(stream: Stream, quick: tuple[int, int] | None = None, seed: int = 0) -> Streamed:
+    """The stream's datasets, counted where the stream does not say its size (Parquet: from file metadata); `seed`
+    seeds the train split's order of files or blocks, a new one every pass."""
     import logging
 
     limits = dict(zip(SPLIT_NAMES, quick or (None, None)))
@@ -364,7 +387,7 @@ def open_stream(stream: Stream, quick: tuple[int, int] | None = None) -> Streame
     quiet, level = logging.getLogger("ray.data"), logging.getLogger("ray.data").level
     quiet.setLevel(logging.WARNING)
     try:
-        datasets = {s: stream.dataset(s, limits[s]) for s in SPLIT_NAMES}
+        datasets = {s: stream.dataset(s, limits[s], seed) for s in SPLIT_NAMES}
         sizes = {"train": stream.train_items, "test": stream.test_items}
         for split, n in sizes.items():
             if n is None:
@@ -375,4 +398,5 @@ def open_stream(stream: Stream, quick: tuple[int, int] | None = None) -> Streame
     if sizes["train"] == 0 or sizes["test"] == 0:
         raise UserError(f"{stream.name}: the streamed {'train' if not sizes['train'] else 'test'} split is empty "
                         f"({stream.source}).")
-    return Streamed(stream, datasets, StreamInfo(stream.inputs, stream.targets, sizes["train"], sizes["test"]))
+    return Streamed(stream, datasets, StreamInfo(stream.inputs, stream.targets, sizes["train"], sizes["test"],
+                                                 stream.order))

@@ -22,6 +22,7 @@ class Progress(threading.Thread):
         self.sink, self.tracker, self.run_id, self.label, self.log = sink, tracker, run_id, label, log
         self.synthetic = synthetic  # random labels: the accuracy is chance, so it is not printed
         self.logged, self.stopping, self.last_line, self.printed = 0, threading.Event(), None, 0.0
+        self.noted = 0  # the workers' lines printed so far
         self.first: tuple[float, int] | None = None  # (time, steps done) at the first progress report
 
     def run(self):
@@ -30,9 +31,13 @@ class Progress(threading.Thread):
 
     def poll(self) -> tuple[list, dict | None]:
         try:
-            (latest, epochs, final), pids = ray.get([self.sink.poll.remote(), self.sink.pids.remote()], timeout=30)
+            (latest, epochs, final), pids, notes = ray.get([self.sink.poll.remote(), self.sink.pids.remote(),
+                                                            self.sink.notes.remote()], timeout=30)
         except Exception:  # noqa: BLE001 - a slow poll is retried next time
             return [], None
+        for note in notes[self.noted:]:  # a worker's warning, on raylab's console rather than in its Ray log
+            console.get().line(f"[{self.label}] WARNING: {note}")
+        self.noted = len(notes)
         if self.log is not None:
             for pid, ip in pids:
                 console.get().claim(ip, pid, self.log)

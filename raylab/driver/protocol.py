@@ -21,7 +21,7 @@ PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"
           ("built_loss", "loss as built"),
           ("built_metrics", "metrics as built"), ("built_preprocess", "preprocessing as built"),
           ("precision_applied", "precision"), ("float32_matmul", "float32 matmul"),
-          ("threads", "threads/replica"), ("data", "data"),
+          ("threads", "threads/replica"), ("data", "data"), ("shuffle", "shuffle"),
           ("train_samples", "train samples"), ("seed", "seed"), ("epochs", "epochs"),
           ("steps_per_epoch", "steps/epoch")]
 PER_RUN_LENGTH = [("built_lr_schedule", "learning rate as built"), ("global_batch", "global batch")]

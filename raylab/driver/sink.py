@@ -4,7 +4,8 @@ Owned by the driver, so it outlives a worker group that Ray Train restarts. Its 
 each with its own state, composed into the one `TrialSink` actor (one actor per trial: more would cost
 start-up); the actor's method names are the workers' protocol and do not change.
 
-- `TrialLog`: progress, per-epoch metrics (each epoch's first arrival), rank 0's final result, checksums.
+- `TrialLog`: progress, per-epoch metrics (each epoch's first arrival), rank 0's final result, checksums, and
+  the lines a worker has for the console (a streamed split that looks sorted, raylab/data/deliver.py).
 - `Attempts`: each worker-group attempt's start, last sign of life, last checkpoint; the checkpoint interval.
 - `ServerRegistry`: parameter-server trials' servers, and the workers' done and report-round counts.
 - `WorkerProcesses`: the trial's worker processes (pid, node ip) and the environment each started with.
@@ -30,12 +31,17 @@ class TrialLog:
         self.checksums: dict[int, object] = {}  # rank -> its parameters' checksum at the end
         self.nodes: dict[int, str | None] = {}  # rank -> the Ray node it ran on
         self.peaks: dict[int, float | None] = {}  # rank -> its process's peak RSS, MB
+        self.notes: list[str] = []  # lines a worker has for raylab's console, each once
 
     def epoch(self, fields: dict) -> None:
         # An epoch re-sent from a checkpoint after a restart is not logged twice: its first arrival is kept.
         if all(e["epoch"] != fields["epoch"] for e in self.epochs):
             self.epochs.append(fields)
             self.epochs.sort(key=lambda e: e["epoch"])
+
+    def note(self, line: str) -> None:
+        if line not in self.notes:  # a restarted worker group says it again
+            self.notes.append(line)
 
     def checksum(self, rank: int, value, node_id=None, peak_rss_mb=None) -> None:
         self.checksums[rank] = value
@@ -127,6 +133,13 @@ class TrialSink:
 
     def result(self, fields):
         self.log.final = fields
+
+    def note(self, line):
+        """A line a worker has for raylab's console (the driver prints it as a WARNING, once)."""
+        self.log.note(line)
+
+    def notes(self):
+        return list(self.log.notes)
 
     def checksum(self, rank, value, node_id=None, peak_rss_mb=None):
         self.log.checksum(rank, value, node_id, peak_rss_mb)

@@ -88,10 +88,13 @@ def trial_record(final: dict | None, epochs: list[dict], wall_s: float, target: 
     # Per-epoch names already carry their history (step = epoch); log only the new ones, as single values
     # at step 0 (the MLflow UI draws those as bars, one per trial, rather than one-point lines).
     metrics = {k: v for k, v in result.items() if k not in last}
-    # What ran is what's recorded: the `strategy` param and the run name say what ran, not what was asked.
+    # What ran is what's recorded: the `strategy` param and the run name say what ran, not what was asked; `shuffle`
+    # how rank 0's passes over its data were shuffled (in memory "global"; parity compares it).
     ran = actual["actual_strategy"]
-    params = {"strategy": ran, **({"global_batch": actual["global_batch"]} if replicas_found else {})}
-    return TrialRecord(result, metrics, {**actual, "requested_strategy": asked}, params, ran)
+    params = {"strategy": ran, **({"global_batch": actual["global_batch"]} if replicas_found else {}),
+              "shuffle": actual.get("shuffle", "global")}  # the parameter-server kinds: in memory
+    tags = {**{k: v for k, v in actual.items() if k != "shuffle"}, "requested_strategy": asked}
+    return TrialRecord(result, metrics, tags, params, ran)
 
 
 def agreement(per_rank: list, nodes: list) -> dict:

@@ -49,6 +49,17 @@ def test_parity_flags_what_differs_and_passes_weak_scaling_batches():
     assert mismatches == ["oversubscribed"]
 
 
+def test_parity_names_a_shuffle_that_differs():
+    """A streamed trial whose shuffle window could not hold its split did not train on the same order of data as
+    one shuffled over the whole split (in memory: "global"): unfair, and said."""
+    window = "window 2,621 rows, files in a new seeded order every pass"
+    lines, mismatches = protocol.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle=window)])
+    assert mismatches == ["shuffle"]
+    assert f"  ! shuffle: tf:none x1 global, torch:none x1 {window}" in lines
+    lines, mismatches = protocol.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle="global")])
+    assert mismatches == [] and "    shuffle: global" in lines
+
+
 def test_parity_compares_what_each_worker_built():
     """Two trials that declared the same task but built different optimizers (Keras' and torch's default
     Adam epsilon) are unfair; the same built optimizer is fair."""

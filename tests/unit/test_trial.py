@@ -26,14 +26,23 @@ def test_the_result_is_the_final_report_the_last_epoch_and_the_wall_time():
     # Per-epoch names keep their history (step = epoch): only the rest is logged once more.
     assert set(rec.metrics) == {"samples_per_sec", "startup_s", "wall_s", "time_to_target_s", "startup_floor_s"}
     assert rec.tags == {**FINAL["actual"], "requested_strategy": "none"}
-    assert rec.params == {"strategy": "none"} and rec.ran == "none"
+    assert rec.params == {"strategy": "none", "shuffle": "global"} and rec.ran == "none"  # in memory: global
 
 
 def test_what_ran_is_recorded_not_what_was_asked():
     final = {**FINAL, "actual": {"actual_strategy": "mirrored", "global_batch": 256}}
     rec = trial_record(final, EPOCHS, 1.0, None, floor=None, asked="tpu", replicas_found=True)
-    assert rec.ran == "mirrored" and rec.params == {"strategy": "mirrored", "global_batch": 256}
+    assert rec.ran == "mirrored" and rec.params == {"strategy": "mirrored", "global_batch": 256, "shuffle": "global"}
     assert rec.tags["requested_strategy"] == "tpu" and "startup_floor_s" not in rec.result
+
+
+def test_the_shuffle_a_worker_reports_is_the_shuffle_param():
+    """A streamed trial's rank 0 says how its passes were shuffled (raylab/data/shard.py data_facts): a param, which
+    parity compares, not a tag; the final report it came in is left as it was (a pure function)."""
+    final = {**FINAL, "actual": {**FINAL["actual"], "shuffle": "window 2,621 rows, files in a new seeded order"}}
+    rec = trial_record(final, EPOCHS, 1.0, None, floor=None, asked="none")
+    assert rec.params["shuffle"] == "window 2,621 rows, files in a new seeded order" and "shuffle" not in rec.tags
+    assert final["actual"]["shuffle"].startswith("window")
 
 
 def test_no_final_report_is_an_error():
@@ -79,6 +88,9 @@ def test_the_sink_keeps_each_epochs_first_arrival_and_each_attempt():
     log.epoch({"epoch": 1, "x": "a"})
     log.epoch({"epoch": 2, "x": "again"})
     assert [e["x"] for e in log.epochs] == ["a", "first"]
+    log.note("the split looks sorted")
+    log.note("the split looks sorted")  # said again by a restarted worker group: printed once
+    assert log.notes == ["the split looks sorted"]
     tries = Attempts()
     tries.start(0.0)
     tries.alive(1.0)
