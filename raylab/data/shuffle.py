@@ -42,7 +42,7 @@ def describe(window: int | None, pass_rows: int | None, order: str) -> str:
     if window >= pass_rows:
         return "global"
     # not the split's rows: trials of the same data on 1 and 2 workers had the same shuffle (parity compares it)
-    return f"window {window} rows, {order}"
+    return f"window {window:,} rows, {order}"
 
 
 class Window:

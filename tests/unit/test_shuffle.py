@@ -66,7 +66,7 @@ def test_a_window_smaller_than_the_split_mixes_more_than_a_chunk_and_says_how_la
     rows = np.concatenate([x for x, _ in passes[0]])
     assert len(set(rows.tolist())) == len(rows)
     assert classes_per_batch(passes[0]) > 2.5
-    assert delivery.shuffle() == "window 6000 rows, files in a new seeded order every pass"
+    assert delivery.shuffle() == "window 6,000 rows, files in a new seeded order every pass"
 
 
 def test_the_window_hands_out_every_row_once_however_chunks_and_window_compare():

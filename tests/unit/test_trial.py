@@ -102,3 +102,28 @@ def test_the_sink_keeps_each_epochs_first_arrival_and_each_attempt():
     ps = ServerRegistry()
     ps.servers["s0"] = ("handle", [0])
     assert ps.lookup(["s0"]) == [("handle", [0])] and ps.lookup(["s0", "s1"]) is None
+
+
+def test_a_workers_note_is_one_warning_line_on_raylabs_console(tmp_path, monkeypatch):
+    """What rank 0 says of its streamed split (raylab/data/deliver.py: it looks sorted, the shuffle window cannot
+    hold it) reaches raylab's console once, as a WARNING under the trial's name, not a Ray log line."""
+    import io
+
+    from raylab.driver import console, progress
+
+    out = io.StringIO()
+    monkeypatch.setattr(console, "_console", console.Console(root=tmp_path, stream=out))
+    monkeypatch.setattr(progress.ray, "get", lambda refs, timeout=None: refs)  # the fake sink's calls are values
+    log = TrialLog()
+
+    class Call:  # an actor method whose .remote() is its value now
+        def __init__(self, value):
+            self.remote = value
+
+    sink = SimpleNamespace(poll=Call(lambda: (None, [], None)), pids=Call(lambda: []), notes=Call(lambda: list(log.notes)))
+    watch = progress.Progress(sink, tracker=None, run_id="r", label="torch:none x1")
+    log.note("the streamed train split looks sorted by 'label'")
+    watch.poll()
+    log.note("the streamed train split looks sorted by 'label'")  # a restarted worker says it again
+    watch.poll()
+    assert out.getvalue() == "[torch:none x1] WARNING: the streamed train split looks sorted by 'label'\n"
