@@ -11,8 +11,10 @@ Four sources, each read both ways in the same run, the order alternating between
 raylab: a 1-worker Ray Train group on a 2-CPU in-process cluster (the worker reserves one CPU, Ray Data has the
 other: 1 data CPU), reading its split through the same StreamShard and StreamBatches a torch:none trial uses
 (Arrow chunks cut into prepared batches in the worker), with a step that does nothing; --passes passes, timed from
-the second pass's first batch (what was read ahead while the first pass started is left out; every later pass's
-start is counted, as a trial's epochs are).
+the second pass's first batch to the last pass's first batch, the passes between counted (what was read ahead while
+the first pass started is left out; every later pass's start is counted, as a trial's epochs are; a delivery that
+hands a pass out only once it is read, a shuffle window holding the whole split, is timed over whole passes too:
+its first batch of a pass is where the reading of that pass ended).
 plain: one process, no Ray: pyarrow reads each file (the list column flattened to one array by Arrow), shuffled,
 cut into batches; PIL decodes each image; the generator's function called on each batch of ids. The same passes.
 
@@ -175,18 +177,21 @@ def plain_generator(n: int):
 
 
 def plain_rate(make_pass, passes: int) -> dict:
+    """Timed as raylab's side: from the second pass's first batch to the last pass's first batch."""
     one_pass = make_pass()
     rng = np.random.default_rng(0)
     t0, rows, first = time.perf_counter(), 0, None
     for p in range(passes):
-        for b in one_pass(rng):
+        for i, b in enumerate(one_pass(rng)):
             if first is None:
                 first = time.perf_counter() - t0
-            if p == 1 and rows == 0:
-                t1 = time.perf_counter()  # timed from the second pass's first batch, as raylab's side
-            elif p >= 1:
+            if i == 0 and p == 1:
+                t1 = time.perf_counter()
+            if p == passes - 1:
+                return {"samples_per_s": rows / (time.perf_counter() - t1), "first_batch_s": first}
+            if p >= 1:
                 rows += len(next(iter(b.values())))
-    return {"samples_per_s": rows / (time.perf_counter() - t1), "first_batch_s": first}
+    raise ValueError("--passes: at least 3 a source")
 
 
 # -- raylab's side: a 1-worker Ray Train group, the torch trial's batch source, a step that does nothing -------------
@@ -213,10 +218,12 @@ def raylab_rate(stream, passes: int) -> dict:
         first = time.perf_counter() - t0
         for _ in range(steps):  # the first pass: what was read ahead while it started is not counted
             source.next()
-        t1 = time.perf_counter()
-        for _ in range(steps * (config["passes"] - 1) - 1):
+        t1 = time.perf_counter()  # the second pass's first batch
+        timed = steps * (config["passes"] - 2)
+        for _ in range(timed):  # to the last pass's first batch
             source.next()
-        rate = (steps * (config["passes"] - 1) - 1) * BATCH / (time.perf_counter() - t1)
+        rate = timed * BATCH / (time.perf_counter() - t1)
+        source.close()
         Path(config["out"]).write_text(json.dumps({"samples_per_s": rate, "first_batch_s": first,
                                                    "passes": source.delivery.passes}))
 
@@ -289,7 +296,7 @@ def main() -> None:
     p.add_argument("--pandas-rows", type=int, default=12000)
     p.add_argument("--images", type=int, default=20000)
     p.add_argument("--generated", type=int, default=20000)
-    p.add_argument("--passes", type=str, default="exported=4,pandas=20,images=4,generator=4,images-export=4")
+    p.add_argument("--passes", type=str, default="exported=5,pandas=21,images=5,generator=5,images-export=5")
     p.add_argument("--trials", help="run these trials on the pandas table and the fashion export instead")
     args = p.parse_args()
     if args.trials:
