@@ -7,6 +7,8 @@ Ray starts or any worker runs.
 from __future__ import annotations
 
 import os
+import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,9 @@ class TrialSpec:
     short: str  # the strategy's short name, e.g. "mwms", "ddp"
     workers: int  # data-parallel replicas asked for
     batch: int | None = None  # a --batch sweep's size (per replica, or global where the recipe fixes it); None: the recipe's
+    # How its steps execute where --compile changed it from the kind's own ("inductor", "xla": Strategy.executions);
+    # None: the kind's --compile off execution (eager torch, TF's tf.function, jax's jit)
+    execution: str | None = None
 
     @property
     def kind(self) -> str:
@@ -44,7 +49,12 @@ class TrialSpec:
     @property
     def name(self) -> str:
         """The MLflow run name, the same shape for every framework so the compare view lines up."""
-        return f"{self.kind} x{self.workers}" + (f" b{self.batch}" if self.batch else "")
+        return (f"{self.kind} x{self.workers}" + (f" b{self.batch}" if self.batch else "")
+                + (f" {self.execution}" if self.execution else ""))
+
+    def executes(self) -> str:
+        """The execution label it runs and records (`execution`): its own, else its kind's --compile off one."""
+        return self.execution or get_strategy(self.kind).executions["off"]
 
 
 @dataclass
@@ -82,6 +92,23 @@ class Settings:
     profile: bool = False  # --profile: one steady window of rank 0 per trial, in the framework's profiler
     memory_cap_mb: int | None = None  # each training worker process's RLIMIT_DATA (None: no cap)
     concurrency: int | None = 1  # trials at once, each on whole nodes of its own (None: as many as nodes allow)
+    # Compiled artefacts (Inductor's cache, jax's persistent cache): "warm", one directory per invocation shared by
+    # the trials and workers of a node; "cold", a new empty one per trial
+    compile_cache: str = "warm"
+    invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
+
+
+def compile_cache_dir(cfg: Settings, run_id: str) -> str:
+    """Where a trial's workers cache compiled code on their node: the invocation's directory (warm), or one of the
+    trial's own (cold). The driver removes its own node's at the invocation's end (remove_compile_cache)."""
+    root = Path(tempfile.gettempdir()) / "raylab-compile" / cfg.invocation_key
+    return str(root if cfg.compile_cache == "warm" else root / run_id)
+
+
+def remove_compile_cache(cfg: Settings) -> None:
+    import shutil
+
+    shutil.rmtree(Path(tempfile.gettempdir()) / "raylab-compile" / cfg.invocation_key, ignore_errors=True)
 
 
 def split_trial(item: str) -> tuple[str, int | None]:
@@ -135,8 +162,10 @@ def parse_workers(text: str) -> list[int]:
     return parse_counts(text, "--workers", "1,2")
 
 
-def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,)) -> list[TrialSpec]:
-    """The trial matrix: per batch size of a sweep, every kind on every worker count it supports, in the order given."""
+def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("off",),
+                  device: str = "cpu") -> list[TrialSpec]:
+    """The trial matrix: per batch size of a sweep, every kind on every worker count it supports, in the order given,
+    each in every execution --compile asks that it has (one trial per distinct execution: jax:none is jit both ways)."""
     specs = []
     for item in kinds:
         kind, fixed = split_trial(item)
@@ -152,8 +181,42 @@ def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batche
             notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
                          f"{','.join(str(w) for w in asked if w not in fits)}")
         fw, st = kind.split(":")
-        specs += [TrialSpec(fw, st, w) for w in fits]
-    return [TrialSpec(s.framework, s.short, s.workers, b) for b in batches for s in specs]
+        runs = executions(strategy, compiles, device, notes)
+        specs += [TrialSpec(fw, st, w, execution=e) for w in fits for e in runs]
+    return [TrialSpec(s.framework, s.short, s.workers, b, s.execution) for b in batches for s in specs]
+
+
+def executions(strategy, compiles, device: str, notes: list[str]) -> list[str | None]:
+    """The distinct executions a kind runs for the --compile values asked (None: its --compile off one); UserError
+    where it can run none of them, a note for each it skips."""
+    off = strategy.executions["off"]
+    runs, skipped = [], []
+    for asked in compiles:
+        label, why = strategy.execution(asked, device)
+        if label is None:
+            skipped.append(why)
+        elif (None if label == off else label) not in runs:
+            runs.append(None if label == off else label)
+    if not runs:
+        raise UserError(f"{skipped[0]}; drop it from --trials or choose another --compile.")
+    notes += [f"{why}: skipped" for why in skipped]
+    return runs
+
+
+def parse_compile(values: str, modes: str) -> list[str]:
+    """--compile off,on x --compile-mode: the compile axis ("off", "on", "on:max-autotune", ...), in order."""
+    from raylab.registry import COMPILE_MODES
+
+    asked = [v.strip() for v in values.split(",") if v.strip()]
+    chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [v for v in asked if v not in ("off", "on")] + [m for m in chosen if m not in COMPILE_MODES]
+    if bad or not asked or not chosen:
+        raise UserError(f"--compile '{values}' --compile-mode '{modes}': give --compile off, on or off,on and "
+                        f"--compile-mode one or more of {', '.join(COMPILE_MODES)}.")
+    if "on" not in asked and modes != "default":
+        raise UserError("--compile-mode applies to compiled trials; add --compile on (or off,on).")
+    return list(dict.fromkeys(v if v == "off" else ("on" if m == "default" else f"on:{m}")
+                              for v in asked for m in (chosen if v == "on" else ["default"])))
 
 
 def default_tracking_uri() -> str:

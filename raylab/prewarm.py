@@ -31,6 +31,7 @@ START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAG
              "XLA_PYTHON_CLIENT_PREALLOCATE", "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")
 
 started: dict[str, float] = {}  # module -> seconds its import took on the hook's thread (for tests and phases)
+_thread: threading.Thread | None = None  # the hook's import thread, in a process whose hook ran
 
 
 def enabled() -> bool:
@@ -64,7 +65,17 @@ def start() -> None:
             import numpy  # noqa: F401
         except Exception:  # noqa: BLE001 - the hook never raises
             pass
-        threading.Thread(target=_import, args=(modules,), name="raylab-prewarm", daemon=True).start()
+        global _thread
+        _thread = threading.Thread(target=_import, args=(modules,), name="raylab-prewarm", daemon=True)
+        _thread.start()
+
+
+def settled(timeout: float = 300.0) -> None:
+    """Waits until the hook's imports have ended. Code that imports deep into a framework from the main thread while
+    they run (torch.compile importing torch._inductor beside the hook's torch._dynamo) can meet a half-initialised
+    module ("cannot import name ... from partially initialized module"), so it waits first."""
+    if _thread is not None:
+        _thread.join(timeout)
 
 
 def hello(sink) -> None:

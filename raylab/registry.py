@@ -67,6 +67,12 @@ class Strategy:
     # What its worker processes get in their environment from their start (what the framework reads at import,
     # raylab/prewarm.py), from (its backend config, the run config).
     worker_env: Callable[[object, object], dict] | None = None
+    # How its steps execute for each --compile value ("off", "on", "on:<mode>"): the label it runs and records as
+    # `execution` ("eager", "tf.function", "inductor", "xla", "jit", ...). A value it has no key for, it cannot run;
+    # a kind that always compiles (jax, torch_xla) maps every value to the same label.
+    executions: dict = field(default_factory=lambda: {"off": "eager"})
+    # Why an execution label cannot run on a device ("cpu", "gpu", "tpu"), or None: execution_check(label, device).
+    execution_check: Callable[[str, str], str | None] | None = None
 
     @property
     def framework(self) -> str:
@@ -91,6 +97,14 @@ class Strategy:
             return answer(device)
         return None if answer is None else f"{self.kind} has no {precision} step in raylab: {answer}"
 
+    def execution(self, asked: str, device: str) -> tuple[str | None, str | None]:
+        """(the execution label --compile `asked` runs, or None; why not, where it cannot run)."""
+        label = self.executions.get(asked)
+        if label is None:
+            return None, f"{self.kind} has no '{asked}' execution in raylab (it runs {', '.join(sorted(set(self.executions.values())))})"
+        reason = self.execution_check(label, device) if self.execution_check else None
+        return (None, reason) if reason else (label, None)
+
     def layout(self, workers: int, threads: int, ps: int = 0) -> Layout:
         if self.in_one_process:
             return Layout(1, threads * workers, workers)
@@ -99,6 +113,17 @@ class Strategy:
         if self.ps_roles == "hosts":
             return Layout(workers + ps, threads, workers)
         return Layout(workers, threads, workers)
+
+
+# --compile's values: off, or on in one of torch.compile's modes ("on" is its default mode). A framework without
+# modes maps each "on" value to its one compiled execution.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+COMPILED = tuple("on" if mode == "default" else f"on:{mode}" for mode in COMPILE_MODES)
+
+
+def always(label: str) -> dict:
+    """The executions of a kind that runs `label` whatever --compile says (jax's jit, torch_xla's graphs)."""
+    return {value: label for value in ("off", *COMPILED)}
 
 
 PS_NO_BF16 = "its parameter servers hold float32 weights and apply the updates"  # the ps kinds' bf16 and fp16 answer

@@ -58,7 +58,8 @@ def _trials(recipe, args, notes: list[str]) -> list[C.TrialSpec]:
     if missing:
         raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
                         f"choose trials of {', '.join(sorted(recipe.models))}.")
-    trials = C.expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None])
+    compiles = C.parse_compile(args.compile, args.compile_mode)
+    trials = C.expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None], compiles, args.device)
     uneven = [s.name for s in trials if recipe.global_batch and recipe.with_batch(s.batch).global_batch % s.workers]
     if uneven:
         raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
@@ -91,7 +92,7 @@ def _run_settings(args) -> dict:
         "repeats": C.check_positive("repeats", args.repeats), "baseline": args.baseline,
         "max_failures": check_failures(args.max_failures),
         "checkpoint_every_min": check_minutes(args.checkpoint_every), "storage": args.storage,
-        "concurrency": args.concurrency,
+        "concurrency": args.concurrency, "compile_cache": args.compile_cache,
         "profile": args.profile, "batch_max": (args.batch or "").strip() == "max",
         "memory_cap_mb": None if args.memory_cap_mb is None else C.check_positive("memory-cap-mb", args.memory_cap_mb),
     }

@@ -50,9 +50,29 @@ def _what_to_run(g, recipe) -> None:
                    help="training steps between host reads: loss and metrics add up on the device and are read "
                         "once per K steps (and at each epoch's end); TF runs the K steps as one tf.function call "
                         "(default: %(default)s)")
+    _execution(g)
     g.add_argument("--step-latency", action="store_true",
                    help="read back after every step (--window 1) so step_time_p50/p90 are per-step latencies; "
                         "slower, and recorded as step_timing='per step (synced)'")
+
+
+def _execution(g) -> None:
+    """--compile and its mode and cache: how each trial's steps execute, an axis like --workers."""
+    g.add_argument("--compile", default="off", metavar="off|on|off,on",
+                   help="how the steps execute: off = each framework's usual way (torch eager, TF's tf.function, jax "
+                        "jit, torch_xla's graphs); on = compiled (torch.compile of the model's forward pass and the "
+                        "loss with Inductor, TF with XLA via jit_compile=True; jax and torch_xla are compiled "
+                        "either way). 'off,on' runs each trial both ways, side by side, named '... inductor', "
+                        "'... xla'. Recorded as execution; the parity report flags trials that differ in it "
+                        "(default: %(default)s)")
+    g.add_argument("--compile-mode", default="default", metavar="MODE[,MODE...]",
+                   help="the mode of torch.compile for compiled torch trials, each its own trial: default, "
+                        "reduce-overhead (CUDA graphs: GPU only) or max-autotune (default: %(default)s)")
+    g.add_argument("--compile-cache", choices=["warm", "cold"], default="warm",
+                   help="compiled code (Inductor's cache, jax's persistent compilation cache): 'warm' keeps it in "
+                        "one directory per invocation that the trials and workers on a node share, so a model "
+                        "compiles once per node; 'cold' gives every trial an empty one. Recorded as compile_cache "
+                        "(default: %(default)s)")
 
 
 def _task(g, recipe) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from raylab.config import Settings, TrialSpec
+from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
 from raylab.driver import cluster, console, matrix
 from raylab.driver.baseline import baseline_specs, run_baseline
@@ -156,4 +156,5 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
         raise
     finally:
         inv.end_parent(trials.done(), status)
+        remove_compile_cache(cfg)  # this node's; a cluster's other nodes keep theirs under their /tmp
     return inv.parent, trials.done()

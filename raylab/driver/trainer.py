@@ -9,7 +9,7 @@ Test the framework with `strategy.framework`, never with the short name.
 from __future__ import annotations
 
 from raylab import failure, prewarm
-from raylab.config import Settings, TrialSpec
+from raylab.config import Settings, TrialSpec, compile_cache_dir
 from raylab.driver import matrix
 from raylab.driver.resources import worker_resources
 from raylab.loop.worker import WorkerConfig
@@ -31,7 +31,7 @@ def worker_env(strategy, backend, cfg: Settings) -> dict:
 
 
 def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink,
-                  start: float) -> WorkerConfig:
+                  start: float, run_id: str = "") -> WorkerConfig:
     """The small picklable config every worker of the trial receives."""
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
@@ -43,7 +43,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
         window=cfg.window, checkpoint=cfg.max_failures != 0,
         checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb, profile=cfg.profile,
-        probe=cfg.probe,
+        probe=cfg.probe, execution=spec.executes(), compile_cache=compile_cache_dir(cfg, run_id),
     )
 
 
@@ -83,7 +83,7 @@ def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
                        failure_config=FailureConfig(max_failures=cfg.max_failures),
                        checkpoint_config=CheckpointConfig(num_to_keep=1),
                        worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
-    wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start)
+    wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start, run_id)
     trainer_class = guarded_trainer_class(DataParallelTrainer, sink)
     return trainer_class(failure.guard(strategy.worker_loop), train_loop_config={"cfg": wcfg}, backend_config=backend,
                                scaling_config=scaling_config(cfg, spec, nodes), run_config=run_config, **datasets(shared))

@@ -43,6 +43,9 @@ class WorkerConfig:
     probe: bool = False  # a --batch max probe (raylab/driver/batchsize.py): no evaluation
     profile: bool = False  # rank 0 profiles its first steady window (raylab/loop/profile.py)
     memory_cap_mb: int | None = None  # the worker process's RLIMIT_DATA while it trains (None: none)
+    # How its steps execute (`execution`: "eager", "inductor", "tf.function", "xla", "jit", ...: Strategy.executions)
+    execution: str = "eager"
+    compile_cache: str | None = None  # the directory its compiled code is cached in (None: the framework's default)
 
     @property
     def framework(self) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ray.train.backend import Backend, BackendConfig
 
 from raylab.frameworks.jax.worker import jax_worker_loop
-from raylab.registry import Strategy
+from raylab.registry import Strategy, always
 
 
 def thread_env(threads: int) -> dict:
@@ -77,9 +77,10 @@ class JaxConfig(BackendConfig):
 
 
 _FP16 = "optax applies no loss scaling (jax runs bf16)"
+# A jax step is always compiled (jax.jit): --compile off and on both run it, recorded as jit.
 NONE = Strategy("jax:none", jax_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
-                worker_env=_worker_env, fp16=_FP16)
+                worker_env=_worker_env, fp16=_FP16, executions=always("jit"))
 DP = Strategy("jax:dp", jax_worker_loop, lambda device: JaxConfig(), batch_search=True, worker_env=_worker_env,
-              fp16=_FP16)
+              fp16=_FP16, executions=always("jit"))
 
 KINDS = {"none": NONE, "dp": DP}

@@ -22,6 +22,6 @@ def set_up(ctx, facts: dict, precision: str, gpu: bool):
     ctx.device = device
     ctx.bf16 = precision == "bf16" and device.platform != "cpu"
     facts.update(framework_version=jax.__version__, device_kind=device.platform)
-    from raylab.frameworks.jax.compiles import CompileWatch
+    from raylab.frameworks.jax.compiles import Compilations
 
-    return CompileWatch(0).snapshot
+    return Compilations().snapshot

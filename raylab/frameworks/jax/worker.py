@@ -35,18 +35,17 @@ def jax_worker_loop(config: dict) -> None:
     import ray.train
     from flax import nnx
 
-    from raylab.frameworks.jax.compiles import CompileWatch
+    from raylab.frameworks.jax.compiles import watch
     from raylab.loop import StepContext, Training, run_epochs
 
-    # float32 matmuls and convolutions in float32 (on GPUs jax's default is TF32's), as raylab's TF and torch trials
-    jax.config.update("jax_default_matmul_precision", "highest")
+    configure(jax, cfg.compile_cache)
     phases.mark("imports")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     if jax.process_count() != world:
         raise RuntimeError(f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
                            "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)")
-    compiles = CompileWatch(cfg.warmup_steps)
+    compiles = watch(cfg.warmup_steps)
     mesh, devices = global_mesh(cfg.short, cfg.device)
     phases.mark("setup")
 
@@ -100,7 +99,19 @@ def facts(cfg, devices, world: int, params, precision: str, built: dict, data) -
         "local_replicas": len(jax.local_devices()) if cfg.short == "dp" else 1,
         **jax_facts(params, cfg), "precision_applied": precision, **built, **data_facts(data), "input_order": order,
         **({} if data.streamed else {"input": "in memory (object store, the whole split in every worker)"}),
+        "execution": cfg.execution,
     }
+
+
+def configure(jax, directory: str | None) -> None:
+    """float32 matmuls and convolutions in float32 (on GPUs jax's default is TF32's), as raylab's TF and torch trials;
+    jax's persistent compilation cache in `directory` (--compile-cache: the invocation's, shared by this node's
+    workers, or the trial's own), every compilation kept however quick (jax keeps only those over 1 s by default)."""
+    jax.config.update("jax_default_matmul_precision", "highest")
+    if directory:
+        jax.config.update("jax_compilation_cache_dir", f"{directory}/jax")
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
 class StateHolder:

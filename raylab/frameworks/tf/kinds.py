@@ -28,7 +28,7 @@ from ray.train.backend import Backend, BackendConfig
 from raylab.frameworks.tf.ps import tf_ps_loop
 from raylab.frameworks.tf.worker import tf_worker_loop
 from raylab.loop.worker import new_group, set_group
-from raylab.registry import PS_NO_BF16, Strategy
+from raylab.registry import PS_NO_BF16, Strategy, always
 
 
 def _address() -> str:
@@ -111,17 +111,23 @@ def _no_gpu(backend, cfg) -> dict:
     return {"CUDA_VISIBLE_DEVICES": ""}  # tf:ps runs on CPUs
 
 
+# --compile: each window's steps in a tf.function (a graph, as Keras runs them), or that step also compiled by XLA
+# (jit_compile=True, set explicitly: Keras' "auto" turns XLA off on CPUs and under tf.distribute). XLA has no modes
+# of its own: every mode of --compile on is XLA.
+_XLA = {**always("xla"), "off": "tf.function"}
+_GRAPH = {"off": "tf.function"}  # no XLA step in raylab (raylab/frameworks/tf/compiled.py says why)
 _SYNC = dict(worker_env=_cpu_env, batch_search=True)  # what the synchronous kinds share
-NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, fp16=None, **_SYNC)
+NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, fp16=None, executions=_XLA,
+                **_SYNC)
 MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True, fp16=None,
-                    **_SYNC)
-MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), fp16=None, **_SYNC)
+                    executions=_GRAPH, **_SYNC)
+MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), fp16=None, executions=_GRAPH, **_SYNC)
 # One worker on one TPU host; its replicas are that host's TPU cores (a pod slice: --tpu-type).
 TPU = Strategy("tf:tpu", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, preflight=_tpu_preflight,
                resources=_tpu_resources, replicas_found=True, device_of=lambda cfg: "tpu",
-               fp16="TPUs have no float16 arithmetic (they run bf16)", **_SYNC)
+               fp16="TPUs have no float16 arithmetic (they run bf16)", executions=always("xla"), **_SYNC)
 PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief", bf16=PS_NO_BF16,
-              fp16=PS_NO_BF16,
-              worker_env=_no_gpu)
+              fp16=PS_NO_BF16, worker_env=_no_gpu,
+              executions=_GRAPH)
 
 KINDS = {"none": NONE, "mirrored": MIRRORED, "mwms": MWMS, "tpu": TPU, "ps": PS}

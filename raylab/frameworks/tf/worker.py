@@ -103,25 +103,24 @@ def batch_source(tf, dist, data, batch: int, local_replicas: int, seed: int, ste
     return StreamBatches(data.batches(batch * local_replicas, seed), steps_per_epoch)
 
 
-def stream_train_fn(tf, dist, task, model, optimizer, source, cfg, local_replicas: int):
+def stream_train_fn(tf, dist, task, step, source, cfg, local_replicas: int):
     """train(k) for a streamed split: the window's k batches are taken from the source in Python (each wait
     timed there, and nothing reads ahead of the step, so the waits are the steps'), stacked, and run as one
     tf.function call, a tf.range loop over them; each local replica trains on its slice of each batch."""
     width, per = 1 + 2 * len(task.specs), cfg.batch_per_replica
 
-    def replica_step(xs, ys, i):
+    def sliced_step(xs, ys, i):
         local = tf.distribute.get_replica_context().replica_id_in_sync_group % local_replicas
 
         def cut(a):
             return a[i, local * per:(local + 1) * per]
 
-        xb, yb = tf.nest.map_structure(cut, xs), tf.nest.map_structure(cut, ys)
-        return task.train_step(model, optimizer, xb, yb, cfg.global_batch)
+        return step(tf.nest.map_structure(cut, xs), tf.nest.map_structure(cut, ys))
 
     def distributed_step(xs, ys, i):
-        return tf.add_n(dist.experimental_local_results(dist.run(replica_step, args=(xs, ys, i))))
+        return tf.add_n(dist.experimental_local_results(dist.run(sliced_step, args=(xs, ys, i))))
 
-    one = distributed_step if cfg.short != "none" else replica_step  # as _train_fn: no strategy.run for none
+    one = distributed_step if cfg.short != "none" else sliced_step  # as _train_fn: no strategy.run for none
 
     @tf.function(reduce_retracing=True)  # the window's length is a dimension: one more trace generalises it
     def steps(xs, ys):
@@ -180,14 +179,10 @@ def tf_worker_loop(config: dict) -> None:
     # Already sharded: each pipeline reads its worker's shard (or split), batched per replica.
     batches = batch_source(tf, dist, data, cfg.batch_per_replica, local_replicas, cfg.seed + rank, steps_per_epoch)
     phases.mark("data")
-    with dist.scope():
-        model, optimizer = task.build_model(), task.build_optimizer()
-        if cfg.precision == "fp16":
-            optimizer = scaling.loss_scale_optimizer(keras, tf, optimizer)
-        # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
-        # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
-        optimizer.build(model.trainable_variables)
+    model, optimizer = _model(tf, keras, dist, task, cfg.precision)
     phases.mark("model")
+    train, xla, execution = training(tf, dist, task, model, optimizer, batches, cfg, ran, data.streamed,
+                                     local_replicas)
     scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
     evaluate = evaluation(data, task.evaluator(model))
     actual = {
@@ -197,15 +192,43 @@ def tf_worker_loop(config: dict) -> None:
         **task.built(getattr(optimizer, "inner_optimizer", optimizer), data.sample()),
         "precision_applied": {v: k for k, v in POLICIES.items()}.get(keras.mixed_precision.global_policy().name,
                                                                      "fp32"),
-        **data_facts(data),
+        **data_facts(data), "execution": execution,
     }
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, (stream_train_fn(tf, dist, task, model, optimizer, batches, cfg, local_replicas)
-                          if data.streamed else _train_fn(tf, dist, task, model, optimizer, batches, cfg)), evaluate,
-        task.results, actual, lambda: replica_checksums(dist, model), read=lambda sums: sums.numpy() * scale,
+        steps_per_epoch, train, evaluate, task.results, actual, lambda: replica_checksums(dist, model),
+        read=lambda sums: sums.numpy() * scale,
         batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases,
-        extra=combined(stream_stats(data, rank), scaling.figures(optimizer) if cfg.precision == "fp16" else None),
+        extra=combined(stream_stats(data, rank), scaling.figures(optimizer) if cfg.precision == "fp16" else None,
+                       xla.figures if xla else None),
         step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))
+
+
+def _model(tf, keras, dist, task, precision: str):
+    """(model, optimizer) built in the strategy's scope; fp16's loss-scale optimizer (raylab/frameworks/tf/scaling.py)."""
+    from raylab.frameworks.tf import scaling
+
+    with dist.scope():
+        model, optimizer = task.build_model(), task.build_optimizer()
+        if precision == "fp16":
+            optimizer = scaling.loss_scale_optimizer(keras, tf, optimizer)
+        # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
+        # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def training(tf, dist, task, model, optimizer, batches, cfg, ran: str, streamed: bool, local_replicas: int):
+    """(train(k), its XlaWatch or None, the execution that runs): every local replica's step, XLA-compiled under
+    --compile on (raylab/frameworks/tf/compiled.py), a window of them per tf.function call."""
+    from raylab.frameworks.tf.compiled import XlaWatch, replica_step
+
+    # tf:tpu is XLA on a TPU (TPUStrategy compiles every step); its MirroredStrategy fallback runs tf.function
+    execution = "tf.function" if cfg.short == "tpu" and ran != "tpu" else cfg.execution
+    step = replica_step(tf, lambda xb, yb: task.train_step(model, optimizer, xb, yb, cfg.global_batch), execution)
+    xla = XlaWatch(step, cfg.warmup_steps) if execution == "xla" and cfg.short != "tpu" else None
+    train = (stream_train_fn(tf, dist, task, step, batches, cfg, local_replicas) if streamed
+             else _train_fn(tf, dist, task, step, batches, cfg))
+    return (xla.timed(train) if xla else train), xla, execution
 
 
 def _start(config: dict):
@@ -231,13 +254,11 @@ def _start(config: dict):
     return cfg, phases, tf
 
 
-def _train_fn(tf, dist, task, model, optimizer, batches, cfg):
-    """train(k): k synchronous steps of every local replica in one tf.function call (a tf.range loop, as
-    Keras' steps_per_execution), their [loss, metric sums...] summed on the device and returned unread.
-    The batch source is read when the function is first traced (after any restore)."""
-
-    def replica_step(xb, yb):
-        return task.train_step(model, optimizer, xb, yb, cfg.global_batch)
+def _train_fn(tf, dist, task, replica_step, batches, cfg):
+    """train(k): k synchronous steps of every local replica (`replica_step(xb, yb)`, XLA-compiled under --compile
+    on) in one tf.function call (a tf.range loop, as Keras' steps_per_execution), their [loss, metric sums...]
+    summed on the device and returned unread. The batch source is read when the function is first traced (after
+    any restore)."""
 
     def distributed_step():
         return tf.add_n(dist.experimental_local_results(dist.run(replica_step, args=batches.next())))

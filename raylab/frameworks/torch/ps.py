@@ -204,8 +204,10 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
 
     from raylab.data.shard import MemoryShard
     from raylab.frameworks.torch.task import TorchTask, to_tensors
-    from raylab.frameworks.torch.worker import host_copy, param_checksum, shard_batches, torch_facts, train_fn
-    from raylab.loop import StepContext, Training, run_epochs
+    from raylab.frameworks.torch.compiled import compile_model, set_cache, watch
+    from raylab.frameworks.torch.worker import (compile_figures, counted, host_copy, mean_loss, param_checksum,
+                                                shard_batches, torch_facts, train_fn)
+    from raylab.loop import StepContext, Training, combined, run_epochs
 
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
     task = TorchTask(cfg.task, total_updates)
@@ -217,12 +219,17 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     servers = _find_servers(cfg, group)
     remote = ServerOptimizer(servers, list(model.parameters()))  # starts from the servers' weights
 
+    set_cache(cfg.compile_cache)
+    compiled = compile_model(model, cfg.execution)  # --compile on: the worker's forward pass and loss
+    compiles = watch(cfg.warmup_steps) if cfg.execution != "eager" else None
     step = StepContext()
-    train = train_fn(task, model, remote, None, batches, step)
-    evaluate = task.evaluator(model, torch.device("cpu"))
+    train = train_fn(task, compiled, remote, None, batches, step, loss_of=mean_loss(task, cfg.execution),
+                     compiles=compiles)
+    evaluate = counted(compiles, task.evaluator(compiled, torch.device("cpu")))
     actual = {
         "strategy_class": f"ParameterServer({'sync' if sync else 'async'})", "replicas_in_sync": workers if sync else 1,
         "device_kind": "cpu", "comm_backend": "ray-actors", "parameter_servers": cfg.ps, **torch_facts(model),
+        "execution": cfg.execution,
         **task.built(*ray.get(servers[0][0].built.remote(), timeout=60), test[0]),
     }
     # Sync: the weights each worker holds after its last pull, as they are (they must agree). Async workers
@@ -239,7 +246,8 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
         steps_per_epoch, train, lambda: evaluate(*test), task.results, actual, checksum, read=read,
         batches=batches, step=step, saver=ps_saver(servers, group, cfg.sink),
         syncs=lambda: reads[0] + remote.comm["steps"],
-        extra=lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync)))
+        extra=combined(lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
+                       compile_figures(compiles))))
 
 
 class ServerOptimizer:

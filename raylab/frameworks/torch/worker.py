@@ -85,7 +85,6 @@ def torch_worker_loop(config: dict) -> None:
     cfg, phases, ctx = start_worker(config)
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
 
     from raylab.loop import StepContext, Training, combined, run_epochs
 
@@ -101,11 +100,7 @@ def torch_worker_loop(config: dict) -> None:
                            device if device.type != "cpu" else None)
     phases.mark("data")
 
-    module = task.build_model().to(device)
-    model = DistributedDataParallel(module) if cfg.short == "ddp" else module
-    model.train()
-    task.fused = cfg.precision == "fp16"  # Adam, AdamW, SGD: the loss scale's skip decided on the device
-    optimizer, scheduler = task.build_optimizer(model.parameters())
+    module, compiled, model, optimizer, scheduler, compiles = build_model(task, cfg, device)
     phases.mark("model")
     # bf16 and fp16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs;
     # fp16 scales the loss (raylab/frameworks/torch/scaling.py)
@@ -117,14 +112,14 @@ def torch_worker_loop(config: dict) -> None:
     step = (StepContext(cfg.precision, autocast=lambda: torch.autocast(device.type, dtype=low), profile=profile)
             if low is not None else StepContext(profile=profile))
     scale = LossScale(optimizer, device) if cfg.precision == "fp16" else None
-    evaluate = evaluation(data, task.evaluator(module, device))
+    evaluate = evaluation(data, counted(compiles, task.evaluator(compiled, device)))
     actual = {
         "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
         "device_kind": device.type,
         **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
         **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, data.sample()),
-        **data_facts(data),
+        **data_facts(data), "execution": cfg.execution,
     }
     reads = [0]  # the loop's reads, counted where GradScaler reads too (a recipe's optimizer under fp16)
 
@@ -133,11 +128,31 @@ def torch_worker_loop(config: dict) -> None:
         return host_copy(sums)
 
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step, scale), evaluate,
+        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step, scale,
+                                  mean_loss(task, cfg.execution), compiles), evaluate,
         task.results, actual, lambda: param_checksum(module), read=read, batches=batches, step=step,
         saver=torch_saver(module, optimizer, scheduler, device, scale), phases=phases,
         syncs=(lambda: reads[0] + scale.reads) if scale is not None and not scale.on_device else None,
-        extra=combined(stream_stats(data, rank), scale.figures if scale is not None else None)))
+        extra=combined(stream_stats(data, rank), scale.figures if scale is not None else None,
+                       compile_figures(compiles))))
+
+
+def build_model(task, cfg, device):
+    """(module, the model as compiled, as trained (DDP around it for torch:ddp), optimizer, scheduler, CompileWatch or
+    None): under --compile on, torch.compile of the model (raylab/frameworks/torch/compiled.py)."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from raylab.frameworks.torch.compiled import compile_model, watch
+
+    module = task.build_model().to(device)
+    compiled = compile_model(module, cfg.execution)
+    model = DistributedDataParallel(compiled) if cfg.short == "ddp" else compiled
+    model.train()
+    # fused Adam, AdamW, SGD: fp16's loss-scale skip decided on the device; compiled, the optimizer a careful user
+    # keeps eager beside a compiled model (one kernel per parameter group)
+    task.fused = cfg.precision == "fp16" or cfg.execution != "eager"
+    optimizer, scheduler = task.build_optimizer(model.parameters())
+    return module, compiled, model, optimizer, scheduler, watch(cfg.warmup_steps) if cfg.execution != "eager" else None
 
 
 def start_worker(config: dict):
@@ -152,12 +167,15 @@ def start_worker(config: dict):
     import ray.train
     import torch
 
+    from raylab.frameworks.torch.compiled import set_cache
+
     cfg = config["cfg"]
     phases.mark("imports")
     # Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than
     # 1 at batch 32 on a 2-core machine.
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's)
+    set_cache(cfg.compile_cache)
     return cfg, phases, ray.train.get_context()
 
 
@@ -179,13 +197,16 @@ def take_batch(x, y, idx):
     return take(x, idx), take(y, idx)
 
 
-def train_fn(task, model, optimizer, scheduler, batches, context, scale=None):
+def train_fn(task, model, optimizer, scheduler, batches, context, scale=None, loss_of=None, compiles=None):
     """train(k) -> [loss, metric sums...] of k optimizer updates, summed on the device and not read:
     nothing in a step waits on the host (DDP averages gradients). Batches come from `batches` (a
-    BatchSource); the forward pass and loss run in the StepContext's precision context; with fp16's `scale`
-    (a LossScale) the loss is scaled for backward() and the step skipped where the gradients are not finite.
-    The sums are kept as a plain loop keeps its running loss and accuracy (TorchTask.step_sums)."""
+    BatchSource); the forward pass runs in the StepContext's precision context, the loss (`loss_of(y, pred)`,
+    mean_loss: compiled where the model is) on float32 outputs; with fp16's `scale` (a LossScale, outside any
+    compiled code) the loss is scaled for backward() and the step skipped where the gradients are not finite.
+    `compiles` (a CompileWatch) is told of each step. The sums are kept as a plain loop keeps its running loss and
+    accuracy (TorchTask.step_sums)."""
     sums = task.step_sums()
+    loss_of = loss_of or mean_loss(task, "eager")
 
     def step():
         xb, yb = batches.next()
@@ -194,7 +215,7 @@ def train_fn(task, model, optimizer, scheduler, batches, context, scale=None):
             pred = model(xb)
         if context.precision != "fp32":
             pred = as_float32(pred)
-        loss = task.per_example_loss(yb, pred).mean()  # over the replica's batch; DDP averages across ranks
+        loss = loss_of(yb, pred)  # over the replica's batch; DDP averages across ranks
         if scale is None:
             loss.backward()
             optimizer.step()
@@ -204,6 +225,8 @@ def train_fn(task, model, optimizer, scheduler, batches, context, scale=None):
         if scheduler is not None:
             scheduler.step()
         sums.add(loss, yb, pred)
+        if compiles is not None:
+            compiles.after_step()
 
     def train(k: int):
         for _ in range(k):
@@ -211,6 +234,27 @@ def train_fn(task, model, optimizer, scheduler, batches, context, scale=None):
         return sums.take()
 
     return train
+
+
+def mean_loss(task, execution: str):
+    """loss_of(y, pred) -> the batch's mean loss, compiled as `execution` says (raylab/frameworks/torch/compiled.py)."""
+    from raylab.frameworks.torch.compiled import compile_loss
+
+    return compile_loss(lambda y, pred: task.per_example_loss(y, pred).mean(), execution)
+
+
+def counted(compiles, evaluate):
+    """evaluate, its compilations counted apart where the trial compiles (a CompileWatch), else as it is."""
+    return compiles.apart(evaluate) if compiles is not None else evaluate
+
+
+def compile_figures(compiles):
+    """Training.extra of a compiled trial: the compile_* figures and graph breaks (None for eager)."""
+    if compiles is None:
+        return None
+    from raylab.frameworks.torch.compiled import graph_breaks
+
+    return lambda: {**compiles.figures(), "graph_breaks": graph_breaks()}
 
 
 def as_float32(pred):

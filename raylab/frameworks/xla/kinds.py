@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from raylab.errors import UserError
 from raylab.frameworks.xla.worker import sync_path, xla_worker_loop  # noqa: F401 - sync_path: the backend's too
-from raylab.registry import Strategy
+from raylab.registry import Strategy, always
 
 PJRT_FOR_DEVICE = {"cpu": "CPU", "gpu": "CUDA", "tpu": "TPU"}
 RAY_RESOURCE = {"CUDA": "GPU", "TPU": "TPU"}  # the Ray resource a PJRT device needs
@@ -136,7 +136,9 @@ def _worker_env(backend, cfg) -> dict:
     return worker_env(backend.pjrt, backend.threads)
 
 
-_XLA = dict(preflight=_preflight, resources=_resources, bf16=_bf16,
+# torch_xla always compiles (each step is one XLA graph): --compile off and on both run it, recorded as xla.
+_XLA = dict(executions=always("xla"),
+            preflight=_preflight, resources=_resources, bf16=_bf16,
             fp16="torch_xla 2.9 has no float16 path on CPUs or TPUs (bf16 on a TPU)", device_of=_device,
             worker_env=_worker_env)
 SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, **_XLA)

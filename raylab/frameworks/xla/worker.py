@@ -26,6 +26,7 @@ def xla_worker_loop(config: dict) -> None:
     import torch_xla.debug.metrics as met
 
     from raylab.loop import StepContext, Training, run_epochs
+    from raylab.loop.compiles import CompileWatch
 
     phases.mark("imports")
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -51,7 +52,8 @@ def xla_worker_loop(config: dict) -> None:
     optimizer, scheduler = task.build_optimizer(list(model.parameters()))
     phases.mark("model")
 
-    compiles = CompileWatch(met, cfg.warmup_steps)
+    compiles = CompileWatch(lambda: compile_snapshot(met), cfg.warmup_steps,
+                            count=lambda: met.counter_value("UncachedCompile") or 0)  # a cheap counter, read every step
     train = xla_train(task, model, optimizer, scheduler, batches, path, step, compiles, device)
 
     evaluate = evaluation(data, compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)))
@@ -62,7 +64,7 @@ def xla_worker_loop(config: dict) -> None:
         "pjrt_device": pjrt,
         "sync_path": path,
         **torch_facts(model), "precision_applied": step.precision,
-        "torch_xla_version": torch_xla.__version__,
+        "torch_xla_version": torch_xla.__version__, "execution": cfg.execution,
         "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
         **task.built(optimizer, scheduler, data.sample()), **data_facts(data),
     }
@@ -152,46 +154,6 @@ def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
         yield from pl.MpDeviceLoader(loader, device)
 
     return Batches(start)
-
-
-class CompileWatch:
-    """XLA compilations during warm-up, after it (a training step whose graph changed), and in evaluation."""
-
-    def __init__(self, met, warmup_steps: int):
-        self.met, self.warmup_steps = met, warmup_steps
-        self.steps, self.seen, self.warm, self.eval = 0, 0, (0, 0.0), (0, 0.0)
-        self.late_steps: list[int] = []
-
-    def after_step(self) -> None:
-        self.steps += 1
-        if self.steps == self.warmup_steps:
-            self.warm = compile_snapshot(self.met)
-        seen = self.met.counter_value("UncachedCompile") or 0  # a cheap counter, read every step
-        if seen != self.seen:
-            if self.steps > self.warmup_steps:
-                self.late_steps.append(self.steps)
-            self.seen = seen
-
-    def apart(self, evaluate):
-        """evaluate, its compilations counted apart: evaluation graphs compile too, but are not training steps."""
-
-        def counted(*args):
-            before = compile_snapshot(self.met)
-            out = evaluate(*args)
-            after = compile_snapshot(self.met)
-            self.seen = self.met.counter_value("UncachedCompile") or 0
-            self.eval = (self.eval[0] + after[0] - before[0], self.eval[1] + after[1] - before[1])
-            return out
-
-        return counted
-
-    def figures(self) -> dict:
-        # Compiling during warm-up is expected; a training step compiling after it is a bug to show.
-        warm, end, ev = self.warm, compile_snapshot(self.met), self.eval
-        return {"compile_count_warmup": warm[0], "compile_time_warmup_s": warm[1],
-                "compiles_after_warmup": end[0] - warm[0] - ev[0],
-                "compile_time_after_warmup_s": end[1] - warm[1] - ev[1],
-                "compile_count_eval": ev[0], "compile_time_eval_s": ev[1]}
 
 
 def _device(pjrt: str, ctx):
