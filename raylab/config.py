@@ -54,7 +54,16 @@ class TrialSpec:
 
     def executes(self) -> str:
         """The execution label it runs and records (`execution`): its own, else its kind's --compile off one."""
-        return self.execution or get_strategy(self.kind).executions["off"]
+        return self.execution or self._strategy().executions["off"]
+
+    def compiled(self) -> bool:
+        """Whether its steps run compiled: its execution is the one its kind runs under --compile on."""
+        return self.executes() == self._strategy().executions.get("on")
+
+    def _strategy(self):
+        """Its kind's Strategy; a plain baseline's ("torch:plain") is the one its framework's plain script mirrors."""
+        single = framework_of(self.kind).single if self.short == "plain" else self.short
+        return get_strategy(f"{self.framework}:{single}")
 
 
 @dataclass

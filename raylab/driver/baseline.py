@@ -27,8 +27,9 @@ PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
 
 
 def baseline_specs(cfg: Settings) -> list[TrialSpec]:
-    """One plain baseline per framework among the trials (xla beside torch: its own loop) and batch size."""
-    return list(dict.fromkeys(TrialSpec(s.framework, "plain", 1, s.batch) for s in cfg.trials))
+    """One plain baseline per framework among the trials (xla beside torch: its own loop), batch size and execution
+    (a compiled trial's plain script compiles the same way)."""
+    return list(dict.fromkeys(TrialSpec(s.framework, "plain", 1, s.batch, s.execution) for s in cfg.trials))
 
 
 def plain_env(framework: str, threads: int) -> dict:
@@ -42,14 +43,15 @@ def plain_env(framework: str, threads: int) -> dict:
 
 
 def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdir: Path, trace: bool = False,
-              log: Path | None = None) -> dict:
+              log: Path | None = None, execution: str | None = None) -> dict:
     import cloudpickle
 
     data = (ds.x_train, ds.y_train, ds.x_test, ds.y_test)
     (workdir / "task.pkl").write_bytes(cloudpickle.dumps((recipe.task(ds.target_names), data)))
     spec = {"framework": framework, "task": str(workdir / "task.pkl"), "threads": cfg.threads, "epochs": cfg.epochs,
             "steps_per_epoch": cfg.steps_per_epoch, "batch": recipe.per_replica(1), "seed": cfg.seed,
-            "warmup": recipe.warmup_steps, "window": cfg.window, "trace": trace}
+            "warmup": recipe.warmup_steps, "window": cfg.window, "trace": trace,
+            "execution": execution or TrialSpec(framework, "plain", 1).executes()}
     (workdir / "spec.json").write_text(json.dumps(spec))
     start = time.time()
     out = subprocess.run([sys.executable, "-m", "raylab.frameworks.plain", str(workdir / "spec.json")], capture_output=True,
@@ -62,12 +64,13 @@ def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdi
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
 
 
-def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, repeat: int) -> dict:
+def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, repeat: int) -> dict:
     """The same param names as a trial's (raylab/driver/trial.py trial_params), for one plain process."""
     from raylab.driver.params import common_params
 
-    batch = recipe.per_replica(1)
+    batch, framework = recipe.per_replica(1), spec.framework
     return {**common_params(recipe, cfg, ds), "trial": f"{framework}:plain", "framework": framework,
+            "execution": spec.executes(), "compiled": spec.compiled(),
             "strategy": "plain", "requested_strategy": "plain", "workers": 1, "ray_workers": 0,
             "batch_per_replica": batch, "global_batch": batch, "oversubscribed": False, "baseline": True,
             "repeat": repeat}
@@ -84,6 +87,7 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
     built = {k: result.pop(k) for k in list(result)
              if k.startswith("built_") or k in ("optimizer_capturable", "jit_compile", "steps_per_call")}
     tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
+                              "execution": result.pop("execution"),
                               "precision_applied": "fp32", "device_kind": "cpu", **built})
     tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=0)
     return result
@@ -94,7 +98,7 @@ def run_baseline(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, tr
     """A plain script as a child run; started: told the outcome once the run exists (the driver ends it KILLED
     if the invocation is interrupted while it runs beside others)."""
     recipe, framework = recipe.with_batch(spec.batch), spec.framework
-    run_id = tracker.start_run(spec.name, baseline_params(recipe, cfg, ds, framework, repeat), tags, parent=parent_id)
+    run_id = tracker.start_run(spec.name, baseline_params(recipe, cfg, ds, spec, repeat), tags, parent=parent_id)
     print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
           f"(MLflow run {run_id}) ===", flush=True)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
@@ -108,7 +112,7 @@ def run_baseline(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, tr
 
     with recorded(outcome, tracker, after_end=after_end, log=log):  # a failed baseline is recorded, the trials run
         with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
-            result = run_plain(recipe, cfg, ds, framework, Path(tmp), log=log)
+            result = run_plain(recipe, cfg, ds, framework, Path(tmp), log=log, execution=spec.execution)
         outcome.result, outcome.ran = record_plain(tracker, run_id, result, recipe.target(ds)), "plain"
         val = "".join(f" {k} {v:.4g}" for k, v in result.items() if k.startswith("val_"))
         print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s,{val}",

@@ -16,6 +16,7 @@ from raylab.registry import frameworks
 COLUMNS = [
     ("trial", "trial", "{}"),
     ("status", "status", "{}"),
+    ("execution", "execution", "{}"),
     ("samples_per_sec", "samples/s", protocol.rate),
     ("step_time_p50_ms", "step p50 ms", "{:.2f}"),
     ("step_time_p90_ms", "step p90 ms", "{:.2f}"),
@@ -90,6 +91,8 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "oversubscribed": p.get("oversubscribed") == "True", "cpus_per_process": p.get("cpus_per_process"),
             "data_synthetic": p.get("data_synthetic") == "True", "parameters": t.get("parameters"),
             "precision_applied": t.get("precision_applied"), "float32_matmul": t.get("float32_matmul"),
+            # how its steps executed (the worker's tag; the param, what was asked, for a run that never started)
+            "execution": t.get("execution") or p.get("execution"), "compiled": p.get("compiled"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             "shared_machine": t.get("shared_machine") == "true",
             **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},

@@ -83,6 +83,7 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     lines, mismatches = [], []
     for key, label in PARITY:
         _same(trials, key, label, lines, mismatches)
+    _execution(trials, lines, mismatches)
     # What depends on the run's length and the replicas is compared within each worker count (and --batch size):
     # weak scaling grows the global batch with the replicas, so an x2 trial makes half the optimizer updates.
     swept = len({str(r.get("batch_per_replica")) for r in trials}) > 1
@@ -154,6 +155,29 @@ def startup(folded: list[dict]) -> list[str]:
         floor = f" (floor {r['startup_floor_s']:.1f})" if r.get("startup_floor_s") is not None else ""
         lines.append(f"{r['trial']}: {r['startup_s']:.1f} s{floor} = {parts}")
     return lines
+
+
+def _execution(trials: list[dict], lines: list, mismatches: list) -> None:
+    """Each trial's execution; compiled against not compiled (eager torch, a TF graph without XLA) is a difference,
+    with the fix. Compiled against compiled (Inductor, XLA, jit) is each framework at its best: no difference."""
+    runs = {r["trial"]: (r.get("execution"), r.get("compiled")) for r in trials if r.get("execution") is not None}
+    if not runs:
+        return
+    by = {}
+    for t, (e, _) in runs.items():
+        by.setdefault(e, []).append(t)
+    listed = "; ".join(f"{e}: {', '.join(ts)}" for e, ts in by.items())
+    both = {(r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "True"} & \
+        {(r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "False"}
+    if both:  # --compile off,on: a trial both ways is an axis, as a --batch sweep is; the table names each execution
+        lines.append(f"    execution (swept: compare compiled with compiled): {listed}")
+    elif len({str(c) for _, c in runs.values()}) > 1:
+        mismatches.append("execution")
+        lines.append(f"  ! execution (compiled against not): {listed}; run them all compiled with --compile on "
+                     "(or both ways with --compile off,on)")
+    else:
+        kind = {"True": " (compiled)", "False": " (not compiled)"}.get(str(next(iter(runs.values()))[1]), "")
+        lines.append(f"    execution{kind}: {listed}")
 
 
 def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: list) -> None:

@@ -1,8 +1,9 @@
 """JAX beside TensorFlow and PyTorch on a recipe written from docs/recipes.md alone: two named inputs, AdamW with a
-step schedule, accuracy and top-3 accuracy, a fixed global batch of 64. One invocation (tf:none, torch:none,
-jax:none, jax:dp x2); jax:dp x2 runs two processes of 32 each, which see the global batches jax:none sees, so its
-first steps' losses and its weights are jax:none's up to the order of a float sum (a real all-reduce between the
-processes, gloo on CPU).
+step schedule, accuracy and top-3 accuracy, a fixed global batch of 64. One invocation, every framework compiled
+(--compile on: tf:none with XLA, torch:none and torch:ddp x2 with torch.compile, jax:none, jax:dp x2 jitted), so
+the comparison is like with like; jax:dp x2 runs two processes of 32 each, which see the global batches jax:none
+sees, so its first steps' losses and its weights are jax:none's up to the order of a float sum (a real all-reduce
+between the processes, gloo on CPU).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from tests.integration.conftest import shared_run
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the shared run's
 
-TRIALS = ["tf:none x1", "torch:none x1", "jax:none x1", "jax:dp x2"]
+TRIALS = ["tf:none x1 xla", "torch:none x1 inductor", "torch:ddp x2 inductor", "jax:none x1", "jax:dp x2"]
+EXECUTION = {"tf:none x1 xla": "xla", "torch:none x1 inductor": "inductor", "torch:ddp x2 inductor": "inductor",
+             "jax:none x1": "jit", "jax:dp x2": "jit"}
 
 
 def two_inputs(n: int, seed: int):
@@ -80,7 +83,7 @@ def parity(ray_cluster, tmp_path_factory, template_db):
                     loss="sparse_categorical_crossentropy", metrics=("accuracy", "top_3_accuracy"),
                     optimizer=optimizer("adamw", 3e-3, weight_decay=0.01), schedule=Schedule("step", every=100, gamma=0.5),
                     batch_per_replica=64, global_batch=64, epochs=3, warmup_steps=8)
-    return shared_run(tmp_path_factory.mktemp("jax-parity"), template_db, "jax-parity", 4, recipe,
+    return shared_run(tmp_path_factory.mktemp("jax-parity"), template_db, "jax-parity", 5, recipe, "--compile", "on",
                       "--trials", ",".join(t.split()[0] + (" x2" if "x2" in t else "") for t in TRIALS))
 
 
@@ -95,13 +98,30 @@ def test_a_recipe_from_the_docs_trains_in_jax_as_in_tf_and_torch(parity):
         assert m["val_accuracy"] > 0.6 and m["val_top_3_accuracy"] > m["val_accuracy"], (name, m)
         built[name] = {k: v for k, v in run.data.tags.items() if k.startswith("built_")}
         assert int(run.data.params["global_batch"]) == 64
-    first = built["tf:none x1"]
+    first = built["tf:none x1 xla"]
     assert first["built_optimizer"] == "adamw(beta_1=0.9, beta_2=0.999, epsilon=1e-07, weight_decay=0.01)"
     assert first["built_metrics"] == "accuracy,top_3_accuracy"
     assert all(b == first for b in built.values()), built  # what each framework built, in portable terms
     assert "parity: fair" in parity.out
+    assert "    execution (compiled): xla: tf:none x1 xla; inductor: torch:none x1 inductor, torch:ddp x2 inductor; " \
+           "jit: jax:none x1, jax:dp x2" in parity.out
     accs = [parity.run(n).data.metrics["val_accuracy"] for n in TRIALS]
     assert max(accs) - min(accs) < 0.05, dict(zip(TRIALS, accs))
+
+
+@pytest.mark.parametrize("name", TRIALS)
+def test_every_trial_ran_compiled_and_its_compilations_were_counted(parity, name):
+    """--compile on: what each trial ran is recorded; compiling happened in the warm-up and never after it, and
+    torch.compile found no graph break in the two-input model (fullgraph=True would have raised)."""
+    run = parity.run(name)
+    tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+    assert tags["execution"] == params["execution"] == EXECUTION[name]
+    assert params["compiled"] == "True" and params["compile_cache"] == "warm"
+    assert metrics["compile_count_warmup"] >= 1 and metrics["compile_time_warmup_s"] > 0
+    assert metrics["compiles_after_warmup"] == 0 and "recompiled_after_warmup" not in tags
+    if EXECUTION[name] == "inductor":
+        assert metrics["graph_breaks"] == 0 and tags["optimizer_fused"] == "True"
+        assert tags["replicas_consistent"] == ("True" if "x2" in name else "n/a")
 
 
 def test_jax_dp_is_a_two_process_all_reduce_of_jax_none(parity):

@@ -258,3 +258,47 @@ def test_recipe_main_argparse_errors_exit_2(no_ray, capsys, argv):
         cli.recipe_main(RECIPE, argv)
     assert e.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_compile_axis_runs_each_kind_in_each_of_its_executions_once():
+    """--compile off,on: torch and tf:none both ways, named by what runs; jax:none once (jit either way); a kind
+    without a compiled step runs its own way, with a note saying what was skipped."""
+    from raylab.config import parse_compile
+
+    notes = []
+    specs = expand_trials(["torch:none", "tf:none", "jax:none", "tf:mwms"], [1], notes, compiles=parse_compile("off,on", "default"))
+    assert [s.name for s in specs] == ["torch:none x1", "torch:none x1 inductor", "tf:none x1", "tf:none x1 xla",
+                                       "jax:none x1", "tf:mwms x1"]
+    assert [s.executes() for s in specs] == ["eager", "inductor", "tf.function", "xla", "jit", "tf.function"]
+    assert [s.compiled() for s in specs] == [False, True, False, True, True, False]
+    assert notes == ["tf:mwms has no 'on' execution in raylab (it runs tf.function): skipped"]
+
+
+def test_compile_modes_are_their_own_trials_and_cuda_graphs_need_a_gpu():
+    from raylab.config import parse_compile
+
+    compiles = parse_compile("on", "default,max-autotune")
+    assert compiles == ["on", "on:max-autotune"]
+    names = [s.name for s in expand_trials(["torch:ddp x2", "tf:none"], [1], [], compiles=compiles)]
+    assert names == ["torch:ddp x2 inductor", "torch:ddp x2 inductor:max-autotune", "tf:none x1 xla"]
+    gpu = expand_trials(["torch:none"], [1], [], compiles=parse_compile("on", "reduce-overhead"), device="gpu")
+    assert [s.executes() for s in gpu] == ["inductor:reduce-overhead"]
+    with pytest.raises(UserError, match="reduce-overhead is CUDA graphs, which run on a GPU only"):
+        expand_trials(["torch:none"], [1], [], compiles=parse_compile("on", "reduce-overhead"))
+    with pytest.raises(UserError, match="tf:ps has no 'on' execution"):
+        expand_trials(["tf:ps"], [1], [], compiles=["on"])
+
+
+@pytest.mark.parametrize("values,modes", [("yes", "default"), ("", "default"), ("on", "fast"),
+                                          ("off", "max-autotune")])
+def test_bad_compile_flags_are_one_sentence(values, modes):
+    from raylab.config import parse_compile
+
+    with pytest.raises(UserError, match="--compile"):
+        parse_compile(values, modes)
+
+
+def test_a_plain_baseline_executes_as_its_framework_single_kind():
+    assert TrialSpec("torch", "plain", 1).executes() == "eager"
+    assert TrialSpec("torch", "plain", 1, execution="inductor").compiled()
+    assert TrialSpec("tf", "plain", 1, execution="xla").name == "tf:plain x1 xla"

@@ -121,3 +121,25 @@ def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
     assert "torch:ddp x2 +" in table and "tf:none x1 +" not in table
     assert "+ restarted from a checkpoint 1x (torch:ddp x2): 20.0 s to recover, 0.0 s of training done again" in table
     assert "+" not in format_table([{**folded[0], "restarts": None, "recovery_s": None, "lost_s": None}])
+
+
+def test_parity_flags_compiled_against_not_compiled_with_the_fix():
+    eager = [row("torch:none x1", 100, execution="eager", compiled="False"),
+             row("jax:none x1", 300, execution="jit", compiled="True")]
+    lines, mismatches = protocol.parity(eager)
+    assert mismatches == ["execution"]
+    assert "  ! execution (compiled against not): eager: torch:none x1; jit: jax:none x1; run them all compiled " \
+           "with --compile on (or both ways with --compile off,on)" in lines
+    compiled = [row("torch:none x1 inductor", 100, execution="inductor", compiled="True"),
+                row("jax:none x1", 300, execution="jit", compiled="True")]
+    lines, mismatches = protocol.parity(compiled)
+    assert mismatches == [] and "    execution (compiled): inductor: torch:none x1 inductor; jit: jax:none x1" in lines
+
+
+def test_parity_treats_compile_off_on_as_an_axis():
+    swept = [row("torch:none x1", 100, execution="eager", compiled="False", requested_strategy="none"),
+             row("torch:none x1 inductor", 110, execution="inductor", compiled="True", requested_strategy="none"),
+             row("jax:none x1", 300, execution="jit", compiled="True", requested_strategy="none")]
+    lines, mismatches = protocol.parity(swept)
+    assert mismatches == [] and any(line.startswith("    execution (swept: compare compiled with compiled)")
+                                    for line in lines)

@@ -1,6 +1,7 @@
 """TensorFlow's plain baseline (raylab/frameworks/plain.py): Keras `compile(steps_per_execution=K)` and `fit`, K = the
-trial's --window, loss only (no training metrics: less work than the trial does); `jit_compile` left at Keras'
-default ("auto": off on a CPU-only machine) and recorded."""
+trial's --window, loss only (no training metrics: less work than the trial does); `jit_compile` set as the trial
+executes (False beside tf.function, True beside XLA) and recorded."""
+
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ def run(spec, task, x, y, xt, yt) -> dict:
         loss = [lambda a, b, o=o: tt.output_loss(o, a, b) for o in outputs]
         weights = [(task.loss_weights or {}).get(o, 1.0) for o in outputs]
         y_fit = tuple(y[o] for o in outputs)
-    model.compile(optimizer=opt, loss=loss, loss_weights=weights, steps_per_execution=spec["window"])
+    # jit_compile as the trial: False for its tf.function steps, True for XLA (Keras' "auto" would pick for us)
+    model.compile(optimizer=opt, loss=loss, loss_weights=weights, steps_per_execution=spec["window"],
+                  jit_compile=spec.get("execution") == "xla")
     ds = tf.data.Dataset.from_tensor_slices((x, y_fit)).shuffle(n, seed=spec["seed"]).repeat()
     ds = ds.batch(spec["batch"], drop_remainder=True).prefetch(2)
     evaluate, chrono, epochs, start = tt.evaluator(model), Chrono(spec["start"], spec["warmup"]), [], time.time()
@@ -67,4 +70,5 @@ def run(spec, task, x, y, xt, yt) -> dict:
     # first_step_s: the first call's time (it traces the step function), not that call's mean step
     return {**timed(chrono, spec["batch"], spec.get("trace")), "first_step_s": chrono.windows[0][0], "epochs": epochs,
             "parameters": params, "steps_per_epoch": steps,
-            "jit_compile": bool(model.jit_compile), "steps_per_call": spec["window"], **tt.built(opt, xt)}
+            "jit_compile": bool(model.jit_compile), "steps_per_call": spec["window"], **tt.built(opt, xt),
+            "execution": "xla" if model.jit_compile else "tf.function"}

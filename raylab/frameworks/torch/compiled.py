@@ -29,6 +29,11 @@ def set_cache(directory: str | None) -> None:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(directory, "inductor")
 
 
+def compiling(execution: str) -> bool:
+    """Whether `execution` is torch.compile's ("inductor", "inductor:MODE"), not eager (nor torch_xla's "xla")."""
+    return execution.startswith("inductor")
+
+
 def mode_of(execution: str) -> str | None:
     """torch.compile's mode for an execution label ("inductor" -> None, its default; "inductor:MODE" -> MODE)."""
     return execution.partition(":")[2] or None
@@ -40,7 +45,7 @@ def compile_model(module, execution: str):
 
     from raylab.prewarm import settled
 
-    if execution == "eager":
+    if not compiling(execution):
         return module
     settled()  # the process's start-up imports of torch._dynamo done before torch.compile imports Inductor
     return torch.compile(module, fullgraph=True, dynamic=False, mode=mode_of(execution))
@@ -50,7 +55,7 @@ def compile_loss(loss, execution: str):
     """loss(y, pred) -> the mean loss, compiled as `execution` says (eager: as it is)."""
     import torch
 
-    if execution == "eager":
+    if not compiling(execution):
         return loss
     return torch.compile(loss, fullgraph=True, dynamic=False, mode=mode_of(execution))
 
@@ -88,8 +93,8 @@ def graph_breaks() -> int:
     return int(sum(counters["graph_break"].values()))
 
 
-def watch(warmup_steps: int):
-    """A CompileWatch (raylab/loop/compiles.py) over this process's torch.compile compilations."""
+def watch(warmup_steps: int, execution: str):
+    """A CompileWatch (raylab/loop/compiles.py) over this process's torch.compile compilations; None for eager."""
     from raylab.loop.compiles import CompileWatch
 
-    return CompileWatch(Compilations().snapshot, warmup_steps)
+    return CompileWatch(Compilations().snapshot, warmup_steps) if compiling(execution) else None

@@ -35,7 +35,7 @@ def loop(spec, task, x, y, xt, yt, batches, xla: bool = False) -> dict:
     test = (to_tensors(tt.inputs(xt)), to_tensors(tt.targets(yt)))
     model = tt.build_model()
     next_batch, device, sync = batches(spec, tt, x, y, n)
-    model = model.to(device).train()
+    model, loss_of, execution = compiled_as(tt, model.to(device).train(), spec.get("execution", "eager"))
     opt, scheduler = tt.build_optimizer(model.parameters())
     evaluate = tt.evaluator(model, device, sync)
     chrono, epochs, start, done, extra = Chrono(spec["start"], spec["warmup"]), [], time.time(), 0, {}
@@ -48,7 +48,7 @@ def loop(spec, task, x, y, xt, yt, batches, xla: bool = False) -> dict:
             for _ in range(k):
                 xb, yb = next_batch()
                 opt.zero_grad(set_to_none=True)
-                loss = tt.per_example_loss(yb, model(xb)).mean()
+                loss = loss_of(yb, model(xb))
                 loss.backward()
                 opt.step()
                 if scheduler is not None:
@@ -62,7 +62,17 @@ def loop(spec, task, x, y, xt, yt, batches, xla: bool = False) -> dict:
                 extra.update(compile_count_warmup=int(compiled[0]), compile_time_warmup_s=compiled[1] / 1e9)
         epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
     return {**timed(chrono, spec["batch"], spec.get("trace")), "epochs": epochs, "parameters": sum(p.numel() for p in model.parameters()),
-            "steps_per_epoch": steps, **extra, **tt.built(opt, scheduler, test[0])}
+            "steps_per_epoch": steps, **extra, **tt.built(opt, scheduler, test[0]), "execution": execution}
+
+
+def compiled_as(tt, model, execution: str):
+    """(model, loss_of(y, pred), execution): as the trial compiles them under --compile on (torch.compile of the model
+    and the loss, the optimizer fused: raylab/frameworks/torch/compiled.py), else as they are."""
+    from raylab.frameworks.torch.compiled import compile_loss, compile_model, compiling
+
+    tt.fused = compiling(execution)
+    return (compile_model(model, execution), compile_loss(lambda y, p: tt.per_example_loss(y, p).mean(), execution),
+            execution)
 
 
 def cpu_batches(spec, tt, x, y, n: int):

@@ -221,7 +221,7 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
 
     set_cache(cfg.compile_cache)
     compiled = compile_model(model, cfg.execution)  # --compile on: the worker's forward pass and loss
-    compiles = watch(cfg.warmup_steps) if cfg.execution != "eager" else None
+    compiles = watch(cfg.warmup_steps, cfg.execution)
     step = StepContext()
     train = train_fn(task, compiled, remote, None, batches, step, loss_of=mean_loss(task, cfg.execution),
                      compiles=compiles)

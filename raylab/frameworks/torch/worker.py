@@ -142,7 +142,7 @@ def build_model(task, cfg, device):
     None): under --compile on, torch.compile of the model (raylab/frameworks/torch/compiled.py)."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from raylab.frameworks.torch.compiled import compile_model, watch
+    from raylab.frameworks.torch.compiled import compile_model, compiling, watch
 
     module = task.build_model().to(device)
     compiled = compile_model(module, cfg.execution)
@@ -150,9 +150,9 @@ def build_model(task, cfg, device):
     model.train()
     # fused Adam, AdamW, SGD: fp16's loss-scale skip decided on the device; compiled, the optimizer a careful user
     # keeps eager beside a compiled model (one kernel per parameter group)
-    task.fused = cfg.precision == "fp16" or cfg.execution != "eager"
+    task.fused = cfg.precision == "fp16" or compiling(cfg.execution)
     optimizer, scheduler = task.build_optimizer(model.parameters())
-    return module, compiled, model, optimizer, scheduler, watch(cfg.warmup_steps) if cfg.execution != "eager" else None
+    return module, compiled, model, optimizer, scheduler, watch(cfg.warmup_steps, cfg.execution)
 
 
 def start_worker(config: dict):
