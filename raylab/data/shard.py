@@ -68,6 +68,7 @@ class StreamShard:
         self.items = info.train_items // world  # equal splits: every worker gets as many rows
         self.shard = ray.train.get_dataset_shard("train")  # the same iterator read_early's reader reads
         self._test: TestPass | None = None
+        self.deliveries: Deliveries | None = None  # this worker's batches, once its batch source asked for them
 
     def batches(self, batch: int, seed: int, convert: Callable = lambda xy: xy) -> Deliveries:
         """What StreamBatches starts: this worker's passes over its split, chunks of chunk_rows(batch) rows from Ray
@@ -79,7 +80,7 @@ class StreamShard:
 
     def shuffle(self) -> str:
         """The shuffle this worker's passes got (recorded as the trial's `shuffle` param)."""
-        delivery = getattr(getattr(self, "deliveries", None), "delivery", None)
+        delivery = self.deliveries.delivery if self.deliveries is not None else None
         return delivery.shuffle() if delivery is not None else "not started"
 
     def test(self, size: int = 512):
@@ -107,6 +108,7 @@ class Deliveries:
     def __init__(self, data: StreamShard, batch: int, seed: int, convert: Callable):
         self.data, self.batch, self.seed, self.convert = data, batch, seed, convert
         self.epochs = data.epochs
+        self.delivery = None  # the Delivery start() made
 
     def start(self, total: int):
         from raylab.data.deliver import Delivery

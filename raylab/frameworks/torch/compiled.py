@@ -39,8 +39,10 @@ def mode_of(execution: str) -> str | None:
     return execution.partition(":")[2] or None
 
 
-def compile_model(module, execution: str):
-    """The module compiled as `execution` says, or the module itself for eager."""
+def compile_model(module, execution: str, threads: int = 1):
+    """The module compiled as `execution` says, or the module itself for eager. Inductor compiles with the trial's
+    `threads`: by default it starts a pool of compile processes, one per core, beside a worker that reserved
+    `threads` CPUs (and each of them a Python process the worker's memory and start-up figures would not show)."""
     import torch
 
     from raylab.prewarm import settled
@@ -48,6 +50,9 @@ def compile_model(module, execution: str):
     if not compiling(execution):
         return module
     settled()  # the process's start-up imports of torch._dynamo done before torch.compile imports Inductor
+    import torch._inductor.config
+
+    torch._inductor.config.compile_threads = threads  # 1: in this process, no pool
     return torch.compile(module, fullgraph=True, dynamic=False, mode=mode_of(execution))
 
 

@@ -68,11 +68,13 @@ def loop(spec, task, x, y, xt, yt, batches, xla: bool = False) -> dict:
 def compiled_as(tt, model, execution: str):
     """(model, loss_of(y, pred), execution): as the trial compiles them under --compile on (torch.compile of the model
     and the loss, the optimizer fused: raylab/frameworks/torch/compiled.py), else as they are."""
+    import torch
+
     from raylab.frameworks.torch.compiled import compile_loss, compile_model, compiling
 
     tt.fused = compiling(execution)
-    return (compile_model(model, execution), compile_loss(lambda y, p: tt.per_example_loss(y, p).mean(), execution),
-            execution)
+    loss_of = compile_loss(lambda y, p: tt.per_example_loss(y, p).mean(), execution)
+    return compile_model(model, execution, torch.get_num_threads()), loss_of, execution
 
 
 def cpu_batches(spec, tt, x, y, n: int):

@@ -220,7 +220,7 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     remote = ServerOptimizer(servers, list(model.parameters()))  # starts from the servers' weights
 
     set_cache(cfg.compile_cache)
-    compiled = compile_model(model, cfg.execution)  # --compile on: the worker's forward pass and loss
+    compiled = compile_model(model, cfg.execution, cfg.threads)  # --compile on: the worker's forward pass and loss
     compiles = watch(cfg.warmup_steps, cfg.execution)
     step = StepContext()
     train = train_fn(task, compiled, remote, None, batches, step, loss_of=mean_loss(task, cfg.execution),

@@ -145,7 +145,7 @@ def build_model(task, cfg, device):
     from raylab.frameworks.torch.compiled import compile_model, compiling, watch
 
     module = task.build_model().to(device)
-    compiled = compile_model(module, cfg.execution)
+    compiled = compile_model(module, cfg.execution, cfg.threads)
     model = DistributedDataParallel(compiled) if cfg.short == "ddp" else compiled
     model.train()
     # fused Adam, AdamW, SGD: fp16's loss-scale skip decided on the device; compiled, the optimizer a careful user
