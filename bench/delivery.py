@@ -29,6 +29,13 @@ samples/s, input_wait_share, the step's wait for its first batch after the model
 (stream_first_wait_s) and the start-up phases.
 
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/delivery.py --trials tf:none,torch:none
+
+--cutter times the worker's reader and cutter threads alone, without Ray (raylab/data/deliver.py over passes of
+in-memory chunks shaped as the exported, pandas and image sources' rows, cut into torch batches): what the shuffle
+costs the delivery, on whichever raylab is imported (PYTHONPATH), so two trees can be run in turn; `window` is the
+same with the shuffle window held to a quarter of the split (WINDOW_BYTES), where raylab has one.
+
+    .venv/bin/python bench/delivery.py --cutter --rounds 5
 """
 
 from __future__ import annotations
@@ -194,6 +201,58 @@ def plain_rate(make_pass, passes: int) -> dict:
     raise ValueError("--passes: at least 3 a source")
 
 
+# -- the reader and cutter alone (--cutter) --------------------------------------------------------------------------
+CUTTER_ROWS = {"exported": ((28, 28), np.uint8, 60000), "pandas": ((20,), np.float32, 12000),
+               "images": ((32, 32, 3), np.uint8, 20000)}
+
+
+def cutter_rate(shape, dtype, rows: int, passes: int = 3, window: bool = False) -> float:
+    """Rows/s of a Reader and a Delivery over `passes` passes of dense chunks (as the reader makes them from Ray
+    Data's), cut into torch batches; window: the shuffle window held to a quarter of the split."""
+    from raylab.data.deliver import Delivery, Reader, chunk_rows
+    from raylab.frameworks.torch.task import to_tensors
+
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 255, (rows, *shape)).astype(dtype), rng.integers(0, 10, rows)
+    n = chunk_rows(BATCH)
+    chunks = [{"x": x[i:i + n], "y": y[i:i + n]} for i in range(0, rows, n)]
+    steps, held = rows // BATCH, None
+    if window:
+        from raylab.data import shuffle
+
+        held, shuffle.WINDOW_BYTES = shuffle.WINDOW_BYTES, (x.nbytes + y.nbytes) // 4
+    try:
+        t0 = time.perf_counter()
+        delivery = Delivery(Reader(lambda: iter(chunks), ("x", "y")), BATCH, 0, lambda c: (c["x"], c["y"]),
+                            lambda xy, lo, hi: (to_tensors(xy[0][lo:hi]), to_tensors(xy[1][lo:hi])), steps * passes)
+        for _ in range(steps * passes):
+            delivery.next()
+        rate = steps * passes * BATCH / (time.perf_counter() - t0)
+        delivery.close()
+    finally:
+        if held is not None:
+            shuffle.WINDOW_BYTES = held
+    return rate
+
+
+def cutter(rounds: int) -> None:
+    import importlib.util
+
+    import raylab
+
+    windowed = importlib.util.find_spec("raylab.data.shuffle") is not None
+    cutter_rate((20,), np.float32, 4096, passes=1)  # torch's import and the threads' first start, not timed
+    got: dict = {}
+    for _ in range(rounds):
+        for name, (shape, dtype, rows) in CUTTER_ROWS.items():
+            got.setdefault(name, []).append(cutter_rate(shape, dtype, rows))
+            if windowed:
+                got.setdefault(f"{name} window", []).append(cutter_rate(shape, dtype, rows, window=True))
+    print(f"reader + cutter alone ({raylab.__file__}), rows/s, median (min..max) of {rounds} round(s), batch {BATCH}")
+    for name, rates in got.items():
+        print(f"{name:17} {np.median(rates):12,.0f} ({min(rates):,.0f}..{max(rates):,.0f})")
+
+
 # -- raylab's side: a 1-worker Ray Train group, the torch trial's batch source, a step that does nothing -------------
 def raylab_rate(stream, passes: int) -> dict:
     from ray.train import DataConfig, ScalingConfig
@@ -298,7 +357,10 @@ def main() -> None:
     p.add_argument("--generated", type=int, default=20000)
     p.add_argument("--passes", type=str, default="exported=5,pandas=21,images=5,generator=5,images-export=5")
     p.add_argument("--trials", help="run these trials on the pandas table and the fashion export instead")
+    p.add_argument("--cutter", action="store_true", help="time the reader and cutter alone, without Ray")
     args = p.parse_args()
+    if args.cutter:
+        return cutter(args.rounds)
     if args.trials:
         WORK.mkdir(parents=True, exist_ok=True)
         return trials(args)
