@@ -120,6 +120,7 @@ def torch_worker_loop(config: dict) -> None:
         "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
         **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, data.sample()),
         **data_facts(data), "execution": cfg.execution,
+        **({"recompile_steps": compiles.late_steps} if compiles else {}),  # filled in as training runs, as xla's
     }
     reads = [0]  # the loop's reads, counted where GradScaler reads too (a recipe's optimizer under fp16)
 
