@@ -5,6 +5,7 @@ the compile cache saves (the same compiled trial twice in one invocation, warm c
     python bench/compile.py                          # every model: fashion MLP, two-input MLP, fashion CNN, ResNet-UNet
     python bench/compile.py --models mlp,cnn         # some of them
     python bench/compile.py --cache                  # the compile cache: second trial against first, warm and cold
+    python bench/compile.py --why                    # the MLP's torch step eager and compiled, in one process
 
 Every trial is one worker with --threads (default 1; the ResNet-UNet 2, as its recipe runs it) on this machine's
 CPUs. Figures into bench/results.md ("Compiled against eager").
@@ -88,14 +89,128 @@ def cache(timeout: int) -> None:
                       f"{m.get('compile_count_warmup', 0):.0f} |", flush=True)
 
 
+def why(rounds: int = 7, steps: int = 300) -> None:
+    """Why the fashion MLP runs slower compiled on this CPU: its step, in one process, interleaved, with and without
+    its dropout, eager (the trial's foreach Adam, and fused) against torch.compile of the model and the loss."""
+    import statistics
+    import time
+
+    import torch
+    import torch._inductor.config
+    import torch.nn.functional as F
+
+    from raylab.models.mlp import torch_model
+
+    torch.set_num_threads(1)
+    torch._inductor.config.compile_threads = 1
+    x, y = torch.rand(32, 28, 28), torch.randint(0, 10, (32,))
+
+    def loss(y, p):
+        return F.cross_entropy(p, y, reduction="none").mean()
+
+    def variant(dropout: bool, compiled: bool, fused: bool):
+        torch.manual_seed(0)
+        model = torch_model()
+        if not dropout:
+            model = torch.nn.Sequential(*[m for m in model if not isinstance(m, torch.nn.Dropout)])
+        opt = torch.optim.Adam(model.parameters(), 1e-3, fused=fused)
+        run, lf = (torch.compile(model, fullgraph=True, dynamic=False),
+                   torch.compile(loss, fullgraph=True, dynamic=False)) if compiled else (model, loss)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            lf(y, run(x)).backward()
+            opt.step()
+
+        for _ in range(3):
+            step()
+        return step
+
+    cases = {(d, c, f): variant(d, c, f) for d in (True, False) for c, f in ((False, False), (False, True), (True, True))}
+    times = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, step in cases.items():
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times[k].append((time.perf_counter() - t0) / steps * 1e3)
+    print("| dropout | step | ms/step (median of 7 x 300 steps) |\n| --- | --- | --- |")
+    for (d, c, f), v in times.items():
+        what = "torch.compile (model + loss), fused Adam" if c else ("eager, fused Adam" if f else "eager, foreach Adam")
+        print(f"| {'yes' if d else 'no'} | {what} | {statistics.median(v):.3f} |")
+
+
+def why_tf(rounds: int = 7, windows: int = 10) -> None:
+    """The same question for TF: the fashion MLP's step as raylab's tf:none runs it (32 steps per tf.function call),
+    with and without its dropout, as a tf.function against XLA-compiled (jit_compile=True) inside that loop."""
+    import os
+    import statistics
+    import time
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import keras
+
+    from raylab.models.mlp import tf_model
+
+    x, y = tf.random.uniform((32, 28, 28)), tf.random.uniform((32,), maxval=10, dtype=tf.int32)
+    lossf = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def variant(dropout: bool, xla: bool):
+        keras.utils.set_random_seed(0)
+        model = tf_model()
+        if not dropout:
+            model = keras.Sequential([keras.Input((28, 28)), *[m for m in model.layers
+                                                               if not isinstance(m, keras.layers.Dropout)]])
+        opt = keras.optimizers.Adam(1e-3)
+        opt.build(model.trainable_variables)
+
+        def one():
+            with tf.GradientTape() as tape:
+                loss = lossf(y, model(x, training=True))
+            opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+            return loss
+
+        step = tf.function(one, jit_compile=True) if xla else one
+
+        @tf.function
+        def window():
+            total = tf.zeros([])
+            for _ in tf.range(32):
+                total += step()
+            return total
+
+        window()
+        return window
+
+    cases = {(d, c): variant(d, c) for d in (True, False) for c in (False, True)}
+    times = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, window in cases.items():
+            t0 = time.perf_counter()
+            for _ in range(windows):
+                window().numpy()
+            times[k].append((time.perf_counter() - t0) / (32 * windows) * 1e3)
+    print("| dropout | step | ms/step (median of 7 x 320 steps) |\n| --- | --- | --- |")
+    for (d, c), v in times.items():
+        print(f"| {'yes' if d else 'no'} | {'XLA (jit_compile=True)' if c else 'tf.function'} | {statistics.median(v):.3f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--threads", type=int, default=1, help="threads per trial (the ResNet-UNet runs with 2)")
     p.add_argument("--cache", action="store_true", help="measure the compile cache instead")
+    p.add_argument("--why", action="store_true", help="the fashion MLP's torch step eager and compiled, in one process")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per invocation")
     args = p.parse_args()
-    if args.cache:
+    if args.why:
+        why()
+        why_tf()
+    elif args.cache:
         cache(args.timeout)
     else:
         models([m for m in args.models.split(",") if m], args.threads, args.timeout)
