@@ -10,7 +10,8 @@ accuracy both ways, the difference, the `shuffle` each recorded and any WARNING 
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/sorted.py
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/sorted.py --trials torch:none --seeds 0,1
 
-Before issue 49 (rows shuffled within chunks of 2,048) the streamed trials ended at 0.71-0.74 here.
+Before issue 49 (rows shuffled within chunks of 2,048) the streamed trials ended at 0.72-0.75 here, in memory at
+0.94-0.97 (bench/results.md, "A streamed epoch is a shuffled epoch").
 """
 
 from __future__ import annotations
