@@ -2,7 +2,8 @@
 compiles its train step when asked; the window's loop around it stays a tf.function, since the input pipeline's
 ops have no XLA kernels. Only tf:none offers it on a CPU: under MirroredStrategy over logical CPUs XLA cannot reach
 the other replicas' variables ("Trying to access resource ... located in device CPU:1 from device CPU:0", XLA's
-known issue with variables on another device), and tf:mwms was not shown to run its collectives inside XLA here.
+known issue with variables on another device), tf:mwms was not shown to run its collectives inside XLA here, and
+tf:ps runs tf_keras' functions its chief dispatches (raylab/frameworks/tf/ps.py), no step of raylab's to compile.
 TPUStrategy compiles with XLA whatever is asked.
 
 TF exposes no XLA compile timer to Python (its /tensorflow/core/xla_compilation_time_usecs counter is C++ only),
