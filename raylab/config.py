@@ -110,14 +110,19 @@ class Settings:
 def compile_cache_dir(cfg: Settings, run_id: str) -> str:
     """Where a trial's workers cache compiled code on their node: the invocation's directory (warm), or one of the
     trial's own (cold). The driver removes its own node's at the invocation's end (remove_compile_cache)."""
-    root = Path(tempfile.gettempdir()) / "raylab-compile" / cfg.invocation_key
+    root = _compile_root(cfg)
     return str(root if cfg.compile_cache == "warm" else root / run_id)
 
 
 def remove_compile_cache(cfg: Settings) -> None:
     import shutil
 
-    shutil.rmtree(Path(tempfile.gettempdir()) / "raylab-compile" / cfg.invocation_key, ignore_errors=True)
+    shutil.rmtree(_compile_root(cfg), ignore_errors=True)
+
+
+def _compile_root(cfg: Settings) -> Path:
+    """The invocation's compile cache directory on a node."""
+    return Path(tempfile.gettempdir()) / "raylab-compile" / cfg.invocation_key
 
 
 def split_trial(item: str) -> tuple[str, int | None]:
