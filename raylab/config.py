@@ -104,6 +104,9 @@ class Settings:
     # Compiled artefacts (Inductor's cache, jax's persistent cache): "warm", one directory per invocation shared by
     # the trials and workers of a node; "cold", a new empty one per trial
     compile_cache: str = "warm"
+    # Every trial in worker processes of its own (--fresh-processes); else trials that can share processes run one
+    # after another in a warm worker group (raylab/driver/warm.py)
+    fresh_processes: bool = False
     invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
 
 

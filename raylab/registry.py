@@ -73,6 +73,9 @@ class Strategy:
     executions: dict = field(default_factory=lambda: {"off": "eager"})
     # Why an execution label cannot run on a device ("cpu", "gpu", "tpu"), or None: execution_check(label, device).
     execution_check: Callable[[str, str], str | None] | None = None
+    # Why each of its trials needs worker processes of its own (raylab/driver/warm.py), or None: its trials can run
+    # one after another in a warm worker group, resetting what a trial must not inherit between them.
+    cold: str | None = None
 
     @property
     def framework(self) -> str:
@@ -133,7 +136,9 @@ PS_NO_BF16 = "its parameter servers hold float32 weights and apply the updates" 
 PARTS = {
     "kinds": ("KINDS",),  # its trial kinds: short name -> Strategy (driver side: no framework import at the top)
     "task": ("BUILDER",),  # the task builder: the recipe's portable names -> the framework's objects
-    "worker": (),  # what its Ray Train workers run (the loops the kinds name)
+    # What its Ray Train workers run (the loops the kinds name), and reset(): between two trials of a warm worker
+    # group, what a trial must not inherit from the one before (raylab/loop/warm.py)
+    "worker": ("reset",),
     "profile": ("capture",),  # capture(cuda) -> a context around one window writing the framework's trace
     "memory": ("device_peak_mb",),  # the process's peak accelerator memory, MB, or None
     "plain": ("run", "env"),  # the plain baseline script (raylab/frameworks/plain.py) and its subprocess environment

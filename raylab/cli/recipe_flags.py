@@ -129,6 +129,11 @@ def _placement(g) -> None:
                         "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
                         "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
                         "with. On a single-node cluster trials still run one at a time (default: 1)")
+    g.add_argument("--fresh-processes", action="store_true",
+                   help="start every trial in worker processes of its own. By default, trials that can share processes "
+                        "(the same framework, workers, threads, device and resources; every repeat, batch size, --set "
+                        "value and --batch max probe of a kind) run one after another in a warm worker group, each "
+                        "still its own MLflow run, recorded with start=cold|warm and group_index")
     g.add_argument("--profile", action="store_true",
                    help="profile one steady window of rank 0 in every trial with the framework's own profiler "
                         "(torch.profiler, tf.profiler, torch_xla's profiler and metrics report) and log its trace and "

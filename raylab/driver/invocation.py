@@ -18,6 +18,7 @@ from raylab.driver.outcome import INTERRUPTS, TrialOutcome
 from raylab.driver.resources import need
 from raylab.driver.tracking import Tracker
 from raylab.driver.trial import run_trial
+from raylab.driver.warm import Groups
 from raylab.recipe import Recipe
 
 EPOCH_KEYS = ("epoch_time_s", "elapsed_s", "epoch_input_wait_s")  # with train_* and val_*: the metrics logged once per epoch
@@ -49,7 +50,7 @@ def earlier_trials(tracker: Tracker, parent: str) -> tuple[dict, dict]:
             if run.info.status == "RUNNING":
                 tracker.end(run.info.run_id, "KILLED", "interrupted; run again by --resume")
         else:
-            unfinished[key] = (run.info.run_id, logged_epochs(tracker.client, run))
+            unfinished[key] = (run.info.run_id, logged_epochs(tracker.client, run), run.data.tags.get("train_run"))
     return finished, unfinished
 
 
@@ -68,7 +69,8 @@ class Invocation:
         self.tags = {**tags, "data_source": ds.source, **({"data_note": ds.note} if ds.note else {})}
         self.parent = ""  # the parent MLflow run, once open
         self.shared: dict = {}  # the data's object shared, once handed off
-        self.unfinished: dict = {}  # --resume: trial key -> (run id, epochs it logged)
+        self.unfinished: dict = {}  # --resume: trial key -> (run id, epochs it logged, its Ray Train run)
+        self.groups = None  # the warm worker groups (raylab/driver/warm.py), once the cluster is known
 
     def open_parent(self, limit: int, nodes: list) -> dict:
         """Starts the parent run, or reopens the one --resume names; returns {trial key: finished outcome}."""
@@ -99,7 +101,7 @@ class Invocation:
             return run_baseline(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
                                 started=started)
         return run_trial(self.recipe, self.cfg, item, self.ds, self.shared, self.tracker, self.parent, tags, repeat,
-                         resume=self.unfinished.get(key), nodes=nodes, started=started)
+                         resume=self.unfinished.get(key), nodes=nodes, started=started, groups=self.groups)
 
     def end_parent(self, outcomes: list[TrialOutcome], status: str) -> None:
         failed = [o.spec.name for o in outcomes if o.status != "FINISHED"]
@@ -146,6 +148,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     tracker.show_in_ui(inv.parent)
     say_concurrency(cfg.concurrency, limit, nodes, one_machine)
     trials = matrix.Matrix(nodes, limit, inv.run_item, lambda item: need(cfg, item))
+    inv.groups = Groups(cfg, len(nodes) == 1, limit)
     status = "FAILED"
     try:
         trials.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
@@ -155,6 +158,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
         status = "KILLED"
         raise
     finally:
+        inv.groups.close_all()
         inv.end_parent(trials.done(), status)
         remove_compile_cache(cfg)  # this node's; a cluster's other nodes keep theirs under their /tmp
     return inv.parent, trials.done()

@@ -43,18 +43,20 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
         window=cfg.window, checkpoint=cfg.max_failures != 0,
         checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb, profile=cfg.profile,
-        probe=cfg.probe, execution=spec.executes(), compile_cache=compile_cache_dir(cfg, run_id),
+        probe=cfg.probe, execution=spec.executes(), compile_cache=compile_cache_dir(cfg, run_id), run_id=run_id,
     )
 
 
-def scaling_config(cfg: Settings, spec: TrialSpec, nodes: list | None):
+def scaling_config(cfg: Settings, spec: TrialSpec, nodes: list | None, share: int = 1):
     """Its worker processes and what each reserves; nodes: the matrix.Node list the trial holds when trials
-    run at once (its workers are placed only there)."""
+    run at once (its workers are placed only there); share: a warm group's workers reserve 1/share of their CPUs
+    and GPUs (raylab/driver/warm.py)."""
     from ray.train import ScalingConfig
 
     strategy = get_strategy(spec.kind)
     layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
     cpus, gpus, extra = worker_resources(strategy, layout, cfg)
+    cpus, gpus = (round(cpus / share, 4), round(gpus / share, 4)) if share > 1 else (cpus, gpus)
     tpu = slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers) if extra.get("TPU") else {}
     pinned = {"label_selector": matrix.label_selector(nodes)} if nodes and not tpu else {}
     return ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu, **pinned,
@@ -71,22 +73,37 @@ def backend_config(strategy, cfg: Settings):
 
 
 def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink, start: float,
-                  run_id: str, nodes: list | None = None):
-    """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there."""
+                  run_id: str, nodes: list | None = None, train_run: str | None = None):
+    """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there;
+    train_run: the Ray Train run to go on with (--resume of a trial that ran in a warm group)."""
+    wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start, run_id)
+    return trainer(cfg, spec, failure.guard(get_strategy(spec.kind).worker_loop), {"cfg": wcfg}, sink,
+                   train_run or train_run_name(run_id), scaling_config(cfg, spec, nodes), **datasets(shared))
+
+
+def build_group_trainer(cfg: Settings, spec: TrialSpec, queue, name: str, share: int):
+    """A warm worker group's Ray Train run (raylab/driver/warm.py): its workers run the trials the queue hands
+    them (raylab/loop/warm.py); the failures Ray Train reports go to the trial running, through the queue."""
+    from raylab.loop.warm import group_loop
+
+    return trainer(cfg, spec, group_loop, {"queue": queue}, queue, name, scaling_config(cfg, spec, None, share))
+
+
+def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name: str, scaling, **data):
+    """The Ray Train trainer of a trial or a warm group: `sink` hears its failures, `name` is its Ray Train run."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     strategy = get_strategy(spec.kind)
     backend = backend_config(strategy, cfg)
     # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
-    run_config = RunConfig(name=train_run_name(run_id), storage_path=cfg.storage,
-                       failure_config=FailureConfig(max_failures=cfg.max_failures),
-                       checkpoint_config=CheckpointConfig(num_to_keep=1),
-                       worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
-    wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start, run_id)
+    run_config = RunConfig(name=name, storage_path=cfg.storage,
+                           failure_config=FailureConfig(max_failures=cfg.max_failures),
+                           checkpoint_config=CheckpointConfig(num_to_keep=1),
+                           worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
     trainer_class = guarded_trainer_class(DataParallelTrainer, sink)
-    return trainer_class(failure.guard(strategy.worker_loop), train_loop_config={"cfg": wcfg}, backend_config=backend,
-                               scaling_config=scaling_config(cfg, spec, nodes), run_config=run_config, **datasets(shared))
+    return trainer_class(loop, train_loop_config=loop_config, backend_config=backend, scaling_config=scaling,
+                         run_config=run_config, **data)
 
 
 def guarded_trainer_class(base, sink):

@@ -127,6 +127,9 @@ def start_env_tag(envs: list[dict]) -> str:
     return " | ".join(distinct) or "none"
 
 
+FIRST = "the first trial of a new warm group"  # a cold trial's reason when it starts a group
+
+
 @dataclass
 class Trial:
     """One trial of the matrix: its run, its sink, its progress thread and its outcome."""
@@ -138,31 +141,64 @@ class Trial:
     shared: dict  # the data's object shared (raylab/data/__init__.py put_dataset)
     tracker: Tracker
     repeat: int = 1  # which of --repeats
+    groups: object = None  # the invocation's warm worker groups (raylab/driver/warm.py); None: cold
     run_id: str = ""  # its MLflow run, once open
     logged: list = field(default_factory=list)  # epochs an interrupted run already logged (--resume)
+    train_run: str | None = None  # the Ray Train run it went on in (--resume of a trial that ran in a warm group)
+    group: object = None  # the warm group it runs in (None: processes of its own)
+    start: dict = field(default_factory=lambda: {"start": "cold", "group_index": 0})
     log: object = None  # its log file (raylab/driver/console.py)
     sink: object = None  # its TrialSink actor
     progress: Progress | None = None
     outcome: TrialOutcome | None = None
 
-    def open(self, parent_id: str, tags: dict, resume: tuple[str, list] | None) -> TrialOutcome:
-        """Starts its child run, or reopens an interrupted one (resume = (run id, epochs it logged))."""
+    def open(self, parent_id: str, tags: dict, resume: tuple[str, list, str | None] | None) -> TrialOutcome:
+        """Starts its child run, or reopens an interrupted one (resume = (run id, epochs it logged, its Ray Train
+        run)); finds the warm group it joins, or starts one (raylab/driver/warm.py)."""
         spec, cfg = self.spec, self.cfg
+        cold_why = self.place(resume is not None)
         if resume:
-            self.run_id, self.logged = resume
+            self.run_id, self.logged, self.train_run = resume
             self.tracker.reopen(self.run_id)
+            self.tracker.set_tags(self.run_id, {"resumed_start": "cold"})
         else:
-            params = {**trial_params(self.recipe, cfg, spec, self.ds), "repeat": self.repeat}
-            self.run_id = self.tracker.start_run(spec.name, params, tags, parent=parent_id)
+            params = {**trial_params(self.recipe, cfg, spec, self.ds), "repeat": self.repeat, **self.start}
+            self.run_id = self.tracker.start_run(spec.name, params, {**tags, **cold_why}, parent=parent_id)
+        if self.group is None and cold_why.get("cold_reason") == FIRST:  # the first of a new warm group
+            self.group = self.groups.begin(spec, f"raylab-group-{self.run_id}", self.group_trainer)
+        if self.groups is not None and self.group is not None:
+            self.tracker.set_tags(self.run_id, {"train_run": self.group.name})
         again = f", repeat {self.repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
         went_on = f", resumed after epoch {len(self.logged)}" if resume else ""
+        warm = f", warm: trial {self.start['group_index'] + 1} of its group" if self.start["start"] == "warm" else ""
         print(f"\n=== {spec.name}: {self.recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica{again} "
-              f"(MLflow run {self.run_id}{went_on}) ===", flush=True)
+              f"(MLflow run {self.run_id}{went_on}{warm}) ===", flush=True)
         self.log = console.get().begin_trial(spec.name)
         # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
         self.sink = TrialSink.options(name=sink_name(self.run_id)).remote(self.logged)
         self.outcome = TrialOutcome(spec, self.run_id, "FAILED", repeat=self.repeat)
         return self.outcome
+
+    def place(self, resumed: bool) -> dict:
+        """Which warm group it runs in (self.group, self.start); {"cold_reason": why} where it is cold (FIRST: it
+        starts a new group), {} where it joins a group."""
+        from raylab.driver.warm import Groups
+
+        if self.groups is None:
+            return {"cold_reason": "its processes are its own"}
+        if resumed:
+            return {"cold_reason": "--resume goes on in the trial's own Ray Train run"}
+        self.group, why = self.groups.find(self.spec)
+        if self.group is not None:
+            self.start = {"start": "warm", "group_index": self.group.trials}
+        if why:
+            self.groups.make_room(need=Groups.need(self.cfg, self.spec))
+        return {} if self.group is not None else {"cold_reason": why or FIRST}
+
+    def group_trainer(self, queue):
+        from raylab.driver.trainer import build_group_trainer
+
+        return build_group_trainer(self.cfg, self.spec, queue, f"raylab-group-{self.run_id}", self.groups.share())
 
     def run(self, nodes: list | None = None) -> TrialOutcome:
         """fit() and record; whatever happens, its run ends (raylab/driver/outcome.py), then its sink goes."""
@@ -179,22 +215,34 @@ class Trial:
         self.progress = Progress(self.sink, self.tracker, self.run_id, self.spec.name, synthetic=self.ds.synthetic,
                                  log=self.log)
         self.progress.logged = len(self.logged)
-        trainer = build_trainer(self.recipe, self.cfg, self.spec, self.recipe.task(self.ds.target_names), self.shared,
-                                self.sink, start, self.run_id, nodes)
+        task = self.recipe.task(self.ds.target_names)
         self.progress.start()
         try:
-            result = trainer.fit()
+            if self.group is not None:
+                result = self.in_group(task, start)
+            else:
+                result = build_trainer(self.recipe, self.cfg, self.spec, task, self.shared, self.sink, start, self.run_id,
+                                       nodes, self.train_run).fit()
         except Exception as e:
             code = failure.code_failures(e)
             if not code or failure.lost_processes(e):  # a lost process: Ray Train's budget decided
                 raise
             self.tracker.set_tags(self.run_id, {"failure_kind": code[0].kind, "failure_where": code[0].where})
             raise failure.TrialCodeError(code[0]) from e
-        if result.checkpoint is not None:
+        if result is not None and result.checkpoint is not None:
             self.tracker.set_tags(self.run_id, {"checkpoint_path": result.checkpoint.path})
         wall = time.time() - start
         self.outcome.epochs, final = self.progress.finish()
         return final, wall
+
+    def in_group(self, task, start: float):
+        """Hands the trial to its warm group and waits for every rank to finish it; None (its checkpoint is in the
+        group's Ray Train run, `train_run`)."""
+        from raylab.driver.trainer import worker_config
+
+        wcfg = worker_config(self.recipe, self.cfg, self.spec, task, self.shared, self.sink, start, self.run_id)
+        self.group.wait(self.group.submit(self.spec.kind, wcfg))
+        return None
 
     def record(self, final: dict | None, wall: float) -> None:
         spec, run_id = self.spec, self.run_id
@@ -283,6 +331,8 @@ class Trial:
                                "done again")
 
     def after_end(self) -> None:
+        if self.group is not None and self.outcome.status != "FINISHED":  # nothing of it reaches the next trial
+            self.groups.end(self.group)
         console.get().end_trial(self.log)
         self.tracker.log_artifact(self.run_id, self.log)
         ray.kill(self.sink)
@@ -290,11 +340,12 @@ class Trial:
 
 def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared: dict,
               tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
-              resume: tuple[str, list] | None = None, nodes: list | None = None,
-              started: Callable[[TrialOutcome], None] | None = None) -> TrialOutcome:
-    """One trial as a child run. resume=(run id, epochs it logged): an interrupted trial's run goes on
-    (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
-    while other trials run (its workers are placed there); started: told the outcome once the run exists."""
+              resume: tuple[str, list, str | None] | None = None, nodes: list | None = None,
+              started: Callable[[TrialOutcome], None] | None = None, groups=None) -> TrialOutcome:
+    """One trial as a child run. resume=(run id, epochs it logged, its Ray Train run): an interrupted trial's run
+    goes on (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
+    while other trials run (its workers are placed there); started: told the outcome once the run exists; groups:
+    the invocation's warm worker groups (raylab/driver/warm.py), None: the trial has processes of its own."""
     searched, error = {}, None
     if cfg.batch_max and resume is None:
         try:
@@ -303,7 +354,7 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
             if INTERRUPTED.is_set():
                 raise
             error = e
-    trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, shared, tracker, repeat)
+    trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, shared, tracker, repeat, groups)
     outcome = trial.open(parent_id, {**tags, **searched}, resume)
     if started is not None:
         started(outcome)

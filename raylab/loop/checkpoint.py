@@ -130,7 +130,9 @@ class Checkpointer:
 
     def restore(self, chrono, batches) -> LoopState:
         """The loop's state: from the checkpoint Ray Train restarted this worker group from (the framework's
-        state loaded, the timing carried, the batch source moved past its steps), else a fresh one."""
+        state loaded, the timing carried, the batch source moved past its steps), else a fresh one. A checkpoint
+        is its trial's (`trial`: its MLflow run id): in a warm worker group the last one may be an earlier
+        trial's, and a trial never starts from another's."""
         import ray.train
 
         restored = ray.train.get_checkpoint() if self.on else None
@@ -138,6 +140,8 @@ class Checkpointer:
             return LoopState()
         with restored.as_directory() as d:
             meta = json.loads((Path(d) / META).read_text())
+            if meta.get("trial", self.cfg.run_id) != self.cfg.run_id:  # an earlier trial's, in a warm group
+                return LoopState()
             self.saver.load(d)
         state = LoopState.from_json(meta["state"])
         if batches is not None:
@@ -166,7 +170,8 @@ class Checkpointer:
         with tempfile.TemporaryDirectory(prefix="raylab-checkpoint-") as d:
             self.saver.save(d, self.rank)
             if self.rank == 0:
-                (Path(d) / META).write_text(json.dumps(builtins_only({"state": kept.to_json(), "timing": timing})))
+                (Path(d) / META).write_text(json.dumps(builtins_only({"state": kept.to_json(), "timing": timing,
+                                                                      "trial": self.cfg.run_id})))
                 if self.saver.before_report is not None:
                     self.saver.before_report()
             ray.train.report({"epoch": state.epoch, "step": state.done},

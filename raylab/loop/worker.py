@@ -46,6 +46,7 @@ class WorkerConfig:
     # How its steps execute (`execution`: "eager", "inductor", "tf.function", "xla", "jit", ...: Strategy.executions)
     execution: str = "eager"
     compile_cache: str | None = None  # the directory its compiled code is cached in (None: the framework's default)
+    run_id: str = ""  # its MLflow run: the trial its checkpoints belong to (a warm group runs several)
 
     @property
     def framework(self) -> str:

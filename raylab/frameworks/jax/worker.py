@@ -394,3 +394,12 @@ def jax_facts(params, cfg) -> dict:
             "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (jax's default)"),
             "float32_matmul": "ieee" if jax.config.jax_default_matmul_precision == "highest" else "default"}
+
+
+def reset() -> None:
+    """Between two trials of a warm worker group (raylab/loop/warm.py): jax's in-memory compiled functions (keyed on
+    the last trial's; the persistent cache on disk stays, so a repeat compiles from it). jax has no way to reset
+    an accelerator's peak-memory counter: on a GPU or TPU a warm trial's device_peak_mb is the process's so far."""
+    import jax
+
+    jax.clear_caches()

@@ -121,13 +121,15 @@ NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_w
                 **_SYNC)
 MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True, fp16=None,
                     executions=_GRAPH, **_SYNC)
-MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), fp16=None, executions=_GRAPH, **_SYNC)
+MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), fp16=None, executions=_GRAPH,
+                cold="TensorFlow's collectives and TF_CONFIG are fixed for a process's life", **_SYNC)
 # One worker on one TPU host; its replicas are that host's TPU cores (a pod slice: --tpu-type).
 TPU = Strategy("tf:tpu", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, preflight=_tpu_preflight,
                resources=_tpu_resources, replicas_found=True, device_of=lambda cfg: "tpu",
-               fp16="TPUs have no float16 arithmetic (they run bf16)", executions=always("xla"), **_SYNC)
+               fp16="TPUs have no float16 arithmetic (they run bf16)", executions=always("xla"),
+               cold="a TPU system is initialized once per process", **_SYNC)
 PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief", bf16=PS_NO_BF16,
-              fp16=PS_NO_BF16, worker_env=_no_gpu,
-              executions=_GRAPH)
+              fp16=PS_NO_BF16, worker_env=_no_gpu, executions=_GRAPH,
+              cold="its servers' TF_CONFIG and collectives are fixed for a process's life, and a server never returns")
 
 KINDS = {"none": NONE, "mirrored": MIRRORED, "mwms": MWMS, "tpu": TPU, "ps": PS}

@@ -321,3 +321,16 @@ def tpu_strategy(tf, fallback: str):
             raise RuntimeError(f"{reason}; run tf:tpu on a TPU node or choose another strategy "
                                "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such).") from None
         return tf.distribute.MirroredStrategy(), reason
+
+
+def reset() -> None:
+    """Between two trials of a warm worker group (raylab/loop/warm.py): Keras' session (its graph, layer names and
+    uids) and global dtype policy as a new process has them, and the GPU's peak-memory counter from zero. The
+    threads and logical devices a process set stay: a warm group's trials share them (raylab/driver/warm.py)."""
+    import keras
+    import tensorflow as tf
+
+    keras.backend.clear_session()
+    keras.mixed_precision.set_global_policy("float32")
+    if tf.config.list_logical_devices("GPU"):
+        tf.config.experimental.reset_memory_stats("GPU:0")

@@ -37,7 +37,8 @@ _COMPILE = dict(executions={"off": "eager", "on": "inductor", "on:reduce-overhea
 NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
                 fp16=None, **_COMPILE)
 DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config, batch_search=True, fp16=None, **_COMPILE)
-_PS = dict(ps_roles="hosts", bf16=PS_NO_BF16, fp16=PS_NO_BF16, **_COMPILE)
+_PS = dict(ps_roles="hosts", bf16=PS_NO_BF16, fp16=PS_NO_BF16, **_COMPILE,
+           cold="its parameter servers live as long as their worker group")
 SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: GroupConfig(), **_PS)
 ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: GroupConfig(), **_PS)
 

@@ -3,6 +3,8 @@ xla loop shares with it (the shard, the saver, the step)."""
 
 from __future__ import annotations
 
+import sys
+
 from raylab.data.shard import data_facts, evaluation, stream_stats
 
 
@@ -287,3 +289,20 @@ def param_checksum(module) -> float:
     """Sum of |parameters and buffers|: equal on every replica that holds the same model."""
     return float(sum(t.detach().cpu().double().abs().sum() for t in [*module.parameters(), *module.buffers()]
                      if t.is_floating_point()))
+
+
+def reset() -> None:
+    """Between two trials of a warm worker group (raylab/loop/warm.py): torch's process-wide state as a new
+    process has it. Dynamo's compiled code is keyed on the last trial's model objects (a new model would recompile
+    as a guard failure, and count against its recompile limit); Inductor's cache on disk stays, so a repeat
+    compiles from it."""
+    import torch
+
+    torch.set_default_dtype(torch.float32)
+    torch.set_grad_enabled(True)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    if "torch._dynamo" in sys.modules:
+        torch._dynamo.reset()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()

@@ -140,7 +140,7 @@ def _worker_env(backend, cfg) -> dict:
 _XLA = dict(executions=always("xla"),
             preflight=_preflight, resources=_resources, bf16=_bf16,
             fp16="torch_xla 2.9 has no float16 path on CPUs or TPUs (bf16 on a TPU)", device_of=_device,
-            worker_env=_worker_env)
+            worker_env=_worker_env, cold="torch_xla cannot clear its compiled-graph cache between trials")
 SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, **_XLA)
 DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, **_XLA)
 

@@ -228,3 +228,9 @@ def compile_snapshot(met) -> tuple[int, float]:
     return (0, 0.0) if not data else (int(data[0]), data[1] / 1e9)
 
 
+
+
+def reset() -> None:
+    """Never called: torch_xla cannot clear its compiled-graph cache, so every xla trial has processes of its own
+    (its kinds' Strategy.cold)."""
+    raise RuntimeError("an xla trial never runs in a warm worker group")

@@ -1,0 +1,268 @@
+"""Warm worker groups: trials that can share worker processes run one after another in one Ray Train run.
+
+Every cold trial is one Ray Train `fit()`, which starts a controller, its helpers and the workers, each a new
+interpreter importing Ray, Train and the framework: seconds before the first step. Ray never hands an actor's
+process to another actor, and Train keeps no worker group between runs, so the processes are kept by keeping the
+run: a warm group's training function (raylab/loop/warm.py) takes the group's trials from a queue (`GroupQueue`,
+an actor the driver fills) and runs each in turn, resetting between them what a trial must not inherit.
+
+Which trials share a group: the same `group_key` (framework, kind, worker processes and what each reserves,
+threads, device, backend, start-up environment). Which stay cold, and why (`cold_reason`): a kind whose framework
+fixes its set-up for a process's life (Strategy.cold: TF's multi-worker collectives, the parameter servers,
+torch_xla's cache, a TPU system), a streamed trial (its splits are given to its own `fit()`), `--compile-cache
+cold` on a compiled trial (an empty cache is a new process's), `--fresh-processes`, trials run at once
+(`--concurrency`) or a cluster of several nodes (a group holds its workers' places).
+
+Each trial is still its own MLflow run with everything it records cold, plus `start` (cold: the first of its
+group, or a trial with processes of its own; warm: processes an earlier trial started) and `group_index` (its
+place in its group, 0 the first). A trial that fails or is killed ends its group: the next trial of its key starts
+a new group, cold. A lost worker restarts the group (Ray Train's restart budget, as for a cold trial), which goes
+on with the trial it was running, from that trial's own checkpoint.
+
+Reservations: on a single node, where raylab runs one trial at a time, a group's workers reserve 1/LIVE of their
+CPUs (and GPUs) in Ray's accounting, so up to LIVE groups stay alive at once (the A B B A order of --repeats is
+kept, every kind warm); the trial that runs is alone on the machine, with the threads it asked for. Before a trial
+that needs more than what is free (a cold one, a new group), the least recently used idle groups end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+
+import ray
+
+# Warm groups alive at once on one node; each group's workers reserve this share of their resources.
+LIVE = 4
+# How long the driver waits for an ended group's resources to come back to Ray.
+RELEASE_WAIT_S = 60.0
+
+
+def group_key(cfg, spec) -> tuple:
+    """Trials with the same key can share a warm group's processes."""
+    from raylab.driver.trainer import backend_config, worker_env
+    from raylab.registry import get_strategy
+
+    strategy = get_strategy(spec.kind)
+    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    backend = backend_config(strategy, cfg)
+    env = tuple(sorted(worker_env(strategy, backend, cfg).items()))
+    backend_key = (type(backend).__qualname__, repr(sorted(vars(backend).items())))
+    return (spec.kind, layout, cfg.threads, strategy.device(cfg), backend_key, env)
+
+
+def cold_reason(cfg, spec, one_node: bool, limit: int) -> str | None:
+    """Why a trial gets worker processes of its own, or None: it can run in a warm group."""
+    from raylab.registry import get_strategy
+
+    strategy = get_strategy(spec.kind)
+    if cfg.fresh_processes:
+        return "--fresh-processes"
+    if strategy.cold:
+        return f"{spec.kind}: {strategy.cold}"
+    if cfg.streamed:
+        return "a streamed trial's splits are given to a Ray Train run of its own"
+    if cfg.compile_cache == "cold" and spec.compiled() or cfg.compile_cache == "cold" and strategy.executions.get(
+            "off") == strategy.executions.get("on"):
+        return "--compile-cache cold: an empty compile cache is a new process's"
+    if limit > 1:
+        return "trials run at once (--concurrency): each holds nodes of its own"
+    if not one_node:
+        return "a cluster of several nodes: a group would hold its workers' places between trials"
+    return None
+
+
+@ray.remote(num_cpus=0)
+class GroupQueue:
+    """A warm group's trials, handed to its workers in order: the driver puts, every rank takes the same one.
+
+    An item is (kind, WorkerConfig). Ranks say when they start and finish one; the driver waits for every rank's
+    `finished`. Failures Ray Train reports (raylab/failure.py's Policy) go to the sink of the trial running.
+    """
+
+    def __init__(self, ranks: int):
+        self.ranks = ranks
+        self.items: list = []
+        self.finished_by: dict[int, set] = {}
+        self.started_at: dict[int, float] = {}
+        self.closed = False
+        self.changed = asyncio.Condition()
+
+    async def put(self, item) -> int:
+        async with self.changed:
+            self.items.append(item)
+            self.changed.notify_all()
+        return len(self.items) - 1
+
+    async def close(self) -> None:
+        async with self.changed:
+            self.closed = True
+            self.changed.notify_all()
+
+    async def take(self, index: int, wait_s: float):
+        """The item at `index`; None once the group is closed; "wait" if none came within wait_s."""
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(lambda: index < len(self.items) or self.closed), wait_s)
+            except asyncio.TimeoutError:
+                return "wait"
+        return self.items[index] if index < len(self.items) else None
+
+    def first_unfinished(self) -> int:
+        i = 0
+        while len(self.finished_by.get(i, ())) >= self.ranks:
+            i += 1
+        return i
+
+    def started(self, index: int, rank: int, when: float) -> None:
+        self.started_at.setdefault(index, when)
+
+    def finished(self, index: int, rank: int) -> None:
+        self.finished_by.setdefault(index, set()).add(rank)
+
+    def done(self, index: int) -> bool:
+        return len(self.finished_by.get(index, ())) >= self.ranks
+
+    def failure(self, when: float, what: str, why: str) -> None:
+        """A failure of the group's run, told to the trial it hit."""
+        index = self.first_unfinished()
+        if index < len(self.items):
+            self.items[index][1].sink.failure.remote(when, what, why)
+
+
+@dataclass
+class WarmGroup:
+    """One warm group on the driver: its queue, the thread its Ray Train run's fit() runs in, what it ran."""
+
+    key: tuple
+    name: str  # its Ray Train run's name (the first trial's run id)
+    queue: object  # its GroupQueue
+    trials: int = 0  # trials handed to it
+    used: float = field(default_factory=time.monotonic)
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+    result: object = None
+
+    def start(self, trainer) -> None:
+        def fit():
+            try:
+                self.result = trainer.fit()
+            except BaseException as e:  # noqa: BLE001 - handed to the trial waiting on it
+                self.error = e
+
+        self.thread = threading.Thread(target=fit, daemon=True, name=f"raylab-group-{self.name}")
+        self.thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+    def submit(self, kind: str, wcfg) -> int:
+        self.trials += 1
+        self.used = time.monotonic()
+        return ray.get(self.queue.put.remote((kind, wcfg)), timeout=60)
+
+    def wait(self, index: int) -> None:
+        """Until every rank has finished trial `index`; what ended the group's run first is raised."""
+        while not ray.get(self.queue.done.remote(index), timeout=60):
+            if not self.alive:
+                if ray.get(self.queue.done.remote(index), timeout=60):
+                    break
+                raise self.error or RuntimeError(f"warm group {self.name} ended before its trial finished")
+            self.thread.join(timeout=0.1)
+        self.used = time.monotonic()
+
+    def close(self, timeout_s: float = RELEASE_WAIT_S) -> None:
+        """Its workers' loops return, its run ends, its queue goes."""
+        try:
+            ray.get(self.queue.close.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - a dead cluster: the run is gone with it
+            pass
+        if self.thread is not None:
+            self.thread.join(timeout=timeout_s)
+        try:
+            ray.kill(self.queue)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class Groups:
+    """The invocation's warm groups by key: which one a trial joins, which end to make room, all ended at the end."""
+
+    def __init__(self, cfg, one_node: bool, limit: int):
+        self.cfg, self.one_node, self.limit = cfg, one_node, limit
+        self.live: dict[tuple, WarmGroup] = {}
+
+    def share(self) -> int:
+        """The share of its resources a group's worker reserves (one node: LIVE groups fit beside each other)."""
+        return LIVE if self.one_node else 1
+
+    def find(self, spec) -> tuple[WarmGroup | None, str | None]:
+        """(the live group the trial joins, or None: it starts one or runs cold; why it is cold, or None)."""
+        reason = cold_reason(self.cfg, spec, self.one_node, self.limit)
+        if reason:
+            return None, reason
+        group = self.live.get(group_key(self.cfg, spec))
+        if group is not None and not group.alive:  # its last trial failed or was killed: the group ended
+            self.live.pop(group.key)
+            group = None
+        return group, None
+
+    def begin(self, spec, name: str, build) -> WarmGroup:
+        """A new group for the trial's key; build(queue) -> the group's Ray Train trainer."""
+        from raylab.registry import get_strategy
+
+        key = group_key(self.cfg, spec)
+        self.make_room(keep=key, groups=1)
+        layout = get_strategy(spec.kind).layout(spec.workers, self.cfg.threads, self.cfg.ps)
+        group = WarmGroup(key, name, GroupQueue.remote(layout.ray_workers))
+        group.start(build(group.queue))
+        self.live[key] = group
+        return group
+
+    def make_room(self, keep: tuple | None = None, groups: int = 0, need: dict | None = None) -> None:
+        """Ends the least recently used idle groups until `groups` more fit beside the live ones (at most LIVE) and
+        `need` ({"CPU": n, ...}, a cold trial's) is free in Ray."""
+        idle = sorted((g for k, g in self.live.items() if k != keep), key=lambda g: g.used)
+        while idle and (len(self.live) + groups > LIVE or need and not self.free(need)):
+            group = idle.pop(0)
+            self.live.pop(group.key)
+            group.close()
+            if need:
+                self.wait_free(need)
+
+    @staticmethod
+    def need(cfg, spec) -> dict:
+        """What a cold trial reserves in Ray, all its workers together (and a streamed trial's CPU for Ray Data)."""
+        from raylab.driver.resources import DATA_CPUS, worker_resources
+        from raylab.registry import get_strategy
+
+        strategy = get_strategy(spec.kind)
+        layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+        cpus, gpus, extra = worker_resources(strategy, layout, cfg)
+        n = layout.ray_workers
+        return {"CPU": cpus * n + (DATA_CPUS if cfg.streamed else 0), "GPU": gpus * n,
+                **{k: v * n for k, v in extra.items()}}
+
+    @staticmethod
+    def free(need: dict) -> bool:
+        free = ray.available_resources()
+        return all(free.get(k, 0) + 1e-6 >= v for k, v in need.items() if v)
+
+    def wait_free(self, need: dict) -> None:
+        deadline = time.monotonic() + RELEASE_WAIT_S
+        while not self.free(need) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def end(self, group: WarmGroup) -> None:
+        """Ends a group whose trial failed or was killed: the next trial of its key starts a new one, cold."""
+        if self.live.get(group.key) is group:
+            self.live.pop(group.key)
+        group.close()
+
+    def close_all(self) -> None:
+        for group in list(self.live.values()):
+            group.close()
+        self.live.clear()
