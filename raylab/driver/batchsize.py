@@ -101,7 +101,7 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
                         "size with streamed data.")
 
 
-def find(recipe, cfg, spec, ds, shared, nodes=None, log=print) -> tuple[int, Search, int | None]:
+def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> tuple[int, Search, int | None]:
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
     from raylab.data import num_items
     from raylab.registry import get_strategy
@@ -117,11 +117,11 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print) -> tuple[int, Sea
     def fits(batch: int) -> bool:
         per = recipe.with_batch(batch * layout.replicas if recipe.global_batch else batch)
         started = time.time()
-        out = probe(per, probe_cfg, spec, task, shared, nodes, batch)
+        out = probe(per, probe_cfg, spec, task, shared, nodes, batch, groups)
         if out.get("died"):  # a worker died under the cap with no error: once more, to tell a fluke from the edge
             log(f"[{spec.name}] batch search: {batch} per replica: a worker died with no error "
                 f"({out['error']}); trying that size once more")
-            out = probe(per, probe_cfg, spec, task, shared, nodes, batch)
+            out = probe(per, probe_cfg, spec, task, shared, nodes, batch, groups)
         out.update(batch=batch, seconds=time.time() - started)
         search.tried.append(out)
         said = "ok" if out["ok"] else f"out of {out['memory']} memory"
@@ -137,25 +137,21 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print) -> tuple[int, Sea
     return found, search, failed
 
 
-def probe(recipe, cfg, spec, task, shared, nodes, batch: int) -> dict:
+def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> dict:
     """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps, without
-    evaluation, checkpoints or an MLflow run. {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
+    evaluation, checkpoints or an MLflow run, in a warm worker group where its kind can share one (groups: the
+    invocation's, raylab/driver/warm.py). {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
     failure is raised."""
-    import uuid
-
     import ray
 
     from raylab import failure
     from raylab.driver.outcome import INTERRUPTED
     from raylab.driver.sink import TrialSink
-    from raylab.driver.trainer import build_trainer
 
     sink = TrialSink.remote([])
     try:
-        trainer = build_trainer(recipe, cfg, spec, task, shared, sink, time.time(), f"probe-{uuid.uuid4().hex[:12]}",
-                                nodes)
         try:
-            trainer.fit()
+            ran_out = run_probe(recipe, cfg, spec, task, shared, nodes, sink, groups)
         except Exception as e:  # noqa: BLE001 - out of memory is the answer; anything else is the trial's error
             if INTERRUPTED.is_set():  # Ctrl-C took the workers down: no answer, and no size to try again
                 raise KeyboardInterrupt("the batch search was interrupted") from e
@@ -168,9 +164,9 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int) -> dict:
             if not code or code[0].kind != "out_of_memory":
                 raise RuntimeError(f"the batch search's probe at {batch} per replica failed: "
                                    f"{failure.describe(e)}") from e
-            peak = re.search(r"host peak RSS ([\d,]+) MB", code[0].line)
-            return {"ok": False, "memory": "device" if "out of device memory" in code[0].line else "host",
-                    "error": code[0].line, "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0}
+            return ran_out_of_memory(code[0].line)
+        if ran_out:  # a warm group's probe: the group went on
+            return ran_out_of_memory(ran_out)
         _, _, final = ray.get(sink.poll.remote(), timeout=60)
         if INTERRUPTED.is_set() or final is None:  # fit() returns after Ctrl-C too: no answer, not a fit
             raise KeyboardInterrupt("the batch search was interrupted")
@@ -178,3 +174,28 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int) -> dict:
         return {"ok": True, "peak_rss_mb": max(peaks) if peaks else 0.0}
     finally:
         ray.kill(sink)
+
+
+def ran_out_of_memory(line: str) -> dict:
+    peak = re.search(r"host peak RSS ([\d,]+) MB", line)
+    return {"ok": False, "memory": "device" if "out of device memory" in line else "host",
+            "error": line, "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0}
+
+
+def run_probe(recipe, cfg, spec, task, shared, nodes, sink, groups) -> str | None:
+    """Runs one probe: in its kind's warm group where there is one (or starts one), else a Ray Train run of its own.
+    The line of an out-of-memory failure a warm group went on after, else None (other failures are raised)."""
+    import uuid
+
+    from raylab.driver.trainer import build_group_trainer, build_trainer, worker_config
+
+    run_id = f"probe-{uuid.uuid4().hex[:12]}"
+    group, cold = groups.find(spec, cfg) if groups is not None else (None, "no groups")
+    if cold:
+        build_trainer(recipe, cfg, spec, task, shared, sink, time.time(), run_id, nodes).fit()
+        return None
+    if group is None:
+        name = f"raylab-group-{run_id}"
+        group = groups.begin(spec, name, lambda queue: build_group_trainer(cfg, spec, queue, name, groups.share()),
+                             cfg)
+    return group.wait(group.submit(spec.kind, worker_config(recipe, cfg, spec, task, shared, sink, time.time(), run_id)))

@@ -20,7 +20,7 @@ COLUMNS = [
     ("samples_per_sec", "samples/s", protocol.rate),
     ("step_time_p50_ms", "step p50 ms", "{:.2f}"),
     ("step_time_p90_ms", "step p90 ms", "{:.2f}"),
-    ("startup_s", "startup s", "{:.1f}"),
+    ("startup_shown", "startup s", "{}"),  # cold bare, warm marked w (protocol.shown_startup)
     ("first_step_s", "first step s", "{:.2f}"),
     ("wall_s", "wall s", "{:.1f}"),
     ("val_accuracy", "val acc", "{:.4f}"),
@@ -93,6 +93,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "precision_applied": t.get("precision_applied"), "float32_matmul": t.get("float32_matmul"),
             # how its steps executed (the worker's tag; the param, what was asked, for a run that never started)
             "execution": t.get("execution") or p.get("execution"), "compiled": p.get("compiled"),
+            "start": p.get("start"), "group_index": p.get("group_index"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             "shared_machine": t.get("shared_machine") == "true",
             **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},
@@ -131,6 +132,7 @@ def format_table(rows: list[dict]) -> str:
         columns = columns[:3] + [("sps_range", "min..max", "{}"), ("runs", "runs", "{}")] + columns[3:]
         rows = [{**r, "sps_range": f"{protocol.rate(r['sps_min'])}..{protocol.rate(r['sps_max'])}" if r.get("sps_min") else None}
                 for r in rows]
+    rows = [{**r, "startup_shown": protocol.shown_startup(r)} for r in rows]
     marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")
                + (" +" if r.get("restarts") else "") + (" !" if input_bound(r) else "")} for r in rows]
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]
@@ -148,6 +150,9 @@ def format_table(rows: list[dict]) -> str:
               "the figures measure the input pipeline more than the step" for r in rows if input_bound(r)]
     if repeated:
         notes.append("medians over repeats; min..max = the samples/s range")
+    if any("warm" in (r.get("start") or "") for r in rows):
+        notes.append("startup s: new worker processes (cold) / processes of a warm worker group (w), medians of each; "
+                     "where a trial ran both ways, wall s is its cold runs'")
     if concurrent:
         notes.append("trials ran at the same time, each on whole nodes of its own (nodes = nodes it held); "
                      "who overlapped whom is under 'ran at the same time'")

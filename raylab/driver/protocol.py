@@ -15,6 +15,10 @@ from raylab.registry import NAMES, framework
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
           "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
           *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
+# What a warm start changes (raylab/driver/warm.py): folded per start, cold runs in the key, warm ones in KEY_warm,
+# never one median over both.
+BY_START = ["startup_s", "wall_s", "time_to_target_s", *(f"startup_{p}_s" for p in ("workers", "imports", "setup",
+                                                                                  "data", "model", "other"))]
 # What must match across the trials of a fair comparison: (row key, label).
 # The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
 PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"),
@@ -52,6 +56,7 @@ def fold(rows: list[dict]) -> list[dict]:
         for key in FOLDED:
             values = [r[key] for r in done if r.get(key) is not None]
             out[key] = statistics.median(values) if values else None
+        fold_starts(out, done)
         sps = [r["samples_per_sec"] for r in done if r.get("samples_per_sec") is not None]
         out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
@@ -60,6 +65,29 @@ def fold(rows: list[dict]) -> list[dict]:
             out[key] = sum(r.get(key) or 0 for r in runs) if restarted else None
         folded.append(out)
     return folded
+
+
+def fold_starts(out: dict, done: list[dict]) -> None:
+    """The start-up figures of a trial's runs, cold and warm apart: `start` is "cold", "warm" or "cold+warm"; with
+    both, KEY holds the cold runs' median and KEY_warm the warm runs'."""
+    starts = sorted({r.get("start") or "cold" for r in done}) or [out.get("start") or "cold"]
+    out["start"] = "+".join(starts)
+    if len(starts) < 2:
+        return
+    for key in BY_START:
+        for start, name in (("cold", key), ("warm", f"{key}_warm")):
+            values = [r[key] for r in done if (r.get("start") or "cold") == start and r.get(key) is not None]
+            out[name] = statistics.median(values) if values else None
+
+
+def shown_startup(row: dict) -> str | None:
+    """The table's start-up cell: cold figures bare, warm ones marked w ("10.3 / 0.4w")."""
+    cold, warm = row.get("startup_s"), row.get("startup_s_warm")
+    if row.get("start") == "warm":
+        return None if cold is None else f"{cold:.1f}w"
+    if warm is not None:
+        return f"{cold:.1f} / {warm:.1f}w" if cold is not None else f"{warm:.1f}w"
+    return None if cold is None else f"{cold:.1f}"
 
 
 def significance(folded: list[dict]) -> list[str]:
@@ -153,7 +181,9 @@ def startup(folded: list[dict]) -> list[str]:
             continue
         parts = " + ".join(f"{p} {v:.1f}" for p, v in phases if v is not None)
         floor = f" (floor {r['startup_floor_s']:.1f})" if r.get("startup_floor_s") is not None else ""
-        lines.append(f"{r['trial']}: {r['startup_s']:.1f} s{floor} = {parts}")
+        start = {"warm": ", warm", "cold+warm": ", cold"}.get(r.get("start"), "")
+        warm = f"; warm {r['startup_s_warm']:.1f} s" if r.get("startup_s_warm") is not None else ""
+        lines.append(f"{r['trial']}{start}: {r['startup_s']:.1f} s{floor} = {parts}{warm}")
     return lines
 
 

@@ -349,7 +349,7 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
     searched, error = {}, None
     if cfg.batch_max and resume is None:
         try:
-            spec, searched = search_batch(recipe, cfg, spec, ds, shared, nodes)
+            spec, searched = search_batch(recipe, cfg, spec, ds, shared, nodes, groups)
         except Exception as e:  # noqa: BLE001 - the trial's run ends FAILED with it; the next trial runs
             if INTERRUPTED.is_set():
                 raise
@@ -366,14 +366,14 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
 
 
 def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared,
-                 nodes: list | None) -> tuple[TrialSpec, dict]:
+                 nodes: list | None, groups=None) -> tuple[TrialSpec, dict]:
     """--batch max: the trial at the largest per-replica batch its probes fit (raylab/driver/batchsize.py), and the
     search's tags."""
     from dataclasses import replace
 
     from raylab.driver import batchsize
 
-    found, search, failed = batchsize.find(recipe, cfg, spec, ds, shared, nodes, log=console.get().line)
+    found, search, failed = batchsize.find(recipe, cfg, spec, ds, shared, nodes, log=console.get().line, groups=groups)
     replicas = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps).replicas
     run = max(1, int(found * batchsize.MARGIN)) if failed else found
     over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"

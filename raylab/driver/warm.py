@@ -50,7 +50,8 @@ def group_key(cfg, spec) -> tuple:
     backend = backend_config(strategy, cfg)
     env = tuple(sorted(worker_env(strategy, backend, cfg).items()))
     backend_key = (type(backend).__qualname__, repr(sorted(vars(backend).items())))
-    return (spec.kind, layout, cfg.threads, strategy.device(cfg), backend_key, env)
+    # A probe (--batch max) has no restart budget and the trial has one: each its own group.
+    return (spec.kind, layout, cfg.threads, strategy.device(cfg), backend_key, env, cfg.max_failures, cfg.storage)
 
 
 def cold_reason(cfg, spec, one_node: bool, limit: int) -> str | None:
@@ -86,6 +87,7 @@ class GroupQueue:
         self.ranks = ranks
         self.items: list = []
         self.finished_by: dict[int, set] = {}
+        self.failed: dict[int, str] = {}  # index -> what a --batch max probe ran into (the group went on)
         self.started_at: dict[int, float] = {}
         self.closed = False
         self.changed = asyncio.Condition()
@@ -119,8 +121,13 @@ class GroupQueue:
     def started(self, index: int, rank: int, when: float) -> None:
         self.started_at.setdefault(index, when)
 
-    def finished(self, index: int, rank: int) -> None:
+    def finished(self, index: int, rank: int, failure: str | None = None) -> None:
         self.finished_by.setdefault(index, set()).add(rank)
+        if failure:
+            self.failed[index] = failure
+
+    def failure_of(self, index: int) -> str | None:
+        return self.failed.get(index)
 
     def done(self, index: int) -> bool:
         return len(self.finished_by.get(index, ())) >= self.ranks
@@ -164,8 +171,9 @@ class WarmGroup:
         self.used = time.monotonic()
         return ray.get(self.queue.put.remote((kind, wcfg)), timeout=60)
 
-    def wait(self, index: int) -> None:
-        """Until every rank has finished trial `index`; what ended the group's run first is raised."""
+    def wait(self, index: int) -> str | None:
+        """Until every rank has finished trial `index`; what ended the group's run first is raised. Returns the
+        line of a probe's failure the group went on after (raylab/loop/warm.py), else None."""
         while not ray.get(self.queue.done.remote(index), timeout=60):
             if not self.alive:
                 if ray.get(self.queue.done.remote(index), timeout=60):
@@ -173,6 +181,7 @@ class WarmGroup:
                 raise self.error or RuntimeError(f"warm group {self.name} ended before its trial finished")
             self.thread.join(timeout=0.1)
         self.used = time.monotonic()
+        return ray.get(self.queue.failure_of.remote(index), timeout=60)
 
     def close(self, timeout_s: float = RELEASE_WAIT_S) -> None:
         """Its workers' loops return, its run ends, its queue goes."""
@@ -199,22 +208,24 @@ class Groups:
         """The share of its resources a group's worker reserves (one node: LIVE groups fit beside each other)."""
         return LIVE if self.one_node else 1
 
-    def find(self, spec) -> tuple[WarmGroup | None, str | None]:
-        """(the live group the trial joins, or None: it starts one or runs cold; why it is cold, or None)."""
-        reason = cold_reason(self.cfg, spec, self.one_node, self.limit)
+    def find(self, spec, cfg=None) -> tuple[WarmGroup | None, str | None]:
+        """(the live group the trial joins, or None: it starts one or runs cold; why it is cold, or None). cfg: its
+        settings where they are not the invocation's (a --batch max probe's)."""
+        cfg = cfg or self.cfg
+        reason = cold_reason(cfg, spec, self.one_node, self.limit)
         if reason:
             return None, reason
-        group = self.live.get(group_key(self.cfg, spec))
+        group = self.live.get(group_key(cfg, spec))
         if group is not None and not group.alive:  # its last trial failed or was killed: the group ended
             self.live.pop(group.key)
             group = None
         return group, None
 
-    def begin(self, spec, name: str, build) -> WarmGroup:
+    def begin(self, spec, name: str, build, cfg=None) -> WarmGroup:
         """A new group for the trial's key; build(queue) -> the group's Ray Train trainer."""
         from raylab.registry import get_strategy
 
-        key = group_key(self.cfg, spec)
+        key = group_key(cfg or self.cfg, spec)
         self.make_room(keep=key, groups=1)
         layout = get_strategy(spec.kind).layout(spec.workers, self.cfg.threads, self.cfg.ps)
         group = WarmGroup(key, name, GroupQueue.remote(layout.ray_workers))

@@ -39,10 +39,23 @@ def group_loop(config: dict) -> None:
         if ran:
             between(framework_of(kind).part("worker").reset)
         ray.get(queue.started.remote(index, rank, time.time()), timeout=60)
-        failure.guarded(get_strategy(kind).worker_loop, {"cfg": cfg})
         ran += 1
-        ray.get(queue.finished.remote(index, rank), timeout=60)
+        try:
+            failure.guarded(get_strategy(kind).worker_loop, {"cfg": cfg})
+        except failure.CodeFailure as e:
+            if not survivable(cfg, e):
+                raise
+            ray.get(queue.finished.remote(index, rank, e.line), timeout=60)
+        else:
+            ray.get(queue.finished.remote(index, rank), timeout=60)
         index += 1
+
+
+def survivable(cfg, error) -> bool:
+    """Whether the group goes on after a trial's failure: a --batch max probe of one process that ran out of memory
+    (its answer: that size does not fit). Anything else ends the group, and a process of several ranks always
+    does (the others may wait in a collective)."""
+    return cfg.probe and error.kind == "out_of_memory" and cfg.replicas == 1 and not cfg.ps
 
 
 def take(queue, index: int):

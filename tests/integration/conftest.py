@@ -82,8 +82,11 @@ def run_recipe(ray_cluster, tmp_path, template_db):
 # per family. Read by test_fault_tolerance.py, test_ps.py (the uninterrupted ps-sync against DDP; tf:ps training)
 # and test_stream.py (the in-memory twins of the streamed trials: same seed, steps and batch).
 LOST_STEPS = ["--quick", "--epochs", "3", "--steps-per-epoch", "200"]  # --quick: 8,192 items, 2,000 to test
-LOST_WORKERS_TRIALS = "torch:ddp x2,tf:mwms x2,torch:ps-sync x2,xla:ddp x2,jax:dp x2"
-LOST_WORKERS_PLAN = {"torch:ddp x2": ["worker", None], "tf:mwms x2": ["worker", None],
+# Run order (A B B A): ... jax:dp, torch:ddp, torch:ddp, jax:dp, ...: both kinds' repeats run in warm worker groups.
+LOST_WORKERS_TRIALS = "tf:mwms x2,torch:ps-sync x2,xla:ddp x2,jax:dp x2,torch:ddp x2"
+# torch:ddp x2 loses a worker in its second repeat, the second trial of its warm worker group (the restarted group
+# goes on with that trial, from its own checkpoint); jax:dp x2 in its first, and its second runs in the restarted group.
+LOST_WORKERS_PLAN = {"torch:ddp x2": [None, "worker"], "tf:mwms x2": ["worker", None],
                      "torch:ps-sync x2": ["server", None], "xla:ddp x2": ["worker", None], "jax:dp x2": ["worker", None]}
 # tf:ps on its own: a lost tf:ps task takes TF's coordinator most of a minute to give up on (recovery_s 45-60 s
 # here), so both repeats lose one, a worker task and a ps task, and there is no uninterrupted twin.

@@ -44,9 +44,16 @@ def kill_server_actor(ray, sink) -> str:
     return name
 
 
+def trial_worker(ray, sink) -> int:
+    """The trial's newest Ray Train worker: one of the processes that said hello to its sink (a warm worker group's
+    processes say hello to each trial they run; other groups' workers may be newer)."""
+    own = {pid for pid, _ in ray.get(sink.pids.remote(), timeout=30)} & set(actor_pids("RayTrainWorker"))
+    return max(own or actor_pids("RayTrainWorker"))
+
+
 # What a plan can name, each -> a pid to SIGKILL (or a name, for what was killed through Ray).
 VICTIMS = {
-    "worker": lambda ray, sink: max(actor_pids("RayTrainWorker")),  # the newest Ray Train worker
+    "worker": trial_worker,  # the trial's newest Ray Train worker
     "server": lambda ray, sink: max(actor_pids("ParameterServer")),  # torch:ps-*'s newest server process
     "tf-worker": lambda ray, sink: registered(ray, sink, "worker-pid-"),  # a tf:ps worker task
     "tf-ps": lambda ray, sink: registered(ray, sink, "ps-pid-"),  # a tf:ps parameter server task

@@ -75,6 +75,9 @@ def test_lost_worker_restarts_from_checkpoint_and_ends_as_the_uninterrupted_run(
     trials = runs_by_trial(lost_workers)
     torch_runs = trials["torch:ddp x2"]
     assert sorted(r for r, _ in torch_runs) == [False, True]
+    # The lost worker was in the second trial of a warm worker group: the restarted group went on with that trial.
+    starts = {restarted: (r.data.params["start"], r.data.params["group_index"]) for restarted, r in torch_runs}
+    assert starts == {False: ("cold", "0"), True: ("warm", "1")}, starts
     sums = {r.data.tags["param_checksums"] for _, r in torch_runs}
     assert len(sums) == 1, sums  # bit for bit the weights of the uninterrupted run
     tf_runs = trials["tf:mwms x2"]
@@ -97,6 +100,8 @@ def test_jax_dp_restarts_with_a_new_jax_distributed_world_and_ends_as_the_uninte
     weights equal the uninterrupted repeat's."""
     runs = runs_by_trial(lost_workers)["jax:dp x2"]
     assert sorted(r for r, _ in runs) == [False, True]
+    # the uninterrupted twin ran after the restart, in the warm group's new processes
+    assert {r: run.data.params["start"] for r, run in runs} == {True: "cold", False: "warm"}
     sums = [float(r.data.tags["param_checksums"].split(",")[0]) for _, r in runs]
     assert sums[0] == pytest.approx(sums[1], rel=1e-6), sums
     assert all(r.data.tags["replicas_consistent"] == "True" for _, r in runs)
