@@ -35,6 +35,7 @@ class TrialOutcome:
     error: str | None = None
     ran: str | None = None  # the strategy that actually ran, once rank 0 has said so
     repeat: int = 1  # which of --repeats
+    start: dict = field(default_factory=dict)  # {"start": "cold"|"warm", "group_index": n} (raylab/driver/warm.py)
 
     @property
     def ran_name(self) -> str:

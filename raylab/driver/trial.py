@@ -176,7 +176,7 @@ class Trial:
         self.log = console.get().begin_trial(spec.name)
         # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
         self.sink = TrialSink.options(name=sink_name(self.run_id)).remote(self.logged)
-        self.outcome = TrialOutcome(spec, self.run_id, "FAILED", repeat=self.repeat)
+        self.outcome = TrialOutcome(spec, self.run_id, "FAILED", repeat=self.repeat, start=self.start)
         return self.outcome
 
     def place(self, resumed: bool) -> dict:
