@@ -24,6 +24,11 @@ TRAIN_POLL_ENV, TRAIN_POLL_S = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.2"
 # multi-node cluster) there are no other machines to go on with, and it is one more process per trial to start:
 # it is turned off there (a user's own setting wins). Recorded as train_preemption_watcher.
 PREEMPTION_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+# What Ray Train does per run that raylab does not use (read in Ray 2.60's ray/train/v2): its Prometheus metrics
+# callbacks (driver side), JSON logs of the controller and workers under the session directory, and print()
+# patched through Train's logger (worker output reaches the driver either way). Off where the user has not set them.
+TRAIN_OFF = ("RAY_TRAIN_METRICS_ENABLED", "RAY_TRAIN_ENABLE_CONTROLLER_STRUCTURED_LOGGING",
+             "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING", "RAY_TRAIN_ENABLE_PRINT_PATCH")
 
 
 def init_ray(address: str | None = None) -> None:
@@ -71,9 +76,11 @@ def one_machine() -> bool:
 
 
 def driver_env() -> bool:
-    """Sets Ray Train's poll interval (and, on one machine, no preemption watcher) where the user has not;
+    """Sets Ray Train's poll interval, TRAIN_OFF (and, on one machine, no preemption watcher) where the user has not;
     returns whether the cluster is one machine."""
     os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)
+    for name in TRAIN_OFF:
+        os.environ.setdefault(name, "0")
     alone = one_machine()
     if alone:
         os.environ.setdefault(PREEMPTION_ENV, "0")

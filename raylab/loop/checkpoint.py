@@ -135,7 +135,7 @@ class Checkpointer:
         trial's, and a trial never starts from another's."""
         import ray.train
 
-        restored = ray.train.get_checkpoint() if self.on else None
+        restored = ray.train.get_checkpoint() if self.on and self.cfg.restorable else None
         if restored is None:
             return LoopState()
         with restored.as_directory() as d:

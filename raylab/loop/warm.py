@@ -9,12 +9,15 @@ counter started over, so a trial records its own peak.
 
 A restarted worker group (a lost worker) asks the queue for the first trial not finished by every rank and goes
 on from there: that trial restores its own checkpoint (raylab/loop/checkpoint.py keeps a checkpoint to the
-trial that saved it), and the trials after it follow.
+trial that saved it), and the trials after it follow. Ray Train's checkpoint is the one the processes started
+with, so only the first trial they run may restore it (`WorkerConfig.restorable`): by a later trial it is an
+earlier trial's, deleted once a newer one was kept.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import gc
 import time
 
@@ -38,6 +41,7 @@ def group_loop(config: dict) -> None:
         kind, cfg = item
         if ran:
             between(framework_of(kind).part("worker").reset)
+            cfg = dataclasses.replace(cfg, restorable=False)  # Ray Train's checkpoint is from before this trial
         ray.get(queue.started.remote(index, rank, time.time()), timeout=60)
         ran += 1
         try:

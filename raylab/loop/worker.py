@@ -47,6 +47,9 @@ class WorkerConfig:
     execution: str = "eager"
     compile_cache: str | None = None  # the directory its compiled code is cached in (None: the framework's default)
     run_id: str = ""  # its MLflow run: the trial its checkpoints belong to (a warm group runs several)
+    # Whether ray.train.get_checkpoint() may be its own: only the first trial a warm group's (re)started processes
+    # run; that checkpoint is from the processes' start, and a later trial's would be gone (raylab/loop/warm.py)
+    restorable: bool = True
 
     @property
     def framework(self) -> str:
