@@ -70,6 +70,20 @@ def reachable(address: str, timeout_s: float = 10.0) -> None:
                         "(`ray start --head`) or fix --address / RAY_ADDRESS.") from None
 
 
+def owns_cluster() -> bool:
+    """Whether this process started the Ray cluster (an in-process one): its death ends the cluster, placement
+    groups and all, so Ray Train's placement-group cleaner (an actor per run, which the worker group's start waits
+    for) has nothing to clean."""
+    node = getattr(ray._private.worker, "_global_node", None)
+    return bool(node is not None and getattr(node, "head", False))
+
+
+def train_off() -> str:
+    """What of Ray Train's own per-run work is off (the param train_off)."""
+    off = [k.removeprefix("RAY_TRAIN_") for k in TRAIN_OFF if os.environ.get(k) == "0"]
+    return ",".join(off + (["PLACEMENT_GROUP_CLEANER"] if owns_cluster() else [])) or "none"
+
+
 def one_machine() -> bool:
     """Whether every alive node of the cluster is on one machine (in-process, `ray start` here, simulated)."""
     return len({n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}) == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from raylab import failure, prewarm
 from raylab.config import Settings, TrialSpec, compile_cache_dir
-from raylab.driver import matrix
+from raylab.driver import cluster, matrix
 from raylab.driver.resources import worker_resources
 from raylab.loop.worker import WorkerConfig
 from raylab.recipe import Recipe
@@ -109,12 +109,20 @@ def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name:
 def guarded_trainer_class(base, sink):
     """Ray Train's trainer with raylab's failure policy (raylab/failure.py): what the trial's own code raised
     ends it at once; only lost processes spend the restart budget. (Ray Train 2.60 builds its policy inside
-    fit(); this is the one place raylab reaches past its public API, pinned by the version it installs.)"""
+    fit(); this is the one place raylab reaches past its public API, pinned by the version it installs, with the
+    default callbacks less the placement-group cleaner where the driver owns the cluster.)"""
 
     class GuardedTrainer(base):
         def _initialize_and_run_controller(self, **kwargs):
             kwargs["failure_policy"] = failure.Policy(self.run_config.failure_config, sink)
             return super()._initialize_and_run_controller(**kwargs)
+
+        def _create_default_callbacks(self):
+            # No placement-group cleaner where the driver's death ends the cluster anyway (cluster.owns_cluster).
+            callbacks = super()._create_default_callbacks()
+            if cluster.owns_cluster():
+                callbacks = [c for c in callbacks if type(c).__name__ != "PlacementGroupCleanerCallback"]
+            return callbacks
 
     return GuardedTrainer
 

@@ -57,7 +57,7 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
         "storage": cfg.storage or "~/ray_results",
         "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S), "prewarm": prewarm.enabled(),
         "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
-        "train_off": ",".join(k.removeprefix("RAY_TRAIN_") for k in cluster.TRAIN_OFF if os.environ.get(k) == "0") or "none",
+        "train_off": cluster.train_off(),
         "execution": spec.executes(), "compiled": spec.compiled(), "compile_cache": cfg.compile_cache,
     }
 
