@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/warm.py                                   # torch:none, tf:none, jax:none; 3 repeats
     .venv/bin/python bench/warm.py --trials "torch:ddp x2" --rounds 2
+    .venv/bin/python bench/warm.py --full          # the whole data set, the recipe's epochs: steady figures
+
+--quick trains 256 steps per trial (a fraction of a second for jax): enough for start-up and wall time, too few for
+a steady-state samples/s within a few percent; --full trains the recipe's whole data set.
 
 Each round runs `recipes/fashion.py --quick --trials TRIALS --repeats R` twice, once as it runs by default (each
 kind's first repeat starts its warm worker group cold, the others run warm) and once with --fresh-processes (every
@@ -28,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def invocation(trials: str, repeats: int, fresh: bool, where: Path, extra: list[str]) -> tuple[float, list[dict]]:
     """(wall seconds, the JSON summary's trials) of one invocation."""
     out = where / f"{'fresh' if fresh else 'warm'}-{time.time_ns()}.json"
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", trials, "--repeats",
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", trials, "--repeats",
            str(repeats), "--tracking-uri", f"sqlite:///{where / 'mlflow.db'}", "--json", str(out), *extra,
            *(["--fresh-processes"] if fresh else [])]
     t0 = time.perf_counter()
@@ -70,8 +74,10 @@ def main() -> None:
     ap.add_argument("--trials", default="torch:none,tf:none,jax:none")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2, help="warm + fresh pairs, the order alternating")
+    ap.add_argument("--full", action="store_true", help="the whole data set (default: --quick)")
     ap.add_argument("extra", nargs="*", help="more recipe flags, after --")
     args = ap.parse_args()
+    args.extra = args.extra + ([] if args.full else ["--quick"])
     where = Path(tempfile.mkdtemp(prefix="raylab-warm-bench-"))
     runs: dict[bool, list] = {False: [], True: []}
     for r in range(args.rounds):

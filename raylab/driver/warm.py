@@ -185,15 +185,19 @@ class WarmGroup:
 
     def close(self, timeout_s: float = RELEASE_WAIT_S) -> None:
         """Its workers' loops return, its run ends, its queue goes."""
-        try:
-            ray.get(self.queue.close.remote(), timeout=30)
-        except Exception:  # noqa: BLE001 - a dead cluster: the run is gone with it
-            pass
+        self.closing()
         if self.thread is not None:
             self.thread.join(timeout=timeout_s)
         try:
             ray.kill(self.queue)
         except Exception:  # noqa: BLE001
+            pass
+
+    def closing(self) -> None:
+        """Tells its workers there is no next trial (their loops return, and its run ends)."""
+        try:
+            ray.get(self.queue.close.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - a dead cluster: the run is gone with it
             pass
 
 
@@ -274,6 +278,9 @@ class Groups:
         group.close()
 
     def close_all(self) -> None:
+        """Every group ends, all at once (each run's shutdown beside the others')."""
+        for group in self.live.values():
+            group.closing()
         for group in list(self.live.values()):
             group.close()
         self.live.clear()
