@@ -141,7 +141,8 @@ class Phases:
     worker loop (the process's Ray Train set-up, the backend's TF_CONFIG / process group / PJRT
     set-up; imports started at the process's start overlap it, raylab/prewarm.py). Backends mark
     `imports`, `setup` (strategy, devices), `data` (object store to tensors) and `model`; what is
-    left before the first step is `other`.
+    left before the first step is `other`. In a warm worker group's process (started before the trial) `process` is
+    0 and `workers` runs from the trial's start to its loop.
     """
 
     NAMES = ("process", "workers", "imports", "setup", "data", "model", "other")
@@ -152,6 +153,8 @@ class Phases:
         born = process_start()
         if born is not None and trial_start <= born <= time.time():
             self.times["process"], self._last = born - trial_start, born
+        elif born is not None and born < trial_start:  # a warm worker group's process: already there
+            self.times["process"] = 0.0
         self.mark("workers")
 
     def mark(self, name: str) -> None:

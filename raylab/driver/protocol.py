@@ -181,9 +181,9 @@ def startup(folded: list[dict]) -> list[str]:
             continue
         parts = " + ".join(f"{p} {v:.1f}" for p, v in phases if v is not None)
         floor = f" (floor {r['startup_floor_s']:.1f})" if r.get("startup_floor_s") is not None else ""
-        start = {"warm": ", warm", "cold+warm": ", cold"}.get(r.get("start"), "")
+        start = {"warm": " warm", "cold+warm": " cold"}.get(r.get("start"), "")
         warm = f"; warm {r['startup_s_warm']:.1f} s" if r.get("startup_s_warm") is not None else ""
-        lines.append(f"{r['trial']}{start}: {r['startup_s']:.1f} s{floor} = {parts}{warm}")
+        lines.append(f"{r['trial']}: {r['startup_s']:.1f} s{start}{floor} = {parts}{warm}")
     return lines
 
 
