@@ -95,7 +95,7 @@ LOST_TF_PS_PLAN = {"tf:ps x2": ["tf-worker", "tf-ps"]}
 
 @pytest.fixture(scope="package")
 def lost_workers(ray_cluster, tmp_path_factory, template_db):
-    return shared_run(tmp_path_factory.mktemp("lost-workers"), template_db, "lost-workers", 10, load_recipe("fashion"),
+    return shared_run(tmp_path_factory.mktemp("lost-workers"), template_db, "lost-workers", 8, load_recipe("fashion"),
                       "--trials", LOST_WORKERS_TRIALS, *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
                       kill=LOST_WORKERS_PLAN)
 
