@@ -59,7 +59,7 @@ def survivable(cfg, error) -> bool:
     """Whether the group goes on after a trial's failure: a --batch max probe of one process that ran out of memory
     (its answer: that size does not fit). Anything else ends the group, and a process of several ranks always
     does (the others may wait in a collective)."""
-    return cfg.probe and error.kind == "out_of_memory" and cfg.replicas == 1 and not cfg.ps
+    return cfg.probe and error.kind == "out_of_memory" and cfg.replicas == 1
 
 
 def take(queue, index: int):

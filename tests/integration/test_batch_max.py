@@ -3,7 +3,7 @@ one above it ran out of memory in its probe, and the trial runs at the size foun
 
 The model makes each item cost hundreds of MB (its input copied K times) with almost no arithmetic, so the
 edge under the cap is a few items and the search, starting at the recipe's batch of 2, reaches it in about three
-probes (in one warm worker group, raylab/driver/warm.py); the search's doubling and bisecting on every path is
+probes (each a fresh Ray Train start-up: under a cap no trial is warm); the search's doubling and bisecting on every path is
 tests/unit/test_batchsize.py's, against real allocator failures.
 """
 
@@ -27,9 +27,9 @@ FASHION = load_recipe("fashion")
 # than its probes (evaluation is not probed). At 70,000 an item is 1.25 times larger: by those figures the edge
 # is 2 and the trial runs at 1, a wider margin (the test passed twice on its own after the change).
 K = {"torch": 28_000, "tf": 70_000, "jax": 112_000}
-# Per framework: the probes' warm worker group (a new one after a probe whose worker died) and the trial's own
-# group: 7 on 2026-11-27 (TF's worker died once under the cap), 15 when every probe was a start-up.
-RAY_TRAIN_STARTS = 9
+# Per framework: three probes (up to five where the edge moves) and the trial, each cold (a memory cap keeps trials
+# out of warm worker groups: raylab/driver/warm.py)
+RAY_TRAIN_STARTS = 15
 
 
 def wide_torch():

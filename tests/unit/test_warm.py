@@ -41,6 +41,7 @@ def test_what_stays_cold_says_why():
     assert cold_reason(replace(cfg, fresh_processes=True), TrialSpec("torch", "none", 1), one_node, 1) == \
         "--fresh-processes"
     assert "streamed" in cold_reason(replace(cfg, streamed=True), TrialSpec("torch", "none", 1), one_node, 1)
+    assert "--memory-cap-mb" in cold_reason(replace(cfg, memory_cap_mb=2500), TrialSpec("torch", "none", 1), one_node, 1)
     assert "--concurrency" in cold_reason(cfg, TrialSpec("torch", "none", 1), one_node, 2)
     assert "several nodes" in cold_reason(cfg, TrialSpec("torch", "none", 1), False, 1)
     cold_cache = replace(cfg, compile_cache="cold")
@@ -53,7 +54,7 @@ def test_what_stays_cold_says_why():
 def worker(probe: bool, replicas: int = 1) -> WorkerConfig:
     return WorkerConfig(trial="torch:none x1", short="none", task=None, shared=None, replicas=replicas,
                         batch_per_replica=32, epochs=1, threads=1, seed=0, warmup_steps=1, trial_start=0.0, sink=None,
-                        probe=probe)
+                        probe=probe, ps=1)  # Settings.ps is 1 for every trial (the ps kinds read it)
 
 
 def test_only_a_one_process_probe_that_ran_out_of_memory_leaves_its_group_alive():
