@@ -39,6 +39,8 @@ import ray
 LIVE = 4
 # How long the driver waits for an ended group's resources to come back to Ray.
 RELEASE_WAIT_S = 60.0
+# How long it waits for the run of a group whose trial failed or was killed to end (an interrupt must not wait).
+END_WAIT_S = 5.0
 
 
 def group_key(cfg, spec) -> tuple:
@@ -280,7 +282,7 @@ class Groups:
         """Ends a group whose trial failed or was killed: the next trial of its key starts a new one, cold."""
         if self.live.get(group.key) is group:
             self.live.pop(group.key)
-        group.close()
+        group.close(timeout_s=END_WAIT_S)  # a killed trial's run may still be in its step: the cluster ends it
 
     def close_all(self) -> None:
         """Every group ends, all at once (each run's shutdown beside the others')."""
