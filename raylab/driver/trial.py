@@ -167,7 +167,7 @@ class Trial:
             self.run_id = self.tracker.start_run(spec.name, params, {**tags, **cold_why}, parent=parent_id)
         if self.group is None and cold_why.get("cold_reason") == FIRST:  # the first of a new warm group
             self.group = self.groups.begin(spec, f"raylab-group-{self.run_id}", self.group_trainer)
-        if self.groups is not None and self.group is not None:
+        if self.group is not None:
             self.tracker.set_tags(self.run_id, {"train_run": self.group.name})
         again = f", repeat {self.repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
         went_on = f", resumed after epoch {len(self.logged)}" if resume else ""

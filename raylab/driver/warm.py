@@ -72,8 +72,8 @@ def cold_reason(cfg, spec, one_node: bool, limit: int) -> str | None:
         # Measured: fashion_cnn's --batch max edge under 2500 MB was 157 items warm against 177 cold.
         return ("--memory-cap-mb: the cap counts what a process has mapped, and a warm process still maps the heap "
                 "of the trials before (its edge would be smaller than a new process's)")
-    if cfg.compile_cache == "cold" and spec.compiled() or cfg.compile_cache == "cold" and strategy.executions.get(
-            "off") == strategy.executions.get("on"):
+    always_compiled = strategy.executions.get("off") == strategy.executions.get("on")  # jax, torch_xla
+    if cfg.compile_cache == "cold" and (spec.compiled() or always_compiled):
         return "--compile-cache cold: an empty compile cache is a new process's"
     if limit > 1:
         return "trials run at once (--concurrency): each holds nodes of its own"
