@@ -76,7 +76,7 @@ def _sigterm_as_interrupt():
 
 def run_tags(recipe_file: str | None) -> dict:
     from raylab.driver.tracking import driver_versions, git_commit
-    from raylab.loop.worker import host_facts
+    from raylab.loop.config import host_facts
 
     where = Path(recipe_file).resolve().parent if recipe_file else Path.cwd()
     facts = host_facts()

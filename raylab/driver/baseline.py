@@ -78,7 +78,7 @@ def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec,
 
 def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | None) -> dict:
     """Logs a plain script's epochs, tags and figures; returns its result as the end table reads it."""
-    from raylab.driver.protocol import time_to_target
+    from raylab.driver.stats import time_to_target
 
     epochs = result.pop("epochs")
     for e in epochs:

@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from raylab.driver import protocol
+from raylab.driver import stats
 from raylab.driver.tracking import PARENT, ROLE
 from raylab.errors import UserError
 from raylab.registry import frameworks
@@ -17,10 +17,10 @@ COLUMNS = [
     ("trial", "trial", "{}"),
     ("status", "status", "{}"),
     ("execution", "execution", "{}"),
-    ("samples_per_sec", "samples/s", protocol.rate),
+    ("samples_per_sec", "samples/s", stats.rate),
     ("step_time_p50_ms", "step p50 ms", "{:.2f}"),
     ("step_time_p90_ms", "step p90 ms", "{:.2f}"),
-    ("startup_shown", "startup s", "{}"),  # cold bare, warm marked w (protocol.shown_startup)
+    ("startup_shown", "startup s", "{}"),  # cold bare, warm marked w (stats.shown_startup)
     ("first_step_s", "first step s", "{:.2f}"),
     ("wall_s", "wall s", "{:.1f}"),
     ("val_accuracy", "val acc", "{:.4f}"),
@@ -130,9 +130,9 @@ def format_table(rows: list[dict]) -> str:
     repeated = any(r.get("runs", 1) > 1 for r in rows)
     if repeated:
         columns = columns[:3] + [("sps_range", "min..max", "{}"), ("runs", "runs", "{}")] + columns[3:]
-        rows = [{**r, "sps_range": f"{protocol.rate(r['sps_min'])}..{protocol.rate(r['sps_max'])}" if r.get("sps_min") else None}
+        rows = [{**r, "sps_range": f"{stats.rate(r['sps_min'])}..{stats.rate(r['sps_max'])}" if r.get("sps_min") else None}
                 for r in rows]
-    rows = [{**r, "startup_shown": protocol.shown_startup(r)} for r in rows]
+    rows = [{**r, "startup_shown": stats.shown_startup(r)} for r in rows]
     marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")
                + (" +" if r.get("restarts") else "") + (" !" if input_bound(r) else "")} for r in rows]
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]
@@ -165,14 +165,14 @@ def input_bound(row: dict) -> bool:
 
 def format_report(rows: list[dict]) -> str:
     """The table, then the protocol's sections: significance, scaling, overhead, parity."""
-    folded = protocol.fold(rows)
+    folded = stats.fold(rows)
     parts = [format_table(folded)]
-    sections = [("differences", protocol.significance(folded)), ("scaling", protocol.scaling(folded)),
-                ("overhead vs plain scripts", protocol.overhead(folded)),
+    sections = [("differences", stats.significance(folded)), ("scaling", stats.scaling(folded)),
+                ("overhead vs plain scripts", stats.overhead(folded)),
                 ("startup before the first step, s (process = until the worker process starts; workers = its Ray Train and backend set-up)",
-                 protocol.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows))]
+                 stats.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows))]
     parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]
-    lines, mismatches = protocol.parity(rows)
+    lines, mismatches = stats.parity(rows)
     verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"
     parts.append(f"\nparity: {verdict}\n" + "\n".join(lines))
     return "\n".join(parts)
@@ -287,14 +287,14 @@ def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path 
     exp, parent = find_parent(tracker.client, experiment, run_id)
     rows = trial_rows(tracker.client, exp.experiment_id, parent.info.run_id)
     if fmt == "json":
-        _, mismatches = protocol.parity(rows)
+        _, mismatches = stats.parity(rows)
         return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "trials": rows,
-                           "folded": protocol.fold(rows), "unfair": mismatches}, indent=2)
+                           "folded": stats.fold(rows), "unfair": mismatches}, indent=2)
     if fmt == "csv":
         return format_csv(rows)
     text = f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id})\n" + format_report(rows)
     if chart is not None and any(r.get("samples_per_sec") is not None for r in rows):
-        write_chart(protocol.fold(rows), chart, f"{experiment}: {parent.info.run_name}", curves(tracker.client, rows))
+        write_chart(stats.fold(rows), chart, f"{experiment}: {parent.info.run_name}", curves(tracker.client, rows))
         tracker.log_artifact(parent.info.run_id, chart)
         text += f"\nchart: {chart} (also an artifact of the parent run)"
     return text

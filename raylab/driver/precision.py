@@ -7,7 +7,7 @@
           xla:* on a TPU: `torch.autocast("xla")` (torch_xla 2.9's autocast is TPU-only).
     fp16  torch:none and torch:ddp: `torch.autocast(device, float16)` and a dynamic loss scale
           (torch.amp.GradScaler); tf:none, tf:mirrored, tf:mwms: the Keras policy `mixed_float16` and a
-          LossScaleOptimizer whose finite check agrees across replicas (raylab/frameworks/tf/scaling.py).
+          LossScaleOptimizer whose finite check agrees across replicas (raylab/frameworks/tf/loss_scale.py).
           CPUs emulate float16 (slowly); TPUs have no float16 arithmetic (bf16 there).
 
 Each trial kind says what it meets (`Strategy.bf16`, `Strategy.fp16` in raylab/frameworks/<name>/kinds.py). A trial that cannot apply what was asked stops the command before Ray starts with one line, unless

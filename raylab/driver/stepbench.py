@@ -57,7 +57,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
                 seed: int, precision: str, trial_start: float, gpu: bool = False) -> dict:
     """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
     from raylab.loop.report import builtins_only
-    from raylab.loop.worker import host_facts
+    from raylab.loop.config import host_facts
     from raylab.timing import summarize
 
     t_enter = time.time()

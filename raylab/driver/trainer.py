@@ -12,7 +12,7 @@ from raylab import failure, prewarm
 from raylab.config import Settings, TrialSpec, compile_cache_dir
 from raylab.driver import cluster, matrix
 from raylab.driver.resources import worker_resources
-from raylab.loop.worker import WorkerConfig
+from raylab.loop.config import WorkerConfig
 from raylab.recipe import Recipe
 from raylab.registry import get_strategy
 from raylab.tpu import slice_scaling

@@ -28,7 +28,7 @@ from raylab.driver import floor as startup_floor
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.driver.params import common_params
 from raylab.driver.progress import Progress
-from raylab.driver.protocol import time_to_target
+from raylab.driver.stats import time_to_target
 from raylab.driver.resources import reservation
 from raylab.driver.sink import TrialSink, restart_figures, sink_name
 from raylab.driver.tracking import Tracker

@@ -77,7 +77,7 @@ def test_step_context_wraps_nothing_unless_asked():
 def test_the_loop_profiles_rank_0s_first_steady_window_once(profile, rank, profiled):
     """--profile: the framework's capture is entered for the first window after the warm-up, on rank 0, once."""
     from raylab.loop.run import Loop, Training
-    from raylab.loop.worker import WorkerConfig
+    from raylab.loop.config import WorkerConfig
 
     entered = []
 

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from raylab.frameworks.torch.compiled import compile_model, watch  # noqa: E402
-from raylab.frameworks.torch.scaling import LossScale  # noqa: E402
+from raylab.frameworks.torch.loss_scale import LossScale  # noqa: E402
 from raylab.frameworks.torch.task import TorchTask  # noqa: E402
 from raylab.frameworks.torch.worker import mean_loss, shard_batches, torch_saver, train_fn  # noqa: E402
 from raylab.loop import StepContext  # noqa: E402

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from raylab.config import Settings, TrialSpec
-from raylab.driver import protocol
+from raylab.driver import stats
 from raylab.driver.compare import format_table
 from raylab.driver.warm import cold_reason, group_key
 from raylab.failure import CodeFailure
 from raylab.loop.memory import peak_rss_mb, reset_peak_rss
 from raylab.loop.warm import survivable
-from raylab.loop.worker import WorkerConfig
+from raylab.loop.config import WorkerConfig
 
 
 def settings(**kw) -> Settings:
@@ -82,13 +82,13 @@ def row(trial: str, start: str, startup: float, wall: float, sps: float = 100.0)
 def test_cold_and_warm_startups_are_folded_apart_and_marked():
     rows = [row("torch:none x1", "cold", 10.0, 20.0), row("torch:none x1", "warm", 0.4, 10.0),
             row("torch:none x1", "warm", 0.6, 10.5), row("tf:none x1", "cold", 12.0, 22.0)]
-    folded = protocol.fold(rows)
+    folded = stats.fold(rows)
     torch, tf = folded
     assert (torch["start"], torch["startup_s"], torch["startup_s_warm"]) == ("cold+warm", 10.0, 0.5)
     assert torch["wall_s"] == 20.0 and torch["wall_s_warm"] == 10.25
     assert (tf["start"], tf["startup_s"]) == ("cold", 12.0) and "startup_s_warm" not in tf
-    assert protocol.shown_startup(torch) == "10.0 / 0.5w"
-    assert protocol.shown_startup(tf) == "12.0"
-    assert protocol.shown_startup({"start": "warm", "startup_s": 0.5}) == "0.5w"
+    assert stats.shown_startup(torch) == "10.0 / 0.5w"
+    assert stats.shown_startup(tf) == "12.0"
+    assert stats.shown_startup({"start": "warm", "startup_s": 0.5}) == "0.5w"
     table = format_table(folded)
     assert "10.0 / 0.5w" in table and "(w)" in table

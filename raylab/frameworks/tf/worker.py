@@ -151,7 +151,7 @@ def tf_worker_loop(config: dict) -> None:
     import ray.train
 
     from raylab.data.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
-    from raylab.frameworks.tf import scaling
+    from raylab.frameworks.tf import loss_scale
     from raylab.frameworks.tf.profile import capture
     from raylab.frameworks.tf.task import TFTask
     from raylab.loop import StepContext, Training, combined, run_epochs
@@ -170,7 +170,7 @@ def tf_worker_loop(config: dict) -> None:
     phases.mark("imports")
     keras.utils.set_random_seed(cfg.seed)
     # bf16, fp16: bfloat16 or float16 compute and float32 variables in every layer the recipe's model builds
-    # from here on; fp16 also scales the loss (raylab/frameworks/tf/scaling.py)
+    # from here on; fp16 also scales the loss (raylab/frameworks/tf/loss_scale.py)
     keras.mixed_precision.set_global_policy(POLICIES.get(cfg.precision, "float32"))
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // (cfg.batch_per_replica * local_replicas))
     task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
@@ -198,19 +198,19 @@ def tf_worker_loop(config: dict) -> None:
         steps_per_epoch, train, evaluate, task.results, actual, lambda: replica_checksums(dist, model),
         read=lambda sums: sums.numpy() * scale,
         batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases,
-        extra=combined(stream_stats(data, rank), scaling.figures(optimizer) if cfg.precision == "fp16" else None,
+        extra=combined(stream_stats(data, rank), loss_scale.figures(optimizer) if cfg.precision == "fp16" else None,
                        xla.figures if xla else None),
         step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))
 
 
 def _model(tf, keras, dist, task, precision: str):
-    """(model, optimizer) built in the strategy's scope; fp16's loss-scale optimizer (raylab/frameworks/tf/scaling.py)."""
-    from raylab.frameworks.tf import scaling
+    """(model, optimizer) built in the strategy's scope; fp16's loss-scale optimizer (raylab/frameworks/tf/loss_scale.py)."""
+    from raylab.frameworks.tf import loss_scale
 
     with dist.scope():
         model, optimizer = task.build_model(), task.build_optimizer()
         if precision == "fp16":
-            optimizer = scaling.loss_scale_optimizer(keras, tf, optimizer)
+            optimizer = loss_scale.loss_scale_optimizer(keras, tf, optimizer)
         # Keras 3 creates optimizer slots lazily, inside the first traced step; with more than
         # one local replica (MirroredStrategy) that fails ("must feed a value for placeholder").
         optimizer.build(model.trainable_variables)

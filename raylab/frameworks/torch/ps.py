@@ -28,7 +28,7 @@ from ray.train.backend import Backend, BackendConfig
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raylab.failure import LostProcessError
-from raylab.loop.worker import new_group, set_group
+from raylab.loop.config import new_group, set_group
 
 WAIT_S = 600.0  # the longest a server host waits for its servers' handles or its workers
 

@@ -105,9 +105,9 @@ def torch_worker_loop(config: dict) -> None:
     module, compiled, model, optimizer, scheduler, compiles = build_model(task, cfg, device)
     phases.mark("model")
     # bf16 and fp16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs;
-    # fp16 scales the loss (raylab/frameworks/torch/scaling.py)
+    # fp16 scales the loss (raylab/frameworks/torch/loss_scale.py)
     from raylab.frameworks.torch.profile import capture
-    from raylab.frameworks.torch.scaling import LossScale
+    from raylab.frameworks.torch.loss_scale import LossScale
 
     profile = capture(device.type == "cuda") if cfg.profile else None
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)

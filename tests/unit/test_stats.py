@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raylab.config import Settings, TrialSpec
-from raylab.driver import protocol
+from raylab.driver import stats
 from raylab.driver.matrix import schedule
 
 
@@ -20,7 +20,7 @@ def row(trial, sps, status="FINISHED", **extra):
 def test_repeats_fold_to_median_and_range_and_count_failures():
     rows = [row("tf:none x1", 100.0), row("tf:none x1", 300.0), row("tf:none x1", 200.0),
             row("torch:none x1", 50.0), row("torch:none x1", None, status="FAILED", error="boom")]
-    tf, torch = protocol.fold(rows)
+    tf, torch = stats.fold(rows)
     assert (tf["samples_per_sec"], tf["sps_min"], tf["sps_max"], tf["runs"], tf["status"]) == (200.0, 100.0, 300.0, 3, "FINISHED")
     assert (torch["samples_per_sec"], torch["finished"], torch["status"], torch["error"]) == (50.0, 1, "1/2-finished", "boom")
 
@@ -28,24 +28,24 @@ def test_repeats_fold_to_median_and_range_and_count_failures():
 def test_overlapping_ranges_are_not_significant_and_separate_ones_are():
     rows = [row("a:x x1", v) for v in (100, 110, 120)] + [row("b:x x1", v) for v in (115, 125, 130)] + \
            [row("c:x x1", v) for v in (50, 55, 60)]
-    lines = protocol.significance(protocol.fold(rows))
+    lines = stats.significance(stats.fold(rows))
     assert lines[0].startswith("b:x x1 vs a:x x1: not significant")
     assert lines[1].startswith("a:x x1 vs c:x x1: 2.00x the samples/s (ranges do not overlap)")
 
 
 def test_single_runs_make_no_significance_claim():
-    assert protocol.significance(protocol.fold([row("a:x x1", 100), row("b:x x1", 50)])) == []
+    assert stats.significance(stats.fold([row("a:x x1", 100), row("b:x x1", 50)])) == []
 
 
 def test_parity_flags_what_differs_and_passes_weak_scaling_batches():
     rows = [row("tf:none x1", 1), row("torch:none x1", 1, parameters="101771"), row("torch:ddp x2", 1)]
-    lines, mismatches = protocol.parity(rows)
+    lines, mismatches = stats.parity(rows)
     assert mismatches == ["parameters"]
     assert any(line.startswith("  ! parameters:") and "torch:none x1 101771" in line for line in lines)
     assert "    global batch at x2: 64" in lines  # x1 and x2 differ by design (batch per replica is fixed)
-    _, mismatches = protocol.parity([row("tf:none x1", 1), row("torch:none x1", 1, global_batch="64")])
+    _, mismatches = stats.parity([row("tf:none x1", 1), row("torch:none x1", 1, global_batch="64")])
     assert mismatches == ["global batch at x1"]
-    _, mismatches = protocol.parity([row("tf:ps x2", 1, oversubscribed=True)])
+    _, mismatches = stats.parity([row("tf:ps x2", 1, oversubscribed=True)])
     assert mismatches == ["oversubscribed"]
 
 
@@ -53,10 +53,10 @@ def test_parity_names_a_shuffle_that_differs():
     """A streamed trial whose shuffle window could not hold its split did not train on the same order of data as
     one shuffled over the whole split (in memory: "global"): unfair, and said."""
     window = "window 2,621 rows, files in a new seeded order every pass"
-    lines, mismatches = protocol.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle=window)])
+    lines, mismatches = stats.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle=window)])
     assert mismatches == ["shuffle"]
     assert f"  ! shuffle: tf:none x1 global, torch:none x1 {window}" in lines
-    lines, mismatches = protocol.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle="global")])
+    lines, mismatches = stats.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle="global")])
     assert mismatches == [] and "    shuffle: global" in lines
 
 
@@ -64,11 +64,11 @@ def test_parity_compares_what_each_worker_built():
     """Two trials that declared the same task but built different optimizers (Keras' and torch's default
     Adam epsilon) are unfair; the same built optimizer is fair."""
     tf_adam, torch_adam = "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)", "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)"
-    lines, mismatches = protocol.parity([row("tf:none x1", 1, built_optimizer=tf_adam),
+    lines, mismatches = stats.parity([row("tf:none x1", 1, built_optimizer=tf_adam),
                                          row("torch:none x1", 1, built_optimizer=torch_adam)])
     assert mismatches == ["optimizer as built"]
     assert any("torch:none x1 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in line for line in lines)
-    _, mismatches = protocol.parity([row("tf:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.001"),
+    _, mismatches = stats.parity([row("tf:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.001"),
                                      row("torch:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.0005")])
     assert mismatches == ["learning rate as built at x1"]
 
@@ -76,20 +76,20 @@ def test_parity_compares_what_each_worker_built():
 def test_parity_compares_global_batches_within_each_swept_size():
     rows = [row("tf:none x1 b32", 1, batch_per_replica="32", global_batch="32"),
             row("torch:none x1 b256", 1, batch_per_replica="256", global_batch="256")]
-    lines, mismatches = protocol.parity([{**r, "trial": r["trial"]} for r in rows])
+    lines, mismatches = stats.parity([{**r, "trial": r["trial"]} for r in rows])
     assert mismatches == [] and "    global batch at x1 b256: 256" in lines
 
 
 def test_scaling_efficiency_per_kind():
     rows = [row("tf:mwms x1", 100.0), row("tf:mwms x2", 150.0), row("torch:ddp x2", 99.0)]
-    assert protocol.scaling(protocol.fold(rows)) == ["tf:mwms: x1 100 samples/s; x2 1.50x (efficiency 0.75)"]
+    assert stats.scaling(stats.fold(rows)) == ["tf:mwms: x1 100 samples/s; x2 1.50x (efficiency 0.75)"]
 
 
 def test_overhead_against_plain_with_targets():
     rows = [row("tf:plain x1", 1000.0, wall_s=10.0), row("tf:none x1", 980.0, wall_s=10.4),
             row("tf:mirrored x1", 900.0, wall_s=20.0), row("torch:plain x1", 1000.0, wall_s=10.0),
             row("torch:none x1", 900.0, wall_s=10.0)]
-    lines = protocol.overhead(protocol.fold(rows))
+    lines = stats.overhead(stats.fold(rows))
     assert lines[0].startswith("tf:none x1 vs tf:plain x1: samples/s 0.980x, whole-job wall 1.04x") and lines[0].endswith(": met")
     assert "targets" not in lines[1]  # tf:mirrored is not what the plain script mirrors
     assert lines[2].endswith("NOT met")
@@ -98,9 +98,9 @@ def test_overhead_against_plain_with_targets():
 def test_time_to_target_is_the_first_epoch_at_or_above_it():
     epochs = [{"val_accuracy": 0.80, "elapsed_s": 10.0}, {"val_accuracy": 0.86, "elapsed_s": 20.0},
               {"val_accuracy": 0.84, "elapsed_s": 30.0}, {"val_accuracy": 0.90, "elapsed_s": 40.0}]
-    assert protocol.time_to_target(epochs, 0.85) == 20.0
-    assert protocol.time_to_target(epochs, 0.95) is None
-    assert protocol.time_to_target(epochs, None) is None
+    assert stats.time_to_target(epochs, 0.85) == 20.0
+    assert stats.time_to_target(epochs, 0.95) is None
+    assert stats.time_to_target(epochs, None) is None
 
 
 def test_repeats_interleave_and_alternate_order():
@@ -115,7 +115,7 @@ def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
 
     rows = [row("torch:ddp x2", 100.0, restarts=1.0, recovery_s=20.0, lost_s=0.0), row("torch:ddp x2", 110.0),
             row("tf:none x1", 90.0)]
-    folded = protocol.fold(rows)
+    folded = stats.fold(rows)
     assert (folded[0]["restarts"], folded[0]["recovery_s"], folded[1]["restarts"]) == (1.0, 20.0, None)
     table = format_table(folded)
     assert "torch:ddp x2 +" in table and "tf:none x1 +" not in table
@@ -126,13 +126,13 @@ def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
 def test_parity_flags_compiled_against_not_compiled_with_the_fix():
     eager = [row("torch:none x1", 100, execution="eager", compiled="False"),
              row("jax:none x1", 300, execution="jit", compiled="True")]
-    lines, mismatches = protocol.parity(eager)
+    lines, mismatches = stats.parity(eager)
     assert mismatches == ["execution"]
     assert "  ! execution (compiled against not): eager: torch:none x1; jit: jax:none x1; run them all compiled " \
            "with --compile on (or both ways with --compile off,on)" in lines
     compiled = [row("torch:none x1 inductor", 100, execution="inductor", compiled="True"),
                 row("jax:none x1", 300, execution="jit", compiled="True")]
-    lines, mismatches = protocol.parity(compiled)
+    lines, mismatches = stats.parity(compiled)
     assert mismatches == [] and "    execution (compiled): inductor: torch:none x1 inductor; jit: jax:none x1" in lines
 
 
@@ -140,6 +140,6 @@ def test_parity_treats_compile_off_on_as_an_axis():
     swept = [row("torch:none x1", 100, execution="eager", compiled="False", requested_strategy="none"),
              row("torch:none x1 inductor", 110, execution="inductor", compiled="True", requested_strategy="none"),
              row("jax:none x1", 300, execution="jit", compiled="True", requested_strategy="none")]
-    lines, mismatches = protocol.parity(swept)
+    lines, mismatches = stats.parity(swept)
     assert mismatches == [] and any(line.startswith("    execution (swept: compare compiled with compiled)")
                                     for line in lines)

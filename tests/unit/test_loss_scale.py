@@ -1,4 +1,4 @@
-"""fp16's loss scale in torch (raylab/frameworks/torch/scaling.py): a non-finite gradient skips the update and
+"""fp16's loss scale in torch (raylab/frameworks/torch/loss_scale.py): a non-finite gradient skips the update and
 halves the scale, counted on the device; a fused optimizer takes the decision without a host read, another one
 costs GradScaler's read per step, which is counted."""
 
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from raylab.frameworks.torch.scaling import LossScale
+from raylab.frameworks.torch.loss_scale import LossScale
 
 
 def _step(model, scale, x, poison: bool):
