@@ -1,8 +1,17 @@
-"""raylab: the same training job across frameworks, strategies and hardware, on Ray, in MLflow."""
+"""raylab: the same training job across frameworks, strategies and hardware, on Ray, in MLflow.
 
-from raylab.driver.stepbench import StepBench
+The public API is what each public module's `__all__` names (listed in docs/api.md): this module's, and
+raylab.data, raylab.data.stream, raylab.data.scenes and raylab.models'.
+"""
+
+from raylab import _moved
+from raylab.driver.stepbench import BenchContext, StepBench
 from raylab.recipe import Recipe
 from raylab.task import Metric, Native, Scale, Schedule, optimizer
+
+__version__ = "0.2.0"
+
+_moved.install()  # old import paths (raylab.stream, raylab.scenes, raylab.backends.*, ...) warn and keep working
 
 
 def main(recipe) -> None:
@@ -14,4 +23,4 @@ def main(recipe) -> None:
     sys.exit(bench_main(recipe) if isinstance(recipe, StepBench) else recipe_main(recipe))
 
 
-__all__ = ["Metric", "Native", "Recipe", "Scale", "Schedule", "StepBench", "main", "optimizer"]
+__all__ = ["BenchContext", "Metric", "Native", "Recipe", "Scale", "Schedule", "StepBench", "main", "optimizer"]

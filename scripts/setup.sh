@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One set-up step for a fresh machine (Debian, Python 3.11): the virtual environment in .venv with
 # raylab, the frameworks you choose (pyproject.toml's extras) and every pinned package, and the
-# Fashion-MNIST data. Safe to run again: it only reinstalls when pyproject.toml, constraints.txt or
-# the choice changed.
+# Fashion-MNIST data: what a user runs. The test tools and headless Chromium come with the test
+# command, scripts/test.sh, which runs this first. Safe to run again: it only reinstalls when
+# pyproject.toml, constraints.txt or the choice changed.
 #
 #   scripts/setup.sh [tf|torch|xla|jax|all|tpu ...]    # then: .venv/bin/python recipes/fashion.py
 #
@@ -48,7 +49,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # Free space the install needs, measured from a fresh .venv (no pip cache kept): torch's step
     # peaks at 10.4 GB (4 GB of CUDA wheels held while they unpack to 6.7 GB), whatever is already
     # there; torch alone leaves 7.8 GB in .venv, all 10 GB. TensorFlow's step peaks at 2.6 GB; tf
-    # alone leaves 3.2 GB. The rest (raylab, ray, mlflow, torch-xla, test tools) about 1.5 GB.
+    # alone leaves 3.2 GB. The rest (raylab, ray, mlflow, torch-xla) about 1.5 GB.
     need_gb=2
     if { has tf all && missing tensorflow; } || { has tpu && missing tensorflow_tpu; }; then need_gb=4; fi
     if has torch xla all tpu && missing torch; then need_gb=11; fi
@@ -72,7 +73,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if has torch xla all tpu; then "${pip_install[@]}" torch; fi
     if has tf all; then "${pip_install[@]}" tensorflow; fi
     if has tpu; then "${pip_install[@]}" tensorflow-tpu; fi
-    "${pip_install[@]}" -e ".[$extras,test]"
+    "${pip_install[@]}" -e ".[$extras]"
     .venv/bin/python -m pip check
     echo "$want" > "$stamp"
 fi
@@ -101,18 +102,7 @@ TEXT
         exit 1
     fi
 fi
-# Headless Chromium, for the README test, which opens the MLflow UI as a user sees it (tests/e2e/test_readme.py).
-if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
-    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-        echo "setup: installing Debian's chromium and chromium-driver (for the MLflow UI test)"
-        apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
-            || { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }
-    else
-        echo "setup: note: chromium and chromium-driver are not installed (apt-get as root installs them);" \
-             "only the MLflow UI test needs them" >&2
-    fi
-fi
-# apt keeps the packages it downloaded (chromium and what it pulls in: over 100 MB); the suite needs the disk more.
+# apt keeps the packages it downloaded; the suite needs the disk more.
 # Only the ones this script's installs brought are removed; what was in apt's cache before stays.
 if [ -n "${apt_cache_before+set}" ]; then
     comm -13 <(echo "$apt_cache_before") <(ls /var/cache/apt/archives/ 2>/dev/null | grep '\.deb$' | sort) \

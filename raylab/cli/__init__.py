@@ -32,11 +32,12 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main, "data": data_main}
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+    asked = not argv or argv[0] in ("-h", "--help")  # help goes to stdout; a wrong command's usage to stderr
+    if asked or argv[0] not in commands:
         print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
               "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n"
               "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n"
               "       raylab data export RECIPE DIR   (a recipe's data as Parquet, to train on with --data DIR)\n\n"
-              "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stderr if argv else sys.stdout)
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+              "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stdout if asked else sys.stderr)
+        return 0 if asked else 2
     return commands[argv[0]](argv[1:])

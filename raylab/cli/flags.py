@@ -66,7 +66,8 @@ def add_where(group, unit: str) -> None:
                        help=f"what each {unit} runs on; gpu gives each {unit} one of the cluster's GPUs "
                             "(default: cpu)")
     group.add_argument("--threads", type=integer, default=1,
-                       help=f"intra-op threads (and CPUs) per {unit}, set in TF and torch and recorded "
+                       help=f"intra-op threads (and CPUs) per {unit}, set in every framework (TF's and torch's thread "
+                            "pools, XLA's CPU threads for jax and torch_xla) and recorded "
                             "(default: %(default)s)")
 
 

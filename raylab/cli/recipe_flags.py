@@ -81,10 +81,10 @@ def _task(g, recipe) -> None:
     batch_what = "global batch (split over the replicas)" if recipe.global_batch else "batch per replica"
     g.add_argument("--batch", default=None, metavar="B[,B...]|max",
                    help=f"{batch_what}; several sizes make a sweep axis like --workers: every trial runs at each, "
-                        "named '... bB'. 'max': before each tf and torch trial, find the largest batch per replica "
-                        "whose training steps run without running out of memory (under --memory-cap-mb, if given: "
-                        "doubling, then bisecting to one item, each size in a fresh process) and run the trial at "
-                        f"it, recording the search (default: {recipe.global_batch or recipe.batch_per_replica})")
+                        f"named '... bB'. 'max': before each trial of {_searchable()}, find the largest batch "
+                        "per replica whose training steps run without running out of memory (under --memory-cap-mb, "
+                        "if given, each size probed in fresh processes; doubling, then bisecting to one item) and run "
+                        f"the trial at it, recording the search (default: {recipe.global_batch or recipe.batch_per_replica})")
     opt = recipe.optimizer
     g.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
                    help="the optimizer, keeping the recipe's learning rate and the arguments it takes (default: "
@@ -109,6 +109,13 @@ def _task(g, recipe) -> None:
     g.add_argument("--precision-fallback", choices=["error", "fp32"], default="error",
                    help="a trial that cannot apply --precision: 'error' stops before Ray starts (default); 'fp32' runs "
                         "it in fp32 and records precision_applied=fp32 and precision_fallback_reason")
+
+
+def _searchable() -> str:
+    """The kinds --batch max searches, from the registry (the others run at the recipe's batch)."""
+    from raylab.registry import get_strategy, kinds
+
+    return ", ".join(k for k in sorted(kinds()) if get_strategy(k).batch_search)
 
 
 def _placement(g) -> None:
@@ -136,7 +143,8 @@ def _placement(g) -> None:
                         "still its own MLflow run, recorded with start=cold|warm and group_index")
     g.add_argument("--profile", action="store_true",
                    help="profile one steady window of rank 0 in every trial with the framework's own profiler "
-                        "(torch.profiler, tf.profiler, torch_xla's profiler and metrics report) and log its trace and "
+                        "(torch.profiler, tf.profiler, jax.profiler, torch_xla's profiler and metrics report) and log "
+                        "its trace and "
                         "profile_summary.txt (where the window's time went, the top operations) as artifacts under "
                         "profile/; the trial is tagged profiled, since that window runs slower (default: off, and "
                         "then nothing is profiled)")

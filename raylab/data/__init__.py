@@ -20,6 +20,9 @@ import numpy as np
 
 from raylab.errors import UserError
 
+# The public names (docs/api.md); the rest serves raylab itself and may change.
+__all__ = ["Dataset", "cifar10", "data_search_path", "fashion_mnist", "mnist", "read_idx", "scenes", "stream"]
+
 FASHION_FILES = {
     "x_train": "train-images-idx3-ubyte",
     "y_train": "train-labels-idx1-ubyte",

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["SEED_SCENES", "SIZE", "scene_items", "scene_stream", "scenes", "train_test"]  # docs/api.md
+
 SIZE = 96
 MAX_SHAPES = 4
 NEAR, MID = 0.2, 0.7  # shape depths

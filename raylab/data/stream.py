@@ -40,6 +40,9 @@ import numpy as np
 from raylab.data.shuffle import aligned_shards, blocks_per_pass, per_pass
 from raylab.errors import UserError
 
+# The public names (docs/api.md); open_stream and the rest serve raylab itself and may change.
+__all__ = ["Stream", "generator", "images", "npy", "parquet", "ray_dataset", "stacked"]
+
 MANIFEST = "raylab-data.json"
 SPLIT_NAMES = ("train", "test")
 

@@ -5,6 +5,8 @@ zero biases) so TensorFlow, PyTorch and JAX start from the same distribution. A 
 than a recipe file, so Ray workers import it by name wherever the recipe runs.
 """
 
+__all__ = ["jax_model", "tf_model", "torch_model"]  # docs/api.md
+
 
 def tf_model(keras=None):
     if keras is None:  # Keras 3; tf:ps passes tf_keras (Keras 3 has no ParameterServerStrategy)

@@ -28,6 +28,8 @@ No framework is imported at module import time: the torch classes are in resunet
 
 from __future__ import annotations
 
+__all__ = ["INPUT_SHAPE", "jax_model", "tf_model", "torch_model"]  # docs/api.md
+
 INPUT_SHAPE = (96, 96, 3)
 STEM = 64
 STAGES = ((64, 2), (128, 2), (256, 2), (512, 2))  # (width, basic blocks); stride 2 from the 2nd

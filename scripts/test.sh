@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The test command: the developer's install on top of the user's, then pytest.
+#
+#   scripts/test.sh                      # everything (about 45 minutes on a 2-core machine)
+#   scripts/test.sh tests/unit           # any pytest arguments: a tier, a file, -k EXPR
+#
+# 1. scripts/setup.sh (RAYLAB_SETUP picks its choice; default: all, every framework, as the suite needs):
+#    .venv with raylab, the frameworks and Fashion-MNIST;
+# 2. the test tools (pyproject.toml's `test` extra, at constraints.txt's pins) into .venv;
+# 3. headless Chromium and its driver (Debian's chromium, chromium-driver), for the MLflow UI test;
+# 4. .venv/bin/python -m pytest "$@".
+# Each step is skipped when what it installs is there already.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck disable=SC2086  # RAYLAB_SETUP is a space-separated choice
+scripts/setup.sh ${RAYLAB_SETUP:-all}
+
+tools=$(.venv/bin/python -c 'import tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"]))')
+stamp=.venv/.raylab-test-tools
+want="$tools $(sha256sum constraints.txt | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    echo "test: installing the test tools ($tools)"
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pip install --quiet --no-cache-dir -c constraints.txt $tools
+    .venv/bin/python -m pip check
+    echo "$want" > "$stamp"
+fi
+
+if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; then
+    if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+        echo "test: installing Debian's chromium and chromium-driver (for the MLflow UI test)"
+        apt_cache_before=$(ls /var/cache/apt/archives/ 2>/dev/null | grep '\.deb$' | sort || true)
+        apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }
+        # apt keeps what it downloaded (over 100 MB); the suite needs the disk more. What was cached before stays.
+        comm -13 <(echo "$apt_cache_before") <(ls /var/cache/apt/archives/ 2>/dev/null | grep '\.deb$' | sort) \
+            | sed 's|^|/var/cache/apt/archives/|' | xargs -r rm -f
+    else
+        echo "test: note: chromium and chromium-driver are not installed (apt-get as root installs them);" \
+             "the MLflow UI test fails without them" >&2
+    fi
+fi
+
+exec .venv/bin/python -m pytest "$@"
