@@ -1,8 +1,8 @@
 """CIFAR-10 with the Keras example CNN: two Conv-Conv-MaxPool-Dropout blocks (32, 64 filters), Dense 512, Dense 10.
 
 Conv 3x3 relu (same, then valid padding) x2, MaxPool 2x2, Dropout 0.25, twice; Flatten, Dense 512
-relu, Dropout 0.5, Dense 10: 1,250,858 parameters in both frameworks, Glorot-uniform kernels and
-zero biases on both sides. Batch 128 per replica, Adam lr 1e-3 (raylab's trials train with Adam;
+relu, Dropout 0.5, Dense 10: 1,250,858 parameters in TF, torch and JAX alike, Glorot-uniform kernels and
+zero biases in each. Batch 128 per replica, Adam lr 1e-3 (raylab's trials train with Adam;
 the Keras example used RMSprop 1e-4), 10 epochs. Reads CIFAR-10 (python or binary batches) from
 the data path (`cifar-10/` under $RAYLAB_DATA_DIR, ~/.keras/datasets or /usr/share/datasets);
 without them it runs on synthetic data of the same shape, recorded as data=cifar-10-synthetic,
@@ -37,7 +37,7 @@ def torch_model():
     import torch
     from torch import nn
 
-    class ChannelsFirst(nn.Module):  # the data is NHWC for both frameworks
+    class ChannelsFirst(nn.Module):  # the data is NHWC in every framework; torch convolves NCHW
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x.permute(0, 3, 1, 2)
 
@@ -82,7 +82,7 @@ RECIPE = Recipe(
     batch_per_replica=128,
     epochs=10,
     loss="sparse_categorical_crossentropy",  # from logits
-    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
+    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, in every framework
     metrics=("accuracy",),
     preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "torch:none", "tf:mwms", "torch:ddp"),

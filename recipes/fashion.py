@@ -1,12 +1,14 @@
 """Fashion-MNIST MLP (raylab/models/mlp.py): Flatten, Dense(128, relu), Dropout(0.2), Dense(10); 101,770 parameters.
 
-Adam lr 5e-4 (epsilon 1e-7 on both sides), batch 32 per replica, 10 epochs, accuracy on the
+Adam lr 5e-4 (epsilon 1e-7 in every framework), batch 32 per replica, 10 epochs, accuracy on the
 10,000 test images; the time to 0.85 test accuracy is recorded beside the throughput.
 
     python recipes/fashion.py                                   # default trials, 1 and 2 workers
     python recipes/fashion.py --trials tf:mwms,torch:ddp --workers 2
     python recipes/fashion.py --quick                           # smoke run: data subset, 1 epoch
-    ray job submit --working-dir . -- python recipes/fashion.py --tracking-uri http://127.0.0.1:5000
+    # on a Ray head, logging to an MLflow server on port 5001 (port 5000 is the MLflow UI's): docs/clusters.md
+    ray job submit --address http://127.0.0.1:8265 --working-dir . -- \
+        python recipes/fashion.py --tracking-uri http://127.0.0.1:5001
 """
 
 from raylab import Recipe, Scale, main, optimizer
@@ -20,7 +22,7 @@ RECIPE = Recipe(
     batch_per_replica=32,
     epochs=10,
     loss="sparse_categorical_crossentropy",  # from logits
-    optimizer=optimizer("adam", 5e-4, epsilon=1e-7),  # Keras' epsilon, on both sides
+    optimizer=optimizer("adam", 5e-4, epsilon=1e-7),  # Keras' epsilon, in every framework
     metrics=("accuracy",),
     preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "tf:mirrored", "tf:mwms", "torch:none", "torch:ddp", "xla:single", "jax:none", "jax:dp"),

@@ -1,12 +1,12 @@
 """Fashion-MNIST 5-layer CNN: three BatchNorm-Conv 5x5-ELU-MaxPool-Dropout blocks, Dense 256, Dense 10.
 
 Conv 64 / 128 / 256 (5x5, same padding, ELU), each after BatchNorm and followed by MaxPool 2x2 and
-Dropout 0.25; Flatten, Dense 256 ELU, Dropout 0.5, Dense 10: 1,619,084 trainable parameters in both
-frameworks. Adam lr 1e-3, global batch 1024 (split over the replicas), 5 epochs x 100 steps, as in
-the seed notebook. BatchNorm momentum 0.9 (torch: 0.1, the same average) and epsilon 1e-3 on both
-sides: with Keras' default 0.99 the moving averages still weigh their initial values by 0.99^60 = 0.55
+Dropout 0.25; Flatten, Dense 256 ELU, Dropout 0.5, Dense 10: 1,619,084 trainable parameters in TF,
+torch and JAX alike. Adam lr 1e-3, global batch 1024 (split over the replicas), 5 epochs x 100 steps, as in
+the seed notebook. BatchNorm momentum 0.9 (torch: 0.1, the same average) and epsilon 1e-3 in every
+framework: with Keras' default 0.99 the moving averages still weigh their initial values by 0.99^60 = 0.55
 after one pass, and the test accuracy (inference mode) says more about that than about the model.
-Kernels start U(+-1/sqrt(fan_in)) on both sides (torch's default; Keras VarianceScaling(1/3, fan_in,
+Kernels start U(+-1/sqrt(fan_in)) in every framework (torch's default; Keras VarianceScaling(1/3, fan_in,
 uniform)), biases zero: after one pass (58 steps) that gave 0.859 (TF) / 0.843 (torch) test accuracy,
 against 0.838 / 0.819 with Glorot-uniform and 0.807 (TF) with He-uniform.
 
@@ -90,7 +90,7 @@ RECIPE = Recipe(
     steps_per_epoch=100,
     epochs=5,
     loss="sparse_categorical_crossentropy",  # from logits
-    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
+    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, in every framework
     metrics=("accuracy",),
     preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "torch:none"),

@@ -23,7 +23,7 @@ RECIPE = Recipe(
     batch_per_replica=25,
     epochs=10,
     loss="sparse_categorical_crossentropy",  # from logits
-    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
+    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, in every framework
     metrics=("accuracy",),
     preprocess=Scale(1 / 255),  # uint8 pixels to [0, 1]
     default_trials=("tf:none", "tf:mirrored", "torch:none", "torch:ddp"),

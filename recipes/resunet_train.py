@@ -34,7 +34,7 @@ RECIPE = Recipe(
     data=scenes,
     models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
     loss={"mask": "binary_crossentropy", "depth": "mean_absolute_error"},  # mask from logits
-    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, on both sides
+    optimizer=optimizer("adam", 1e-3, epsilon=1e-7),  # Keras' epsilon, in every framework
     metrics={"mask": ["iou", "dice"], "depth": ["mae"]},
     preprocess=None,  # the scenes are float32 in [0, 1] already
     batch_per_replica=2,

@@ -1,14 +1,18 @@
 """The README's commands, as written and in order, the way a new user runs them on a fresh clone.
 
-Every ```bash block of README.md goes, in order, into one script run by bash (stopping at the first
-failing command) in a copy of the repository's files (what a clone has: tracked files and untracked ones
-git does not ignore), from its root, with a HOME of its own and a PATH without the virtual environment:
-no fix-ups the README does not show. A block right after `<!-- readme-test: skip (why) -->` is not run;
-one right after `<!-- readme-test: file NAME -->` is written to NAME first. The clone's `.venv` is this
-checkout's (the set-up it would make is the one the suite runs in; `scripts/setup.sh` in the README
-finds it ready). What the script leaves running in the background (the MLflow UI) is stopped at the end,
-and so is the Ray head if the script stopped before its `ray stop`. Before that, the README's MLflow UI link is
-opened in headless Chromium (tests/e2e/browser.py) on the `mlflow ui` the README started, as a user would.
+The pages of PAGES are read in that order. Every ```bash block of README.md, and every ```bash block of the
+docs pages after it that follows `<!-- readme-test: run -->` (a docs page has many blocks a user does not run
+in sequence: only the marked ones run), goes, in order, into one script run by bash (stopping at the first
+failing command) in a copy of the repository's files (what a clone has: tracked files and untracked ones git
+does not ignore), from its root, with a HOME of its own and a PATH without the virtual environment: no fix-ups
+the pages do not show. A README block right after `<!-- readme-test: skip (why) -->` is not run; one right
+after `<!-- readme-test: file NAME -->` (on any of the pages) is written to NAME first. So the README's set-up,
+first run, MLflow UI, `raylab compare` and own recipe run first, then docs/clusters.md's Ray head, MLflow server,
+`ray job submit`, `raylab compare` and `ray stop`. The clone's `.venv` is this checkout's (the set-up it would
+make is the one the suite runs in; `scripts/setup.sh` in the README finds it ready). What the script leaves
+running in the background (the MLflow UI and server) is stopped at the end, and so is the Ray head if the script
+stopped before its `ray stop`. Before that, the README's MLflow UI link is opened in headless Chromium
+(tests/e2e/browser.py) on the `mlflow ui` the README started, as a user would.
 """
 
 from __future__ import annotations
@@ -40,14 +44,21 @@ UI_LINK = ("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_lear
 LATEST_TRIALS = ("tf:mwms x2", "torch:ddp x2")
 
 
-def readme_script(text: str) -> tuple[str, dict[str, str], list[str]]:
-    """(the bash script of README's runnable blocks, {file name: content}, the skipped blocks' reasons)."""
+# The pages whose commands run, in this order: the README's every bash block, then the marked blocks of each
+# docs page (the cluster walk-through, which needs the first run's mlflow.db and leaves the latest invocation).
+PAGES = ("README.md", "docs/clusters.md")
+MARKER = re.compile(r"<!-- readme-test: (skip|file|run)(?: \(?(.*?)\)?)? -->")
+
+
+def page_blocks(text: str, every: bool) -> tuple[list[str], dict[str, str], list[str]]:
+    """(the page's runnable bash blocks, {file name: content}, the skipped blocks' reasons). With `every` (the
+    README) a bash block runs unless marked skip; without (a docs page) only when marked run."""
     blocks, files, skipped = [], {}, []
     lines = text.splitlines()
     marker, i = None, 0
     while i < len(lines):
         line = lines[i]
-        m = re.fullmatch(r"<!-- readme-test: (skip|file) \(?(.*?)\)? -->", line.strip())
+        m = MARKER.fullmatch(line.strip())
         if m:
             marker = m.groups()
         elif line.startswith("```"):
@@ -58,12 +69,23 @@ def readme_script(text: str) -> tuple[str, dict[str, str], list[str]]:
                 skipped.append(marker[1])
             elif marker and marker[0] == "file":
                 files[marker[1]] = body
-            elif lang == "bash":
+            elif lang == "bash" and (every or (marker and marker[0] == "run")):
                 blocks.append(body)
             marker, i = None, end
         elif line.strip():
             marker = None  # a marker applies to the block right after it
         i += 1
+    return blocks, files, skipped
+
+
+def readme_script(root: Path = ROOT) -> tuple[str, dict[str, str], list[str]]:
+    """(the bash script of PAGES' runnable blocks, in order, {file name: content}, the skipped blocks' reasons)."""
+    blocks, files, skipped = [], {}, []
+    for page in PAGES:
+        b, f, s = page_blocks((root / page).read_text(), every=page == "README.md")
+        blocks += [f"# {page}\n{body}" for body in b]
+        files.update(f)
+        skipped += s
     return "set -eo pipefail\n" + "\n".join(blocks), files, skipped
 
 
@@ -84,11 +106,12 @@ def port_busy(port: int) -> bool:
 
 
 def test_readme_parses_into_the_commands_a_user_runs():
-    script, files, skipped = readme_script((ROOT / "README.md").read_text())
+    script, files, skipped = readme_script()
+    assert script.index("# README.md") < script.index("# docs/clusters.md")
     assert "scripts/setup.sh" in script and "recipes/fashion.py --quick" in script
     assert "ray job submit" in script and "raylab compare" in script and "ray stop" in script
     assert "my_recipe.py" in files and "python my_recipe.py" in script
-    assert "-m pytest" not in script and skipped  # the suite does not run itself
+    assert "-m pytest" not in script and "scripts/test.sh" not in script and skipped  # the suite does not run itself
     bash = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=30)
     assert bash.returncode == 0, bash.stderr
 
@@ -110,7 +133,7 @@ def readme_run(tmp_path_factory) -> dict:
     # scripts/setup.sh finds it ready in the clone and does not re-point the editable install at the clone.
     subprocess.run([str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, check=True, capture_output=True, timeout=3600)
     assert Path(editable_target()) == ROOT / "raylab"
-    script, files, _ = readme_script((ROOT / "README.md").read_text())
+    script, files, _ = readme_script()
     tmp_path = tmp_path_factory.mktemp("readme")
     clone, home = tmp_path / "clone", tmp_path / "home"
     clone.mkdir()
