@@ -6,9 +6,8 @@ Adam lr 5e-4 (epsilon 1e-7 in every framework), batch 32 per replica, 10 epochs,
     python recipes/fashion.py                                   # default trials, 1 and 2 workers
     python recipes/fashion.py --trials tf:mwms,torch:ddp --workers 2
     python recipes/fashion.py --quick                           # smoke run: data subset, 1 epoch
-    # on a Ray head, logging to an MLflow server on port 5001 (port 5000 is the MLflow UI's): docs/clusters.md
-    ray job submit --address http://127.0.0.1:8265 --working-dir . -- \
-        python recipes/fashion.py --tracking-uri http://127.0.0.1:5001
+    # a job on a Ray head, to an MLflow server on port 5001 (5000 is the MLflow UI's): docs/clusters.md
+    ray job submit --working-dir . -- python recipes/fashion.py --tracking-uri http://127.0.0.1:5001
 """
 
 from raylab import Recipe, Scale, main, optimizer
