@@ -1,4 +1,5 @@
-"""`--profile` in torch_xla (xla:*): `torch_xla.debug.profiler` trace (TF's XSpace format, under `xla/`) and
+"""`--profile` in torch_xla (xla:*): `torch_xla.debug.profiler` trace (an XSpace, under `xla/`, summed by
+raylab/loop/profile.py's reader, which needs no TensorFlow) and
 `metrics_report()` (compilations, transfers, executions) as `xla_metrics.txt`."""
 
 from __future__ import annotations
@@ -7,8 +8,7 @@ import contextlib
 from pathlib import Path
 from typing import Callable, ContextManager
 
-from raylab.frameworks.tf.profile import xspace_ops
-from raylab.loop.profile import Captured
+from raylab.loop.profile import Captured, xspace_ops
 
 
 def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:
