@@ -71,7 +71,8 @@ def test_worker_env_tests_the_framework_not_the_short_name(kind, device, expecte
 
 def test_an_xla_trial_starts_with_pjrt_set():
     env = worker_env(get_strategy("xla:ddp"), SimpleNamespace(pjrt="CPU", threads=2), SimpleNamespace(device="cpu"))
-    assert env == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"}
+    assert env == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1", "PJRT_NPROC": "2",
+                   "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"}
 
 
 def test_a_process_reports_the_environment_it_started_with(tmp_path, monkeypatch):

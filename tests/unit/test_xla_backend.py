@@ -21,11 +21,24 @@ def test_pjrt_device_follows_the_device_flag_unless_the_user_set_it(monkeypatch)
 
 
 def test_worker_env_pins_one_cpu_device_and_eigen_threads():
-    """On CPU each worker gets one XLA device and single-threaded Eigen at 1 thread; TPU gets only PJRT_DEVICE."""
-    assert xla.worker_env("CPU", 1) == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1",
+    """On CPU each worker gets one XLA device, its threads as PJRT's pool size and single-threaded Eigen at 1
+    thread; TPU gets only PJRT_DEVICE."""
+    assert xla.worker_env("CPU", 1) == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1", "PJRT_NPROC": "1",
                                         "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
     assert xla.worker_env("CPU", 2)["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true"
     assert xla.worker_env("TPU", 1) == {"PJRT_DEVICE": "TPU"}
+
+
+def test_jax_and_xla_set_xla_cpu_threads_alike():
+    """One setting of XLA's CPU client threads (raylab/frameworks/cpu_threads.py) for both XLA frameworks."""
+    from raylab.frameworks import cpu_threads
+    from raylab.frameworks.jax.kinds import thread_env
+
+    for threads in (1, 2, 4):
+        ours = cpu_threads.env(threads)
+        assert ours["PJRT_NPROC"] == str(threads)
+        assert {k: xla.worker_env("CPU", threads)[k] for k in ours} == ours
+        assert {k: thread_env(threads)[k] for k in ours} == ours
 
 
 def test_sync_path_is_gloo_on_cpu_and_xla_collectives_elsewhere():

@@ -7,11 +7,10 @@ jax's default since 0.5.1); on GPU NCCL and on TPU the chips' own interconnect, 
 own `JaxConfig` initialises only on TPU and GPU; on CPU it leaves each process its own world.)
 
 Threads: XLA's CPU client sizes its thread pool when jax first makes a device, from PJRT_NPROC (else every core
-the process may run on: XLA_FLAGS' intra_op_parallelism_threads alone left a 1-thread CNN step on both cores of
-this machine, 1.75 s of CPU per s), so PJRT_NPROC and the flags are in the worker's environment from its start
-(`worker_env`, recorded as `pjrt_nproc` and `xla_flags`). XLA_PYTHON_CLIENT_PREALLOCATE=false on every worker:
-jax would take 75% of a GPU's memory at start, and a peak-memory figure would then say nothing (recorded as
-`xla_preallocate`).
+the process may run on), so PJRT_NPROC and the flags are in the worker's environment from its start (`worker_env`:
+raylab/frameworks/cpu_threads.py, the one setting jax and xla share; recorded as `pjrt_nproc` and `xla_flags`).
+XLA_PYTHON_CLIENT_PREALLOCATE=false on every worker: jax would take 75% of a GPU's memory at start, and a
+peak-memory figure would then say nothing (recorded as `xla_preallocate`).
 """
 
 from __future__ import annotations
@@ -20,16 +19,15 @@ from dataclasses import dataclass
 
 from ray.train.backend import Backend, BackendConfig
 
+from raylab.frameworks import cpu_threads
 from raylab.frameworks.jax.worker import jax_worker_loop
 from raylab.registry import Strategy, always
 
 
 def thread_env(threads: int) -> dict:
-    """What a jax process needs in its environment before jax makes its first device: `threads` CPU threads, no
-    GPU memory taken in advance."""
-    eigen = "false" if threads <= 1 else "true"
-    return {"PJRT_NPROC": str(threads), "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-            "XLA_FLAGS": f"--xla_cpu_multi_thread_eigen={eigen} intra_op_parallelism_threads={threads}"}
+    """What a jax process needs in its environment before jax makes its first device: `threads` CPU threads
+    (raylab/frameworks/cpu_threads.py), no GPU memory taken in advance."""
+    return {**cpu_threads.env(threads), "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 def _worker_env(backend, cfg) -> dict:

@@ -388,10 +388,11 @@ def jax_facts(params, cfg) -> dict:
     import jax
     import optax
 
+    from raylab.frameworks import cpu_threads
+
     return {"framework_version": jax.__version__, "flax_version": flax.__version__, "optax_version": optax.__version__,
             "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(params))),
-            "intra_op_threads": int(os.environ.get("PJRT_NPROC", os.cpu_count())), "pjrt_nproc": os.environ.get("PJRT_NPROC", "unset"),
-            "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "intra_op_threads": int(os.environ.get("PJRT_NPROC", os.cpu_count())), **cpu_threads.recorded(),
             "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (jax's default)"),
             "float32_matmul": "ieee" if jax.config.jax_default_matmul_precision == "highest" else "default"}
 

@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from raylab.errors import UserError
+from raylab.frameworks import cpu_threads
 from raylab.frameworks.xla.worker import sync_path, xla_worker_loop  # noqa: F401 - sync_path: the backend's too
 from raylab.registry import Strategy, always
 
@@ -38,7 +39,7 @@ def worker_env(pjrt: str, threads: int) -> dict:
     env = {"PJRT_DEVICE": pjrt}
     if pjrt == "CPU":
         env["CPU_NUM_DEVICES"] = "1"  # one XLA CPU device per process; more would deadlock with spawn
-        env["XLA_FLAGS"] = f"--xla_cpu_multi_thread_eigen={'true' if threads > 1 else 'false'}"
+        env.update(cpu_threads.env(threads))  # XLA's CPU threads, as jax sets them (raylab/frameworks/cpu_threads.py)
     return env
 
 

@@ -17,6 +17,7 @@ def sync_path(pjrt: str, world: int) -> str:
 
 def xla_worker_loop(config: dict) -> None:
     from raylab.data.shard import data_facts, evaluation, stream_stats
+    from raylab.frameworks import cpu_threads
     from raylab.frameworks.torch.worker import param_checksum, shard_and_task, start_worker, torch_facts
 
     cfg, phases, ctx = start_worker(config)
@@ -62,7 +63,7 @@ def xla_worker_loop(config: dict) -> None:
         "replicas_in_sync": world,
         "device_kind": "xla:" + pjrt.lower(),
         "pjrt_device": pjrt,
-        "sync_path": path,
+        "sync_path": path, **(cpu_threads.recorded() if pjrt == "CPU" else {}),
         **torch_facts(model), "precision_applied": step.precision,
         "torch_xla_version": torch_xla.__version__, "execution": cfg.execution,
         "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
