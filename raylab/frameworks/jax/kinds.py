@@ -1,8 +1,8 @@
 """JAX's trial kinds: one process on one device (jax:none) and data parallel over Ray Train workers (jax:dp).
 
-jax:dp's backend (below) joins the workers into one JAX program before the loop starts: rank 0 picks a free port,
-and every worker calls `jax.distributed.initialize(coordinator, num_processes, process_id)` with its Ray Train
-rank, on every device. On CPU the processes' collectives are gloo's (`jax_cpu_collectives_implementation`,
+jax:dp's backend (below) joins the workers into one JAX program before the loop starts: rank 0 picks a free port
+(raylab/frameworks/rendezvous.py), and every worker calls `jax.distributed.initialize(coordinator, num_processes,
+process_id)` with its Ray Train rank, on every device. On CPU the processes' collectives are gloo's (`jax_cpu_collectives_implementation`,
 jax's default since 0.5.1); on GPU NCCL and on TPU the chips' own interconnect, through the same code. (Ray's
 own `JaxConfig` initialises only on TPU and GPU; on CPU it leaves each process its own world.)
 
@@ -21,6 +21,7 @@ from ray.train.backend import Backend, BackendConfig
 
 from raylab.frameworks import cpu_threads
 from raylab.frameworks.jax.worker import jax_worker_loop
+from raylab.frameworks.rendezvous import rank0_address
 from raylab.registry import Strategy, always
 
 
@@ -51,11 +52,9 @@ def _shutdown() -> None:
 class _JaxBackend(Backend):
     def on_start(self, worker_group, backend_config):
         import ray
-        from ray.train._internal.utils import get_address_and_port
 
-        addr, port = worker_group.execute_single(0, get_address_and_port)
-        n = len(worker_group)
-        ray.get([worker_group.execute_single_async(i, _initialize, coordinator=f"{addr}:{port}", processes=n,
+        coordinator, n = rank0_address(worker_group), len(worker_group)
+        ray.get([worker_group.execute_single_async(i, _initialize, coordinator=coordinator, processes=n,
                                                    process_id=i) for i in range(n)])
 
     def on_shutdown(self, worker_group, backend_config):

@@ -20,24 +20,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import dataclass
 
 from ray.train.backend import Backend, BackendConfig
 
+from raylab.frameworks.rendezvous import every_address
 from raylab.frameworks.tf.ps import tf_ps_loop
 from raylab.frameworks.tf.worker import tf_worker_loop
 from raylab.loop.config import new_group, set_group
 from raylab.registry import PS_NO_BF16, Strategy, always
-
-
-def _address() -> str:
-    import ray
-
-    with socket.socket() as s:  # a free port on this worker's node, for the TF gRPC server
-        s.bind(("", 0))
-        port = s.getsockname()[1]
-    return f"{ray.util.get_node_ip_address()}:{port}"
 
 
 def _set_tf_config(workers: list[str], index: int) -> None:
@@ -60,7 +51,7 @@ class _MultiWorkerBackend(Backend):
     def on_start(self, worker_group, backend_config):
         import ray
 
-        addresses = worker_group.execute(_address)
+        addresses = every_address(worker_group)  # each worker's gRPC server
         if backend_config.ps:
             cluster, tasks = ps_roles(addresses, backend_config.ps)
             group = new_group()
