@@ -1,4 +1,5 @@
-"""What the TF and torch task builders share: numpy-side data preparation and the built-task report."""
+"""What every framework's task builder shares: output naming, the weighted per-example loss, a recipe's own loss held to
+its contract, numpy-side data preparation and the built-task report."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ import math
 import numpy as np
 
 from raylab.data import num_items, tree_map
-from raylab.task import OPTIMIZERS, Native, Scale, Task, describe_preprocess
+from raylab.task import OPTIMIZERS, Native, NativeContractError, Scale, Task, describe_preprocess, returned
 
 EVAL_BATCH_BYTES = 8_000_000  # an evaluation batch holds at most this much input (1000 28x28 images, 72 96x96x3)
 PORTABLE_NAMES = {"Adam": "adam", "AdamW": "adamw", "SGD": "sgd"}  # optimizer class -> portable name
 
 
 class TaskBuilder:
-    """What both frameworks' builders share: output naming and turning metric sums into named figures."""
+    """What every framework's builder shares: output naming, the loss over outputs, turning metric sums into figures."""
 
     def __init__(self, task: Task, total_steps: int):
         self.task, self.total_steps = task, max(total_steps, 1)  # total_steps: optimizer updates in the run
@@ -30,6 +31,35 @@ class TaskBuilder:
         if isinstance(pred, (list, tuple)):
             return dict(zip(self.task.outputs, pred)) if self.task.outputs else {"": pred[0]}
         return {"": pred}
+
+    # A recipe's own loss, in this builder's framework: (its name, what its arrays are called, what a loss is written
+    # in), set by each framework's builder
+    NATIVE: tuple[str, str, str] = ("", "an array", "the framework")
+
+    def per_example_loss(self, y, pred):
+        """Shape [batch]: each output's loss averaged over its non-batch axes (the framework's `output_loss`),
+        weighted and summed."""
+        preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
+        weights, total = self.task.loss_weights or {}, 0.0
+        for output in self.task.losses():
+            total = total + weights.get(output, 1.0) * self.output_loss(output, ys[output], preds[output])
+        return total
+
+    def output_loss(self, output: str, y, pred):
+        """One output's per-example loss, shape [batch], in the framework's arrays."""
+        raise NotImplementedError
+
+    def native_loss(self, spec: Native, y, pred, is_array):
+        """A recipe's own loss (Native) of one output, held to its contract: the framework's array (`is_array`), so
+        that it has gradients."""
+        name, array, language = self.NATIVE
+        value = spec.get(name)(y, pred)
+        if not is_array(value):
+            raise NativeContractError(
+                f"the recipe's custom loss {spec.describe(name)} returned {returned(value)}, not {array}: a loss "
+                f"must be computed from y_pred in {language} (one value per example, or the batch mean) so that it "
+                "has gradients.")
+        return value
 
     def results(self, sums, n_or_steps: float, prefix: str) -> dict:
         """[loss total, numerator, denominator, ...] -> {prefix+"loss": total / n, prefix+metric: ratio}."""

@@ -96,4 +96,3 @@ def test_xla_in_memory_batches_go_on_after_a_restart_in_the_torch_trials_order()
     the trial's done-th batch (a checkpoint's position), as an uninterrupted run would."""
     run = subprocess.run([sys.executable, "-c", XLA_BATCHES], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
-

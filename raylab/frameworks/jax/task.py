@@ -27,6 +27,8 @@ def jnp_math():
 
 
 class JaxTask(TaskBuilder):
+    NATIVE = ("jax", "a JAX array", "jax.numpy")
+
     # --- data ---------------------------------------------------------------------------------------
     def inputs(self, x):
         return prepare_inputs(self.task.preprocess, x, "jax")
@@ -70,26 +72,18 @@ class JaxTask(TaskBuilder):
         return optax.adamw(lr, weight_decay=a["weight_decay"], **kw) if opt.name == "adamw" else optax.adam(lr, **kw)
 
     # --- loss and metrics (traced inside the step) ----------------------------------------------------
-    def per_example_loss(self, y, pred):
-        """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
+    def output_loss(self, output: str, y, pred):
+        """One output's per-example loss, shape [batch]: averaged over its non-batch axes, in float32."""
         import jax.numpy as jnp
 
-        preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
-        weights, total = self.task.loss_weights or {}, 0.0
-        for output, spec in self.task.losses().items():
-            if isinstance(spec, Native):
-                value = spec.get("jax")(ys[output], preds[output])
-                if not hasattr(value, "shape") or not hasattr(value, "dtype") or is_number(value):
-                    raise NativeContractError(
-                        f"the recipe's custom loss {spec.describe('jax')} returned {returned(value)}, not a JAX array: "
-                        "a loss must be computed from y_pred in jax.numpy (one value per example, or the batch mean) "
-                        "so that it has gradients.")
-                if value.ndim == 0:  # the batch mean: the same value for every example, as in TF and torch
-                    value = jnp.broadcast_to(value, preds[output].shape[:1])
-            else:
-                value = _loss(canonical_loss(spec), ys[output], preds[output])
-            total = total + weights.get(output, 1.0) * value.astype(jnp.float32).reshape(value.shape[0], -1).mean(1)
-        return total
+        spec = self.task.losses()[output]
+        if isinstance(spec, Native):
+            value = self.native_loss(spec, y, pred, _is_array)
+            if value.ndim == 0:  # the batch mean: the same value for every example, as in TF and torch
+                value = jnp.broadcast_to(value, pred.shape[:1])
+        else:
+            value = _loss(canonical_loss(spec), y, pred)
+        return value.astype(jnp.float32).reshape(value.shape[0], -1).mean(1)
 
     def batch_stats(self, y, pred):
         """[numerator, denominator] per metric, summed over the batch, as one float32 vector."""
@@ -150,6 +144,11 @@ class JaxTask(TaskBuilder):
 
         cls = {"adam": "Adam", "adamw": "AdamW", "sgd": "SGD"}[optimizer_name]
         return built_report(self.task, cls, a, schedule_probe(lr_at, self.total_steps), x_test)
+
+
+def _is_array(value) -> bool:
+    """A JAX (or numpy) array, not a Python number: what a custom loss must return."""
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not is_number(value)
 
 
 def _metric_value(value, spec: Native):

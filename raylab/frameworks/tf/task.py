@@ -26,6 +26,8 @@ from raylab.task.common import TaskBuilder, built_report, prepare_inputs, prepar
 
 
 class TFTask(TaskBuilder):
+    NATIVE = ("tf", "a TensorFlow tensor", "TensorFlow")
+
     def __init__(self, task: Task, tf, keras, total_steps: int):
         super().__init__(task, total_steps)
         self.tf, self.keras = tf, keras
@@ -70,24 +72,11 @@ class TFTask(TaskBuilder):
         return Schedule()
 
     # --- loss and metrics ---------------------------------------------------------------------------
-    def per_example_loss(self, y, pred):
-        """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
-        preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
-        weights, total = self.task.loss_weights or {}, 0.0
-        for output in self.task.losses():
-            total += weights.get(output, 1.0) * self.output_loss(output, ys[output], preds[output])
-        return total
-
     def output_loss(self, output: str, y, pred):
         """One output's per-example loss, shape [batch] (a Keras loss function for that output)."""
         tf, spec = self.tf, self.task.losses()[output]
         if isinstance(spec, Native):
-            value = spec.get("tf")(y, pred)
-            if not tf.is_tensor(value):
-                raise NativeContractError(
-                    f"the recipe's custom loss {spec.describe('tf')} returned {returned(value)}, not a TensorFlow "
-                    "tensor: a loss must be computed from y_pred in TensorFlow (one value per example, or the batch "
-                    "mean) so that it has gradients.")
+            value = self.native_loss(spec, y, pred, tf.is_tensor)
             if value.shape.rank == 0:  # the batch mean: the same value for every example, as in torch
                 value = tf.broadcast_to(value, tf.shape(pred)[:1])
         else:

@@ -42,6 +42,8 @@ def take(x, idx):
 
 
 class TorchTask(TaskBuilder):
+    NATIVE = ("torch", "a torch tensor", "torch")
+
     def __init__(self, task: Task, total_steps: int, xla: bool = False):
         super().__init__(task, total_steps)
         self.xla = xla  # Adam and AdamW keep their step on the device (capturable)
@@ -83,24 +85,16 @@ class TorchTask(TaskBuilder):
         return built, torch.optim.lr_scheduler.LambdaLR(built, factor)
 
     # --- loss and metrics ---------------------------------------------------------------------------
-    def per_example_loss(self, y, pred):
-        """Shape [batch]: each output's loss averaged over its non-batch axes, weighted and summed."""
-        preds, ys = self.named(pred), (y if isinstance(y, dict) else {"": y})
-        weights, total = self.task.loss_weights or {}, 0.0
-        for output, spec in self.task.losses().items():
-            if isinstance(spec, Native):
-                value = spec.get("torch")(ys[output], preds[output])
-                if not _is_tensor(value):
-                    raise NativeContractError(
-                        f"the recipe's custom loss {spec.describe('torch')} returned {returned(value)}, not a torch "
-                        "tensor: a loss must be computed from y_pred in torch (one value per example, or the batch "
-                        "mean) so that it has gradients.")
-                if value.dim() == 0:  # a scalar batch mean (Native's contract): the same value for every example
-                    value = value.expand(preds[output].shape[0])
-            else:
-                value = _loss(canonical_loss(spec), ys[output], preds[output])
-            total = total + weights.get(output, 1.0) * value.float().reshape(value.shape[0], -1).mean(1)
-        return total
+    def output_loss(self, output: str, y, pred):
+        """One output's per-example loss, shape [batch]: averaged over its non-batch axes, in float32."""
+        spec = self.task.losses()[output]
+        if isinstance(spec, Native):
+            value = self.native_loss(spec, y, pred, _is_tensor)
+            if value.dim() == 0:  # a scalar batch mean (Native's contract): the same value for every example
+                value = value.expand(pred.shape[0])
+        else:
+            value = _loss(canonical_loss(spec), y, pred)
+        return value.float().reshape(value.shape[0], -1).mean(1)
 
     def batch_stats(self, y, pred):
         import torch
