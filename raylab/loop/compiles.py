@@ -51,7 +51,13 @@ class CompileWatch:
         end, ev = self._since_base(), self.eval
         # a trial shorter than its warm-up (a --batch max probe, a few steps): every compilation was the warm-up's
         warm = self.warm if self.steps >= self.warmup_steps else (end[0] - ev[0], end[1] - ev[1])
-        return {"compile_count_warmup": warm[0], "compile_time_warmup_s": warm[1],
-                "compiles_after_warmup": end[0] - warm[0] - ev[0],
-                "compile_time_after_warmup_s": end[1] - warm[1] - ev[1],
-                "compile_count_eval": ev[0], "compile_time_eval_s": ev[1]}
+        return figures(warm, (end[0] - warm[0] - ev[0], end[1] - warm[1] - ev[1]), ev)
+
+
+def figures(warm: tuple[int, float], late: tuple[int, float], evaluation: tuple[int, float] = (0, 0.0)) -> dict:
+    """The compile_* figures of every framework that compiles, from (compilations, seconds) in the warm-up, after it
+    and in evaluation: CompileWatch's, and TF's XlaWatch's (raylab/frameworks/tf/compiled.py), which has no compile
+    counter to watch and times its compilations from its windows."""
+    return {"compile_count_warmup": warm[0], "compile_time_warmup_s": warm[1],
+            "compiles_after_warmup": late[0], "compile_time_after_warmup_s": late[1],
+            "compile_count_eval": evaluation[0], "compile_time_eval_s": evaluation[1]}

@@ -16,6 +16,8 @@ from __future__ import annotations
 import statistics
 import time
 
+from raylab.loop.compiles import figures as compile_figures
+
 
 def replica_step(tf, step, execution: str):
     """step(xb, yb) of one replica, compiled by XLA where `execution` is "xla"."""
@@ -24,7 +26,8 @@ def replica_step(tf, step, execution: str):
 
 class XlaWatch:
     """Wraps train(k): each window timed (TF's eager calls return when their work is done), with the compiled
-    step's trace count after it; figures() gives the compile_* figures the other frameworks record."""
+    step's trace count after it; figures() gives the compile_* figures the other frameworks' CompileWatch gives
+    (raylab/loop/compiles.py `figures`)."""
 
     def __init__(self, step, warmup_steps: int):
         self.step, self.warmup_steps = step, warmup_steps
@@ -49,7 +52,5 @@ class XlaWatch:
         per_step = statistics.median(steady) if steady else 0.0
         warm = [(s - k * per_step, new) for s, k, at, new in self.windows if new and at < self.warmup_steps]
         late = [(s - k * per_step, new) for s, k, at, new in self.windows if new and at >= self.warmup_steps]
-        return {"compile_count_warmup": sum(n for _, n in warm), "compile_time_warmup_s": sum(max(t, 0) for t, _ in warm),
-                "compiles_after_warmup": sum(n for _, n in late),
-                "compile_time_after_warmup_s": sum(max(t, 0) for t, _ in late),
-                "compile_count_eval": 0, "compile_time_eval_s": 0.0}
+        return compile_figures((sum(n for _, n in warm), sum(max(t, 0) for t, _ in warm)),
+                               (sum(n for _, n in late), sum(max(t, 0) for t, _ in late)))
