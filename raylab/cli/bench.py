@@ -45,10 +45,16 @@ def bench_config(bench, args) -> C.Settings:
 
 def bench_main(bench, argv: list[str] | None = None) -> int:
     """Runs a step benchmark's trials (raylab.driver.stepbench), then the comparison."""
+    from raylab.cli.session import stoppable
+
+    args = bench_parser(bench).parse_args(argv)
+    return stoppable(lambda: _run(bench, args))
+
+
+def _run(bench, args) -> int:
     from raylab.cli.session import connect, run_to_end
     from raylab.driver.stepbench import run_bench
 
-    args = bench_parser(bench).parse_args(argv)
     try:
         cfg = bench_config(bench, args)
         for kind in dict.fromkeys(s.kind for s in cfg.trials):  # before Ray starts (torch_xla imports, say)

@@ -14,10 +14,15 @@ from raylab.errors import UserError
 
 def recipe_main(recipe, argv: list[str] | None = None) -> int:
     """Runs a recipe's trial matrix: validate everything, then Ray, then the trials, then compare."""
-    from raylab.cli.session import run_to_end
+    from raylab.cli.session import stoppable
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args = recipe_parser(recipe).parse_args(argv)
+    return stoppable(lambda: _run(recipe, args, argv))
+
+
+def _run(recipe, args, argv: list[str]) -> int:
+    from raylab.cli.session import run_to_end
     from raylab.driver import console
 
     console.install(console.Console(verbose=args.verbose, name=args.experiment)).quiet_libraries()

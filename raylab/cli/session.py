@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from raylab import config as C
@@ -58,20 +55,21 @@ def _open_store_while_ray_starts(cfg: C.Settings, address: str | None):
     return tracker
 
 
-@contextlib.contextmanager
-def _sigterm_as_interrupt():
-    """`ray job stop` and schedulers send SIGTERM: end the runs as KILLED, as Ctrl-C does."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
+def stoppable(command) -> int:
+    """command() -> exit status, under the stop signals (SIGTERM, SIGHUP, Ctrl-C: raylab/driver/stopping.py) from
+    before Ray starts to after it is shut down: a stop before the trials ends the command with status 130 and nothing
+    running, and the Ray connection this command made (its in-process cluster) ends with it, however it ends."""
+    from raylab.driver import cluster, stopping
+    from raylab.driver.outcome import INTERRUPTS
 
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with stopping.taken():
+        try:
+            return command()
+        except INTERRUPTS:
+            print("raylab: stopped before any trial ran; nothing was recorded", file=sys.stderr)
+            return 130
+        finally:
+            cluster.shut_down()
 
 
 def run_tags(recipe_file: str | None) -> dict:
@@ -85,19 +83,24 @@ def run_tags(recipe_file: str | None) -> dict:
 
 
 def run_to_end(cfg: C.Settings, tracker, run) -> int:
-    """run(tags) -> (parent id, outcomes), with SIGTERM taken as Ctrl-C; then the summary and comparison."""
+    """run(tags) -> (parent id, outcomes), then the summary and comparison; a stop signal (stoppable()) during the
+    trials ends them KILLED, and the command with status 130."""
     from raylab.driver.outcome import INTERRUPTS
 
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
     try:
-        with _sigterm_as_interrupt():
-            parent_id, outcomes = run(run_tags(main_file))
+        parent_id, outcomes = run(run_tags(main_file))
     except INTERRUPTS:
         print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow; "
               "go on with it later with --resume last", file=sys.stderr)
         tracker.close(wait_s=10)
         return 130
-    return finish(cfg, tracker, parent_id, outcomes)
+    try:
+        return finish(cfg, tracker, parent_id, outcomes)
+    except INTERRUPTS:
+        print(f"raylab: stopped while comparing; every trial is recorded: raylab compare --experiment "
+              f"{cfg.experiment} shows them", file=sys.stderr)
+        return 130
 
 
 def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:

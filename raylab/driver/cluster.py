@@ -2,7 +2,8 @@
 
 `init_ray` joins RAY_ADDRESS / --address (e.g. under `ray job submit`) or starts an in-process cluster;
 `driver_env` sets Ray Train's settings on the driver, where each trial's controller reads them;
-`driver_imports` pays the driver's own imports once, before the first trial starts.
+`driver_imports` pays the driver's own imports once, before the first trial starts; `shut_down` ends what
+`init_ray` began (raylab/driver/stopping.py keeps a stop signal from coming in between).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 
 import ray
 
-from raylab.driver import console
+from raylab.driver import console, stopping
 from raylab.errors import UserError
 from raylab.registry import get_strategy
 
@@ -29,6 +30,7 @@ PREEMPTION_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 # patched through Train's logger (worker output reaches the driver either way). Off where the user has not set them.
 TRAIN_OFF = ("RAY_TRAIN_METRICS_ENABLED", "RAY_TRAIN_ENABLE_CONTROLLER_STRUCTURED_LOGGING",
              "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING", "RAY_TRAIN_ENABLE_PRINT_PATCH")
+_connected: list[bool] = []  # init_ray connected this command's driver (shut_down ends it)
 
 
 def init_ray(address: str | None = None) -> None:
@@ -44,14 +46,25 @@ def init_ray(address: str | None = None) -> None:
         # the training step behind Ray's own control plane on a small machine); the worker records its niceness.
         extra = {} if address else {"_system_config": {"worker_niceness": 0}}
         # Workers' output still comes to the driver; the console sends it to each trial's log file.
-        ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
-                 logging_level="WARNING", **extra)
+        with stopping.held():  # a stop signal now waits until the cluster is whole (then shut_down() ends it)
+            _connected.append(True)
+            ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
+                     logging_level="WARNING", **extra)
         console.get().take_worker_output()
     except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
         raise UserError(f"cannot start or reach {where} ({first}); check RAY_ADDRESS / --address, "
                         "or start one with `ray start --head`.") from None
+
+
+def shut_down() -> None:
+    """Ends the Ray connection init_ray made in this command (and the cluster with it where it started one); one
+    it found (a test's, a notebook's) stays. A stop signal meanwhile waits: the command is ending anyway."""
+    if _connected and ray.is_initialized():
+        with stopping.held(raise_pending=False):
+            ray.shutdown()
+    _connected.clear()
 
 
 def reachable(address: str, timeout_s: float = 10.0) -> None:
