@@ -94,9 +94,12 @@ class Settings:
     max_failures: int = 1  # worker-group restarts Ray Train may make per trial, from the last checkpoint
     checkpoint_every_min: float = 10.0  # checkpoints inside long epochs this often (0: at epoch ends only)
     storage: str | None = None  # Ray Train storage for checkpoints (None: Ray's default, ~/ray_results)
+    # which checkpoints outlive their trial: "none" (a finished trial's go; an unfinished one's stay for --resume),
+    # "last" (each trial's last), "all" (every one taken) (raylab/driver/checkpoints.py)
+    keep_checkpoints: str = "none"
     resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
     streamed: bool = False  # the data streams through Ray Data (raylab/data/stream.py): it needs CPUs of its own
-    probe: bool = False  # a --batch max probe: train only, no evaluation (raylab/driver/batchsize.py)
+    probe: bool = False  # a --batch max probe: train, one evaluation batch (raylab/driver/batchsize.py)
     batch_max: bool = False  # --batch max: each trial runs at the largest batch its probes fit (raylab/driver/batchsize.py)
     profile: bool = False  # --profile: one steady window of rank 0 per trial, in the framework's profiler
     memory_cap_mb: int | None = None  # each training worker process's RLIMIT_DATA (None: no cap)

@@ -92,6 +92,7 @@ def _run_settings(args) -> dict:
         "repeats": C.check_positive("repeats", args.repeats), "baseline": args.baseline,
         "max_failures": check_failures(args.max_failures),
         "checkpoint_every_min": check_minutes(args.checkpoint_every), "storage": args.storage,
+        "keep_checkpoints": args.keep_checkpoints,
         "concurrency": args.concurrency, "compile_cache": args.compile_cache,
         "fresh_processes": args.fresh_processes,
         "profile": args.profile, "batch_max": (args.batch or "").strip() == "max",

@@ -165,6 +165,11 @@ def _fault_tolerance(g) -> None:
     g.add_argument("--checkpoint-every", type=float, default=10.0, metavar="MIN",
                    help="besides every epoch's end, checkpoint inside an epoch every MIN minutes of training "
                         "(0 = at epoch ends only; default: %(default)s)")
+    g.add_argument("--keep-checkpoints", choices=["none", "last", "all"], default="none",
+                   help="which checkpoints stay in --storage after their trial: 'none' removes a finished trial's "
+                        "(an unfinished one's stay, for --resume), 'last' keeps each trial's last, 'all' every one "
+                        "taken. The end of the run says where they are and their size; recorded as keep_checkpoints "
+                        "(default: %(default)s)")
     g.add_argument("--resume", default=None, metavar="RUN_ID|last",
                    help="go on with an interrupted invocation (driver crash, `ray job stop`, lost head node): run "
                         "the trials of that parent run that did not finish, under the same parent, each from its "

@@ -253,8 +253,16 @@ def stream_stats(data, rank: int) -> Callable[[], dict] | None:
     return lambda: {"ray_data_stats": data.stats()}
 
 
-def evaluation(data, evaluate: Callable) -> Callable[[], dict]:
-    """The loop's evaluate(): over the in-memory test split, or over one pass of the streamed one."""
+def evaluation(data, evaluate: Callable) -> Callable[..., dict]:
+    """The loop's evaluate(items=None): over the in-memory test split (its first `items` only, where given: a --batch
+    max probe's one evaluation batch), or over one pass of the streamed one."""
     if data.streamed:
-        return lambda: evaluate(data.test())
-    return lambda: evaluate(*data.test())
+        return lambda items=None: evaluate(data.test())
+
+    def in_memory(items: int | None = None) -> dict:
+        x, y = data.test()
+        if items is not None:
+            x, y = (tree_map(lambda a: a[:items], v) for v in (x, y))
+        return evaluate(x, y)
+
+    return in_memory

@@ -2,8 +2,9 @@
 
 Before a trial starts, the driver tries batch sizes. Each size is the trial itself, cut short: its
 strategy on its workers (new Ray Train worker processes, the same kind of process the trial trains in),
-with its precision, threads and --memory-cap-mb, for PROBE_STEPS training steps, without evaluation,
-checkpoints or an MLflow run. A probe that runs out of memory (raylab/failure.py names it) did not fit.
+with its precision, threads and --memory-cap-mb, for PROBE_STEPS training steps and one evaluation batch of
+the same size (rank 0 evaluates in batches of the training batch: a size that trains but cannot evaluate does not
+fit), without checkpoints or an MLflow run. A probe that runs out of memory (raylab/failure.py names it) did not fit.
 The search doubles from the recipe's batch until a size runs out of memory (or reaches the largest a
 replica's shard allows), then bisects between the last size that ran and the first that did not, down to
 one item, as Lightning's batch-size finder does in its "binsearch" mode. The trial then runs at the size
@@ -138,9 +139,9 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> t
 
 
 def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> dict:
-    """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps, without
-    evaluation, checkpoints or an MLflow run, in a warm worker group where its kind can share one (groups: the
-    invocation's, raylab/driver/warm.py). {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
+    """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps and one
+    evaluation batch, without checkpoints or an MLflow run, in a warm worker group where its kind can share one
+    (groups: the invocation's, raylab/driver/warm.py). {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
     failure is raised."""
     import ray
 

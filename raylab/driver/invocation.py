@@ -14,6 +14,7 @@ from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
 from raylab.driver import cluster, console, matrix
 from raylab.driver.baseline import baseline_specs, run_baseline
+from raylab.driver.checkpoints import Kept
 from raylab.driver.outcome import INTERRUPTS, TrialOutcome
 from raylab.driver.resources import need
 from raylab.driver.tracking import Tracker
@@ -71,6 +72,7 @@ class Invocation:
         self.shared: dict = {}  # the data's object shared, once handed off
         self.unfinished: dict = {}  # --resume: trial key -> (run id, epochs it logged, its Ray Train run)
         self.groups = None  # the warm worker groups (raylab/driver/warm.py), once the cluster is known
+        self.kept: Kept | None = None  # what becomes of the trials' checkpoints (raylab/driver/checkpoints.py)
 
     def open_parent(self, limit: int, nodes: list) -> dict:
         """Starts the parent run, or reopens the one --resume names; returns {trial key: finished outcome}."""
@@ -101,7 +103,8 @@ class Invocation:
             return run_baseline(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
                                 started=started)
         return run_trial(self.recipe, self.cfg, item, self.ds, self.shared, self.tracker, self.parent, tags, repeat,
-                         resume=self.unfinished.get(key), nodes=nodes, started=started, groups=self.groups)
+                         resume=self.unfinished.get(key), nodes=nodes, started=started, groups=self.groups,
+                         kept=self.kept)
 
     def end_parent(self, outcomes: list[TrialOutcome], status: str) -> None:
         failed = [o.spec.name for o in outcomes if o.status != "FINISHED"]
@@ -149,6 +152,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     say_concurrency(cfg.concurrency, limit, nodes, one_machine)
     trials = matrix.Matrix(nodes, limit, inv.run_item, lambda item: need(cfg, item))
     inv.groups = Groups(cfg, len(nodes) == 1, limit)
+    inv.kept = Kept(cfg)
     status = "FAILED"
     try:
         trials.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
@@ -159,6 +163,10 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
         raise
     finally:
         inv.groups.close_all()
+        for run in list(inv.kept.runs):  # the groups have ended: their runs go where every trial finished
+            inv.kept.release(run)
+        if (line := inv.kept.line()) is not None:
+            print(f"raylab: {line}", flush=True)
         inv.end_parent(trials.done(), status)
         remove_compile_cache(cfg)  # this node's; a cluster's other nodes keep theirs under their /tmp
     return inv.parent, trials.done()

@@ -44,6 +44,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
         window=cfg.window, checkpoint=cfg.max_failures != 0,
         checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb, profile=cfg.profile,
         probe=cfg.probe, execution=spec.executes(), compile_cache=compile_cache_dir(cfg, run_id), run_id=run_id,
+        storage=cfg.storage,
     )
 
 
@@ -96,10 +97,12 @@ def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name:
 
     strategy = get_strategy(spec.kind)
     backend = backend_config(strategy, cfg)
-    # Ray Train keeps the last checkpoint; a new trial's name is new, so it never resumes another's.
+    # Ray Train keeps the last checkpoint (every one with --keep-checkpoints all); a new trial's name is new, so it
+    # never resumes another's. What outlives the trial: raylab/driver/checkpoints.py.
+    keep = None if cfg.keep_checkpoints == "all" else 1
     run_config = RunConfig(name=name, storage_path=cfg.storage,
                            failure_config=FailureConfig(max_failures=cfg.max_failures),
-                           checkpoint_config=CheckpointConfig(num_to_keep=1),
+                           checkpoint_config=CheckpointConfig(num_to_keep=keep),
                            worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
     trainer_class = guarded_trainer_class(DataParallelTrainer, sink)
     return trainer_class(loop, train_loop_config=loop_config, backend_config=backend, scaling_config=scaling,

@@ -32,7 +32,7 @@ from raylab.driver.stats import time_to_target
 from raylab.driver.resources import reservation
 from raylab.driver.sink import TrialSink, restart_figures, sink_name
 from raylab.driver.tracking import Tracker
-from raylab.driver.trainer import build_trainer
+from raylab.driver.trainer import build_trainer, train_run_name
 from raylab.recipe import Recipe
 from raylab.registry import get_strategy
 
@@ -54,7 +54,7 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
         "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps, **data_cpus,
         "max_failures": cfg.max_failures, "checkpoint_every_min": cfg.checkpoint_every_min,
         **({"memory_cap_mb": cfg.memory_cap_mb} if cfg.memory_cap_mb else {}),
-        "storage": cfg.storage or "~/ray_results",
+        "storage": cfg.storage or "~/ray_results", "keep_checkpoints": cfg.keep_checkpoints,
         "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S), "prewarm": prewarm.enabled(),
         "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
         "train_off": cluster.train_off(),
@@ -143,6 +143,7 @@ class Trial:
     tracker: Tracker
     repeat: int = 1  # which of --repeats
     groups: object = None  # the invocation's warm worker groups (raylab/driver/warm.py); None: cold
+    kept: object = None  # the invocation's checkpoints (raylab/driver/checkpoints.py Kept); None: left as they are
     run_id: str = ""  # its MLflow run, once open
     logged: list = field(default_factory=list)  # epochs an interrupted run already logged (--resume)
     train_run: str | None = None  # the Ray Train run it went on in (--resume of a trial that ran in a warm group)
@@ -334,6 +335,9 @@ class Trial:
     def after_end(self) -> None:
         if self.group is not None and self.outcome.status != "FINISHED":  # nothing of it reaches the next trial
             self.groups.end(self.group)
+        if self.kept is not None:  # a cold trial's checkpoints are its own; a group's serve its next trial
+            run = self.group.name if self.group is not None else self.train_run or train_run_name(self.run_id)
+            self.kept.ended(run, self.outcome.status, still_used=self.group is not None and self.group.alive)
         console.get().end_trial(self.log)
         self.tracker.log_artifact(self.run_id, self.log)
         ray.kill(self.sink)
@@ -342,11 +346,12 @@ class Trial:
 def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared: dict,
               tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
               resume: tuple[str, list, str | None] | None = None, nodes: list | None = None,
-              started: Callable[[TrialOutcome], None] | None = None, groups=None) -> TrialOutcome:
+              started: Callable[[TrialOutcome], None] | None = None, groups=None, kept=None) -> TrialOutcome:
     """One trial as a child run. resume=(run id, epochs it logged, its Ray Train run): an interrupted trial's run
     goes on (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
     while other trials run (its workers are placed there); started: told the outcome once the run exists; groups:
-    the invocation's warm worker groups (raylab/driver/warm.py), None: the trial has processes of its own."""
+    the invocation's warm worker groups (raylab/driver/warm.py), None: the trial has processes of its own; kept: the
+    invocation's checkpoints (raylab/driver/checkpoints.py), told when the trial ends."""
     searched, error = {}, None
     if cfg.batch_max and resume is None:
         try:
@@ -355,7 +360,7 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
             if INTERRUPTED.is_set():
                 raise
             error = e
-    trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, shared, tracker, repeat, groups)
+    trial = Trial(recipe.with_batch(spec.batch), cfg, spec, ds, shared, tracker, repeat, groups, kept=kept)
     outcome = trial.open(parent_id, {**tags, **searched}, resume)
     if started is not None:
         started(outcome)

@@ -127,6 +127,7 @@ class Checkpointer:
         self.handoff = Handoff() if self.on else None
         self.saved_done = 0  # the trial's steps when the last checkpoint was taken
         self.resumed_from: int | None = None  # the step this attempt started from, when it restored one
+        self.last_mb: float | None = None  # the size of rank 0's last checkpoint
 
     def restore(self, chrono, batches) -> LoopState:
         """The loop's state: from the checkpoint Ray Train restarted this worker group from (the framework's
@@ -174,6 +175,7 @@ class Checkpointer:
                                                                       "trial": self.cfg.run_id})))
                 if self.saver.before_report is not None:
                     self.saver.before_report()
+                self.last_mb = room_for(d, self.cfg.storage)
             ray.train.report({"epoch": state.epoch, "step": state.done},
                              checkpoint=ray.train.Checkpoint.from_directory(d) if self.rank == 0 else None)
         state.checkpoint_s += time.perf_counter() - t0
@@ -196,6 +198,8 @@ class Checkpointer:
 
     def figures(self, state: LoopState) -> dict:
         out = {"checkpoints": state.checkpoints, "checkpoint_s": state.checkpoint_s} if self.on else {}
+        if self.last_mb is not None:
+            out["checkpoint_mb"] = self.last_mb
         if self.resumed_from is not None:
             out["resumed_from_step"] = self.resumed_from
         return out
@@ -214,3 +218,32 @@ class Checkpointer:
                 raise TimeoutError(f"rank 0 did not set the checkpoint interval within {INTERVAL_WAIT_S} s")
             time.sleep(0.05)
         return interval
+
+
+ROOM_MARGIN_MB = 64  # left free beside a checkpoint: the disk is the node's, not only this trial's
+
+
+class NoRoomError(RuntimeError):
+    """A checkpoint that does not fit where it goes: the trial's own failure (not restarted: it would not fit
+    again), named before Ray Train starts writing it."""
+
+
+def room_for(directory: str, storage: str | None) -> float:
+    """The checkpoint in `directory`'s size in MB, once checked against the free space of `storage` (a local
+    path; a URI's store is not looked at). Ray Train writes the new checkpoint before it removes the one before."""
+    import os
+    import shutil
+
+    size_mb = sum(f.stat().st_size for f in Path(directory).rglob("*") if f.is_file()) / 2**20
+    if storage and "://" in storage:
+        return size_mb
+    where = Path(os.path.expanduser(storage or "~/ray_results"))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    free_mb = shutil.disk_usage(where).free / 2**20
+    if free_mb < size_mb + ROOM_MARGIN_MB:
+        raise NoRoomError(f"a checkpoint of {size_mb:,.0f} MB does not fit in {storage or '~/ray_results'} "
+                          f"({free_mb:,.0f} MB free); free some space, point --storage elsewhere, or run with "
+                          "--max-failures 0 (no checkpoints)")
+    return size_mb
+

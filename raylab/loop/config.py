@@ -40,7 +40,7 @@ class WorkerConfig:
     window: int = 32  # training steps between host reads (TF runs them as one tf.function call)
     checkpoint: bool = False  # checkpoint at epoch ends (and every checkpoint_every_s) for restarts
     checkpoint_every_s: float = 600.0  # also checkpoint inside an epoch this often (0: at epoch ends only)
-    probe: bool = False  # a --batch max probe (raylab/driver/batchsize.py): no evaluation
+    probe: bool = False  # a --batch max probe (raylab/driver/batchsize.py): its evaluation is one batch, unreported
     profile: bool = False  # rank 0 profiles its first steady window (raylab/loop/profile.py)
     memory_cap_mb: int | None = None  # the worker process's RLIMIT_DATA while it trains (None: none)
     # How its steps execute (`execution`: "eager", "inductor", "tf.function", "xla", "jit", ...: Strategy.executions)
@@ -50,6 +50,7 @@ class WorkerConfig:
     # Whether ray.train.get_checkpoint() may be its own: only the first trial a warm group's (re)started processes
     # run; that checkpoint is from the processes' start, and a later trial's would be gone (raylab/loop/warm.py)
     restorable: bool = True
+    storage: str | None = None  # --storage (None: ~/ray_results): where its checkpoints go, checked for room
 
     @property
     def framework(self) -> str:

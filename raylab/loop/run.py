@@ -181,7 +181,9 @@ class Loop:
         """The epoch's figures (and evaluation, on rank 0), sent once its checkpoint is safe."""
         fields = {"epoch": epoch, "epoch_time_s": seconds, **self.t.results(sums, self.t.steps_per_epoch, "train_"),
                   **({"epoch_input_wait_s": self.waited} if self.waited is not None else {})}
-        if self.rank == 0 and not self.cfg.probe:  # a --batch max probe trains only
+        if self.rank == 0 and self.cfg.probe:  # a --batch max probe: one evaluation batch must fit too (unreported)
+            self.t.evaluate(self.cfg.batch_per_replica)
+        elif self.rank == 0:
             fields.update(self.t.evaluate(), elapsed_s=self.chrono.elapsed())
         if not self.checkpointer.on:
             self.reporter.epoch(fields)

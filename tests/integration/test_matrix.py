@@ -225,3 +225,19 @@ def test_torch_ps_async_with_two_servers_records_staleness(matrix):
     assert run.data.tags["replicas_consistent"] == "n/a"  # asynchronous workers hold different versions by design
     table = matrix.out.split("experiment 'fashion', run")[-1]
     assert "stale mean" in table and "torch:ps-async x2 *" in table and "oversubscribed" in table
+
+
+def test_finished_trials_leave_no_checkpoints_and_the_end_says_so(matrix):
+    """--keep-checkpoints none (the default): every trial checkpointed (its size recorded), and once it FINISHED its
+    Ray Train run's directory went, a warm group's at the invocation's end (raylab/driver/checkpoints.py)."""
+    import os
+    from pathlib import Path
+
+    storage = Path(os.path.expanduser("~/ray_results"))
+    for t in matrix.summary["trials"]:
+        run = matrix.client.get_run(t["run_id"])
+        assert run.data.params["keep_checkpoints"] == "none"
+        assert run.data.metrics["checkpoint_mb"] > 0.1, (t["trial"], run.data.metrics.get("checkpoint_mb"))
+        for name in (f"raylab-{t['run_id']}", run.data.tags.get("train_run")):
+            assert not name or not (storage / name).exists(), (t["trial"], name)
+    assert "raylab: checkpoints: none kept (--keep-checkpoints none; the finished trials' went from" in matrix.out
