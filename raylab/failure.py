@@ -45,6 +45,25 @@ OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", 
 # (XNNPACK / YNNPACK in jaxlib 0.10) report their own allocation failure as "INTERNAL: ... operation failed", and
 # TF's oneDNN kernels as an AbortedError, "could not execute a primitive" (seen at a 3,000 MB cap's edge).
 OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "could not execute a primitive")
+# What a worker prints as its native code aborts the process on a failed allocation, with no Python error to raise:
+# libstdc++ for an uncaught std::bad_alloc (TF's oneDNN allocator under a cap: 3 of 3 times at batch 4096 of the
+# fashion CNN), XLA's CPU client for a buffer it could not allocate. The driver sees the line in the worker's output
+# (raylab/driver/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
+ALLOCATOR_ABORT_TEXT = ("instance of 'std::bad_alloc'", "check failed: buffer_.isconcrete()")
+ABORT_WAIT_S = 5.0  # how long the policy waits for the dead worker's last lines to reach the driver
+
+
+def allocator_abort(line: str) -> bool:
+    """Whether a line of a worker's output is its allocator aborting the process."""
+    return any(m in line.lower() for m in ALLOCATOR_ABORT_TEXT)
+
+
+def abort_failure(line: str, batch: int, cap_mb: int | None) -> CodeFailure:
+    """The trial's failure when its worker died of an allocator's abort (`line`, from its output)."""
+    return CodeFailure(f"out of host memory at batch {batch} per replica under --memory-cap-mb {cap_mb}: the "
+                       f"worker's allocator aborted the process ({line.strip()[-200:]}); not restarted: it would run "
+                       "out again. Lower the batch (or find the largest with --batch max).",
+                       "out_of_memory", "the worker's native code")
 # The host's part of a traceback: frames here are not the recipe's.
 _LIBRARY_ROOTS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 _RAYLAB_ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -301,14 +320,17 @@ class Policy(DefaultFailurePolicy):
     """Ray Train's default failure policy, except that a trial whose own code raised (and whose processes are
     all alive) is not restarted; every decision goes to the trial's sink."""
 
-    def __init__(self, failure_config, sink):
+    def __init__(self, failure_config, sink, capped: bool = False):
         super().__init__(failure_config)
-        self.sink = sink
+        self.sink, self.capped = sink, capped  # capped: its workers run under --memory-cap-mb
 
     def make_decision(self, training_failed_error):
         code, lost = code_failures(training_failed_error), lost_processes(training_failed_error)
+        aborted = self.allocator_abort() if lost and self.capped else None
         if code and not lost:
             decision, why = FailureDecision.RAISE, "not restarted: the trial's own code raised"
+        elif aborted:
+            decision, why = FailureDecision.RAISE, f"not restarted: out of host memory (the allocator aborted: {aborted})"
         else:
             decision = super().make_decision(training_failed_error)
             why = ("restarted from the last checkpoint" if decision == FailureDecision.RETRY
@@ -318,3 +340,18 @@ class Policy(DefaultFailurePolicy):
         except Exception:  # noqa: BLE001 - the record is best effort; the decision stands
             pass
         return decision
+
+    def allocator_abort(self) -> str | None:
+        """The line a dead worker's allocator printed as it aborted (the driver passes it on), if it comes in time."""
+        import ray
+
+        deadline = time.monotonic() + ABORT_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                line = ray.get(self.sink.abort_line.remote(), timeout=10)
+            except Exception:  # noqa: BLE001 - no sink: a lost worker as any other
+                return None
+            if line:
+                return line.strip()[-200:]
+            time.sleep(0.2)
+        return None

@@ -146,10 +146,14 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
     import ray
 
     from raylab import failure
+    from raylab.driver import console
     from raylab.driver.outcome import INTERRUPTED
     from raylab.driver.sink import TrialSink
 
     sink = TrialSink.remote([])
+    out = console.get()
+    if cfg.memory_cap_mb:  # its workers' lines go to driver.log (no trial is open yet): an allocator abort names it
+        out.watch(out.path("driver.log"), failure.allocator_abort, sink.aborted.remote)
     try:
         try:
             ran_out = run_probe(recipe, cfg, spec, task, shared, nodes, sink, groups)
@@ -157,6 +161,10 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
             if INTERRUPTED.is_set():  # Ctrl-C took the workers down: no answer, and no size to try again
                 raise KeyboardInterrupt("the batch search was interrupted") from e
             code = failure.code_failures(e)
+            aborted = ray.get(sink.abort_line.remote(), timeout=60) if cfg.memory_cap_mb else None
+            if not code and aborted:  # its allocator aborted the worker: out of memory, counted at once
+                return {"ok": False, "memory": "host", "error": f"the allocator aborted the worker: {aborted}",
+                        "peak_rss_mb": 0.0}
             if not code and cfg.memory_cap_mb and failure.lost_processes(e):
                 # Under a cap, an allocation in native code can abort the worker rather than raise: the process
                 # is gone with no Python error. fits() retries such a size once before it counts as no fit.
@@ -174,6 +182,7 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
         peaks = [p for p in ray.get(sink.peak_rss.remote(), timeout=60) if p is not None]
         return {"ok": True, "peak_rss_mb": max(peaks) if peaks else 0.0}
     finally:
+        out.watch(out.path("driver.log"), None)  # no longer
         ray.kill(sink)
 
 

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
 ROOT = Path("raylab-logs")
 QUIET_LOGGERS = ("ray", "mlflow", "alembic", "urllib3", "filelock", "py.warnings")
@@ -49,6 +49,7 @@ class Console:
         self.owner: dict[tuple, Path] = {}  # (ip, pid) -> the log of the trial that process belongs to
         self.open: list[Path] = []  # the logs of the trials running now
         self.pending: dict[tuple, list[str]] = {}  # (ip, pid) -> lines waiting for their trial to claim them
+        self.watchers: dict[Path, tuple] = {}  # a trial's log -> (which lines, who is told them)
         self.count = 0
         self.bar_shown = False
         self.bars: dict[str, tuple[str, str]] = {}  # running trial -> (its full bar, a short one)
@@ -138,10 +139,7 @@ class Console:
                 return
             else:
                 target = self.owner.setdefault((ip, pid), self.open[0] if self.open else self.path("driver.log"))
-            out = self._open(target)
-            for line in lines:
-                out.write(prefix + line + "\n")
-            out.flush()
+            self._write(target, [prefix + line for line in lines])
 
     def claim(self, ip, pid, path: Path) -> None:
         """A trial's worker process said who it is: its lines so far, and from now on, go to the trial's log."""
@@ -156,6 +154,19 @@ class Console:
             out = self._open(path)
             out.write("".join(line + "\n" for line in lines))
             out.flush()
+            match, told = self.watchers.get(path, (None, None))
+            for line in filter(match, lines) if match is not None else ():
+                told(line)
+
+    def watch(self, path: Path, match: Callable[[str], bool] | None, told: Callable[[str], object] = print) -> None:
+        """`told(line)` for each line written to `path` (a trial's log) that `match`es: a worker's allocator aborting
+        the process under --memory-cap-mb (raylab/failure.py allocator_abort), which the trial's failure policy
+        waits for to name a lost worker's cause. match None: no longer."""
+        with self.lock:
+            if match is None:
+                self.watchers.pop(path, None)
+            else:
+                self.watchers[path] = (match, told)
 
     def _open(self, path: Path) -> IO:
         if path not in self.files:

@@ -99,6 +99,7 @@ class WorkerProcesses:
     def __init__(self):
         self.processes: list[tuple[int, str]] = []  # (pid, node ip), in the order they said hello
         self.environs: dict[int, dict] = {}  # pid -> what raylab set in its environment, as it started
+        self.abort: str | None = None  # a worker's allocator abort line, seen by the driver (raylab/failure.py)
 
 
 @ray.remote(num_cpus=0)
@@ -123,6 +124,14 @@ class TrialSink:
 
     def started_envs(self):
         return [self.workers.environs[pid] for pid, _ in self.workers.processes if pid in self.workers.environs]
+
+    # A worker's allocator aborting it under --memory-cap-mb (raylab/failure.py ALLOCATOR_ABORT_TEXT).
+    def aborted(self, line):
+        """The driver saw it in a worker's output: the first one is kept."""
+        self.workers.abort = self.workers.abort or line
+
+    def abort_line(self):
+        return self.workers.abort
 
     # The trial log.
     def progress(self, fields):

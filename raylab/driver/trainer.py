@@ -104,12 +104,12 @@ def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name:
                            failure_config=FailureConfig(max_failures=cfg.max_failures),
                            checkpoint_config=CheckpointConfig(num_to_keep=keep),
                            worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
-    trainer_class = guarded_trainer_class(DataParallelTrainer, sink)
+    trainer_class = guarded_trainer_class(DataParallelTrainer, sink, capped=cfg.memory_cap_mb is not None)
     return trainer_class(loop, train_loop_config=loop_config, backend_config=backend, scaling_config=scaling,
                          run_config=run_config, **data)
 
 
-def guarded_trainer_class(base, sink):
+def guarded_trainer_class(base, sink, capped: bool = False):
     """Ray Train's trainer with raylab's failure policy (raylab/failure.py): what the trial's own code raised
     ends it at once; only lost processes spend the restart budget. (Ray Train 2.60 builds its policy inside
     fit(); this is the one place raylab reaches past its public API, pinned by the version it installs, with the
@@ -117,7 +117,7 @@ def guarded_trainer_class(base, sink):
 
     class GuardedTrainer(base):
         def _initialize_and_run_controller(self, **kwargs):
-            kwargs["failure_policy"] = failure.Policy(self.run_config.failure_config, sink)
+            kwargs["failure_policy"] = failure.Policy(self.run_config.failure_config, sink, capped)
             return super()._initialize_and_run_controller(**kwargs)
 
         def _create_default_callbacks(self):

@@ -178,6 +178,8 @@ class Trial:
         self.log = console.get().begin_trial(spec.name)
         # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
         self.sink = TrialSink.options(name=sink_name(self.run_id)).remote(self.logged)
+        if cfg.memory_cap_mb:  # a worker its allocator aborts names its cause (raylab/failure.py Policy)
+            console.get().watch(self.log, failure.allocator_abort, self.sink.aborted.remote)
         self.outcome = TrialOutcome(spec, self.run_id, "FAILED", repeat=self.repeat, start=self.start)
         return self.outcome
 
@@ -227,7 +229,11 @@ class Trial:
                                        nodes, self.train_run).fit()
         except Exception as e:
             code = failure.code_failures(e)
-            if not code or failure.lost_processes(e):  # a lost process: Ray Train's budget decided
+            aborted = ray.get(self.sink.abort_line.remote(), timeout=60) if failure.lost_processes(e) else None
+            if aborted and self.cfg.memory_cap_mb:  # its allocator aborted a worker under the cap: out of memory
+                replicas = get_strategy(self.spec.kind).layout(self.spec.workers, self.cfg.threads, self.cfg.ps).replicas
+                code = [failure.abort_failure(aborted, self.recipe.per_replica(replicas), self.cfg.memory_cap_mb)]
+            elif not code or failure.lost_processes(e):  # a lost process: Ray Train's budget decided
                 raise
             self.tracker.set_tags(self.run_id, {"failure_kind": code[0].kind, "failure_where": code[0].where})
             raise failure.TrialCodeError(code[0]) from e

@@ -74,3 +74,27 @@ def test_driver_log_takes_records_then_drops_them_once_its_directory_is_gone(tmp
     shutil.rmtree(tmp_path / "logs")
     logging.getLogger("raylab.test").warning("after the directory went")  # raised FileNotFoundError before
     assert not (tmp_path / "logs").exists()
+
+
+def test_a_watched_trial_is_told_its_workers_allocator_aborts_and_nothing_else(tmp_path):
+    """Under --memory-cap-mb a worker's native allocator can abort the process (TF's oneDNN: an uncaught
+    std::bad_alloc; XLA's CPU client: a failed check); the line reaches the trial's sink through the console."""
+    from raylab.failure import abort_failure, allocator_abort
+
+    c = Console(root=tmp_path, stream=io.StringIO())
+    a, b = c.begin_trial("a"), c.begin_trial("b")
+    told = []
+    c.watch(a, allocator_abort, told.append)
+    c.claim("10.0.0.1", 11, a)
+    c.claim("10.0.0.1", 12, b)
+    c.write_batch(batch(11, "epoch 1", "terminate called after throwing an instance of 'std::bad_alloc'",
+                        "  what():  std::bad_alloc"))
+    c.write_batch(batch(12, "F0000 00:00 pjrt_client.cc:1] Check failed: buffer_.IsConcrete()"))  # b is not watched
+    c.watch(a, None)
+    c.write_batch(batch(11, "terminate called after throwing an instance of 'std::bad_alloc'"))
+    c.close()
+    assert told == ["(pid=11, ip=10.0.0.1) terminate called after throwing an instance of 'std::bad_alloc'"]
+    assert allocator_abort("F0000 00:00 pjrt_client.cc:1] Check failed: buffer_.IsConcrete()")
+    line = abort_failure(told[0], 512, 2500)
+    assert line.kind == "out_of_memory" and line.line.startswith(
+        "out of host memory at batch 512 per replica under --memory-cap-mb 2500: the worker's allocator aborted")
