@@ -43,8 +43,10 @@ OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", 
             "oom when allocating", "std::bad_alloc", "failed to allocate")
 # Failures that carry no word of memory but, under a memory cap, are an allocation that failed: XLA's CPU kernels
 # (XNNPACK / YNNPACK in jaxlib 0.10) report their own allocation failure as "INTERNAL: ... operation failed", and
-# TF's oneDNN kernels as an AbortedError, "could not execute a primitive" (seen at a 3,000 MB cap's edge).
-OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "could not execute a primitive")
+# TF's oneDNN kernels as an AbortedError, "could not execute a primitive" (seen at a 3,000 MB cap's edge) or "could
+# not create a memory object" (the fashion CNN's convolution at batch 768 under 2,500 MB, 2026-11-27).
+OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "could not execute a primitive",
+                      "could not create a memory object")
 # What a worker prints as its native code aborts the process on a failed allocation, with no Python error to raise:
 # libstdc++ for an uncaught std::bad_alloc (TF's oneDNN allocator under a cap: 3 of 3 times at batch 4096 of the
 # fashion CNN), XLA's CPU client for a buffer it could not allocate. The driver sees the line in the worker's output

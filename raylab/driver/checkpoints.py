@@ -35,11 +35,17 @@ def size_mb(storage: str | None, run: str) -> float:
     return sum(i.size or 0 for i in infos if i.type == pyarrow.fs.FileType.File) / 2**20
 
 
-def remove(storage: str | None, run: str) -> None:
+def exists(storage: str | None, run: str) -> bool:
+    """Whether a Ray Train run's directory is there (a trial that failed before it started made none)."""
     import pyarrow.fs
 
     fs, root = _fs(storage)
-    if fs.get_file_info(f"{root}/{run}").type != pyarrow.fs.FileType.NotFound:
+    return fs.get_file_info(f"{root}/{run}").type != pyarrow.fs.FileType.NotFound
+
+
+def remove(storage: str | None, run: str) -> None:
+    fs, root = _fs(storage)
+    if exists(storage, run):
         fs.delete_dir(f"{root}/{run}")
 
 
@@ -68,13 +74,13 @@ class Kept:
                 print(f"raylab: note: could not remove {location(self.cfg.storage)}/{run}: {e}", flush=True)
 
     def line(self) -> str | None:
-        """What is kept where, and its size; None when the trials took no checkpoints."""
-        kept = [r for r in self.runs if r not in self.removed]
+        """What is kept where, and its size; None when no trial ran."""
         if not self.runs:
             return None
+        kept = [r for r in self.runs if r not in self.removed and exists(self.cfg.storage, r)]
         where = location(self.cfg.storage)
         if not kept:
-            return f"checkpoints: none kept (--keep-checkpoints none; the finished trials' went from {where})"
+            return f"checkpoints: none kept ({where} holds none of this run's)"
         mb = sum(size_mb(self.cfg.storage, r) for r in kept)
         why = {"none": "their trials did not finish: --resume goes on from them", "last": "--keep-checkpoints last",
                "all": "--keep-checkpoints all"}[self.cfg.keep_checkpoints]

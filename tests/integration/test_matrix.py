@@ -240,4 +240,4 @@ def test_finished_trials_leave_no_checkpoints_and_the_end_says_so(matrix):
         assert run.data.metrics["checkpoint_mb"] > 0.1, (t["trial"], run.data.metrics.get("checkpoint_mb"))
         for name in (f"raylab-{t['run_id']}", run.data.tags.get("train_run")):
             assert not name or not (storage / name).exists(), (t["trial"], name)
-    assert "raylab: checkpoints: none kept (--keep-checkpoints none; the finished trials' went from" in matrix.out
+    assert "raylab: checkpoints: none kept (" in matrix.out

@@ -70,3 +70,9 @@ def test_a_probe_evaluates_one_batch_of_the_test_split():
     evaluate(4)
     evaluate()
     assert seen == [(4, 4, 4), (10, 10, 10)]
+
+
+def test_a_trial_that_made_no_run_directory_is_not_counted_as_kept(tmp_path):
+    kept = Kept(SimpleNamespace(keep_checkpoints="none", storage=str(tmp_path)))
+    kept.ended("raylab-never-started", "FAILED")  # its --batch max search failed before Ray Train ran it
+    assert kept.line() == f"checkpoints: none kept ({tmp_path} holds none of this run's)"
