@@ -46,12 +46,14 @@ OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", 
 # TF's oneDNN kernels as an AbortedError, "could not execute a primitive" (seen at a 3,000 MB cap's edge) or "could
 # not create a memory object" (the fashion CNN's convolution at batch 768 under 2,500 MB, 2026-11-27).
 OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "could not execute a primitive",
-                      "could not create a memory object")
+                      "could not create a memory object", "could not create a primitive")
 # What a worker prints as its native code aborts the process on a failed allocation, with no Python error to raise:
-# libstdc++ for an uncaught std::bad_alloc (TF's oneDNN allocator under a cap: 3 of 3 times at batch 4096 of the
-# fashion CNN), XLA's CPU client for a buffer it could not allocate. The driver sees the line in the worker's output
+# an uncaught std::bad_alloc (TF's BFC allocator under a cap, from oneDNN's max-pooling gradient at batch 640 of the
+# fashion CNN under 2,500 MB: Ray's terminate handler prints "Unhandled exception: St9bad_alloc. what():
+# std::bad_alloc", libstdc++'s own "terminate called after throwing an instance of 'std::bad_alloc'"), XLA's CPU
+# client for a buffer it could not allocate. The driver sees the line in the worker's output
 # (raylab/driver/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
-ALLOCATOR_ABORT_TEXT = ("instance of 'std::bad_alloc'", "check failed: buffer_.isconcrete()")
+ALLOCATOR_ABORT_TEXT = ("std::bad_alloc", "st9bad_alloc", "check failed: buffer_.isconcrete()")
 ABORT_WAIT_S = 5.0  # how long the policy waits for the dead worker's last lines to reach the driver
 
 
