@@ -51,9 +51,10 @@ OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "c
 # an uncaught std::bad_alloc (TF's BFC allocator under a cap, from oneDNN's max-pooling gradient at batch 640 of the
 # fashion CNN under 2,500 MB: Ray's terminate handler prints "Unhandled exception: St9bad_alloc. what():
 # std::bad_alloc", libstdc++'s own "terminate called after throwing an instance of 'std::bad_alloc'"), XLA's CPU
-# client for a buffer it could not allocate. The driver sees the line in the worker's output
-# (raylab/driver/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
-ALLOCATOR_ABORT_TEXT = ("std::bad_alloc", "st9bad_alloc", "check failed: buffer_.isconcrete()")
+# client for a buffer it could not allocate, absl's low-level allocator when mmap fails with ENOMEM (then a SIGSEGV:
+# "[low_level_alloc.cc : 569] RAW: mmap error: 12", the same search at 608). The driver sees the line in the worker's
+# output (raylab/driver/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
+ALLOCATOR_ABORT_TEXT = ("std::bad_alloc", "st9bad_alloc", "check failed: buffer_.isconcrete()", "raw: mmap error: 12")
 ABORT_WAIT_S = 5.0  # how long the policy waits for the dead worker's last lines to reach the driver
 
 

@@ -98,6 +98,7 @@ def test_a_watched_trial_is_told_its_workers_allocator_aborts_and_nothing_else(t
     assert allocator_abort("F0000 00:00 pjrt_client.cc:1] Check failed: buffer_.IsConcrete()")
     assert allocator_abort("[2026-11-27 06:54:57,748 E 7427 7533] logging.cc:118: Unhandled exception: St9bad_alloc. "
                            "what(): std::bad_alloc")  # Ray's terminate handler, the worker of a TF probe at 640
+    assert allocator_abort("[low_level_alloc.cc : 569] RAW: mmap error: 12")  # absl, then a SIGSEGV (TF at 608)
     assert not allocator_abort("epoch 1 done in 0.3s")
     line = abort_failure(told[0], 512, 2500)
     assert line.kind == "out_of_memory" and line.line.startswith(
