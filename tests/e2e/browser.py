@@ -23,7 +23,7 @@ CHARTS = ("samples_per_sec", "step_time_p50_ms", "val_accuracy")
 def browser():
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver):
-        pytest.fail("headless Chromium is not installed: run scripts/setup.sh (it installs chromium and "
+        pytest.fail("headless Chromium is not installed: run the tests with scripts/test.sh (it installs chromium and "
                     "chromium-driver with apt) or apt-get install chromium chromium-driver")
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
