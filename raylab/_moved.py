@@ -36,6 +36,11 @@ MOVED = {
     "raylab.backends.xla": "raylab.frameworks.xla.kinds",
     "raylab.backends.xla_worker": "raylab.frameworks.xla.worker",
     "raylab.backends.tpu": "raylab.tpu",
+    # 0.2.0's renames of internal modules (names that said something else)
+    "raylab.frameworks.tf.scaling": "raylab.frameworks.tf.loss_scale",
+    "raylab.frameworks.torch.scaling": "raylab.frameworks.torch.loss_scale",
+    "raylab.loop.worker": "raylab.loop.config",
+    "raylab.driver.protocol": "raylab.driver.stats",
 }
 # old package -> where its contents went (the package itself is an empty module)
 MOVED_PACKAGES = {"raylab.backends": "raylab.frameworks"}

@@ -90,10 +90,15 @@ def test_a_recipe_written_for_the_old_paths_runs_and_warns_once_per_old_name(tmp
 
 
 def test_old_framework_paths_and_python_m_raylab_plain(tmp_path):
-    script = "import raylab.backends.torch, raylab.frameworks.torch as t; print(raylab.backends.torch.__name__, t.__name__)"
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    script = ("import raylab.backends.torch, raylab.frameworks.torch as t, raylab.loop.worker as w, raylab.driver.protocol "
+              "as p; print(raylab.backends.torch.__name__, t.__name__, w.WorkerConfig.__module__, p.__name__)")
+    out = subprocess.run([sys.executable, "-W", "default::DeprecationWarning", "-c", script], capture_output=True,
+                         text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["raylab.frameworks.torch.worker", "raylab.frameworks.torch"]
+    assert out.stdout.split() == ["raylab.frameworks.torch.worker", "raylab.frameworks.torch", "raylab.loop.config",
+                                  "raylab.driver.stats"]
+    assert "raylab.loop.worker moved to raylab.loop.config" in out.stderr
+    assert "raylab.driver.protocol moved to raylab.driver.stats" in out.stderr
     # `python -m raylab.plain SPEC` still runs the plain script (here it reads a spec that is not there).
     out = subprocess.run([sys.executable, "-m", "raylab.plain", str(tmp_path / "spec.json")], capture_output=True,
                          text=True, timeout=120)
