@@ -148,7 +148,7 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
     from raylab import failure
     from raylab.driver import console
     from raylab.driver.outcome import INTERRUPTED
-    from raylab.driver.sink import TrialSink
+    from raylab.driver.sink import TrialSink, abort_line_of
 
     sink = TrialSink.remote([])
     out = console.get()
@@ -161,7 +161,7 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
             if INTERRUPTED.is_set():  # Ctrl-C took the workers down: no answer, and no size to try again
                 raise KeyboardInterrupt("the batch search was interrupted") from e
             code = failure.code_failures(e)
-            aborted = abort_line(sink) if cfg.memory_cap_mb else None
+            aborted = abort_line_of(sink) if cfg.memory_cap_mb else None
             if not code and aborted:  # its allocator aborted the worker: out of memory, counted at once
                 return {"ok": False, "memory": "host", "error": f"the allocator aborted the worker: {aborted}",
                         "peak_rss_mb": 0.0}
@@ -184,16 +184,6 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
     finally:
         out.watch(out.path("driver.log"), None)  # no longer
         ray.kill(sink)
-
-
-def abort_line(sink) -> str | None:
-    """What a probe's worker printed as its allocator aborted it (raylab/failure.py), if the console passed it on."""
-    import ray
-
-    try:
-        return ray.get(sink.abort_line.remote(), timeout=60)
-    except Exception:  # noqa: BLE001 - no sink (a dead cluster): the probe's own error stands
-        return None
 
 
 def ran_out_of_memory(line: str) -> dict:

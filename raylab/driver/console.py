@@ -158,7 +158,8 @@ class Console:
             for line in filter(match, lines) if match is not None else ():
                 told(line)
 
-    def watch(self, path: Path, match: Callable[[str], bool] | None, told: Callable[[str], object] = print) -> None:
+    def watch(self, path: Path, match: Callable[[str], bool] | None,
+              told: Callable[[str], object] | None = None) -> None:
         """`told(line)` for each line written to `path` (a trial's log) that `match`es: a worker's allocator aborting
         the process under --memory-cap-mb (raylab/failure.py allocator_abort), which the trial's failure policy
         waits for to name a lost worker's cause. match None: no longer."""

@@ -231,3 +231,13 @@ def restart_figures(attempts: list[dict]) -> dict:
         since = before["checkpointed"] or before["first_step"] or before["alive"]
         lost += max(0.0, before["alive"] - since)
     return {"restarts": max(0, len(attempts) - 1), "recovery_s": recovery, "lost_s": lost}
+
+
+def abort_line_of(sink) -> str | None:
+    """The line a trial's (or probe's) worker printed as its allocator aborted the process, if the console passed
+    one to its sink (raylab/failure.py); None where there is none, or no sink (a dead cluster: the lost process's own
+    error stands)."""
+    try:
+        return ray.get(sink.abort_line.remote(), timeout=60)
+    except Exception:  # noqa: BLE001
+        return None

@@ -30,7 +30,7 @@ from raylab.driver.params import common_params
 from raylab.driver.progress import Progress
 from raylab.driver.stats import time_to_target
 from raylab.driver.resources import reservation
-from raylab.driver.sink import TrialSink, restart_figures, sink_name
+from raylab.driver.sink import TrialSink, abort_line_of, restart_figures, sink_name
 from raylab.driver.tracking import Tracker
 from raylab.driver.trainer import build_trainer, train_run_name
 from raylab.recipe import Recipe
@@ -229,7 +229,7 @@ class Trial:
                                        nodes, self.train_run).fit()
         except Exception as e:
             code = failure.code_failures(e)
-            aborted = self.allocator_abort() if self.cfg.memory_cap_mb and failure.lost_processes(e) else None
+            aborted = abort_line_of(self.sink) if self.cfg.memory_cap_mb and failure.lost_processes(e) else None
             if aborted:  # its allocator aborted a worker under the cap: out of memory
                 replicas = get_strategy(self.spec.kind).layout(self.spec.workers, self.cfg.threads, self.cfg.ps).replicas
                 code = [failure.abort_failure(aborted, self.recipe.per_replica(replicas), self.cfg.memory_cap_mb)]
@@ -242,13 +242,6 @@ class Trial:
         wall = time.time() - start
         self.outcome.epochs, final = self.progress.finish()
         return final, wall
-
-    def allocator_abort(self) -> str | None:
-        """The line a worker's allocator printed as it aborted the process, if the console passed one to the sink."""
-        try:
-            return ray.get(self.sink.abort_line.remote(), timeout=60)
-        except Exception:  # noqa: BLE001 - no sink (a dead cluster): the lost process's own error stands
-            return None
 
     def in_group(self, task, start: float):
         """Hands the trial to its warm group and waits for every rank to finish it; None (its checkpoint is in the
