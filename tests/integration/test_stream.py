@@ -114,7 +114,8 @@ def test_a_label_sorted_file_trains_in_every_framework_like_in_memory(streamed, 
 
 
 def test_streamed_trials_read_early_agree_on_what_was_built_and_print_no_ray_line(streamed):
-    """Each trial's reader started with its training function, its first batch timed; every trial describes the
+    """Each trial's reader started with its training function, its first batch timed, the test split read before
+    the train split's first pass and kept; every trial describes the
     same test inputs (the whole test split's range, not the first batch's); the raylet's worker-pool notice goes to
     driver.log, not the console."""
     built = set()
@@ -123,6 +124,8 @@ def test_streamed_trials_read_early_agree_on_what_was_built_and_print_no_ray_lin
         m = run.data.metrics
         assert m["stream_read_early"] == 1 and m["stream_first_wait_s"] >= 0 and m["stream_first_chunk_s"] > 0, m
         assert m["stream_passes"] >= (1 if m.get("restarts") else 3), (trial["trial"], m)  # 600 steps, 256 or 128 a pass
+        # rank 0 read the test split before the train split's first pass, and evaluated from memory
+        assert run.data.tags["test_input"].startswith("read once as the worker started"), run.data.tags
         built.add(run.data.tags["built_preprocess"])
     assert len(built) == 1 and "test inputs in [0, 1]" in built.pop()
     # (this in-process harness also shows the workers' own lines and the raylet's note on the worker killed on
@@ -271,6 +274,47 @@ def test_parquet_as_pandas_writes_it_is_delivered_as_contiguous_batches(ray_clus
             assert len(set(rows[:, 0].tolist())) == len(rows)  # every row of the pass once
             assert all((y == x[:, 0] % 5).all() for x, y in batches)
         assert delivery.passes == 2
+
+
+def test_rank0_reads_the_test_split_once_ahead_and_again_only_where_it_is_too_large(ray_cluster, tmp_path,
+                                                                                     monkeypatch):
+    """Rank 0's test split, read by Ray Data (no Ray Train start-up): TestRead reads it on its own thread while the
+    train reader waits (TEST_READ), and evaluations cut the kept rows into whole batches of 512 without reading
+    again; where the first chunk says the split will not fit the read-ahead, nothing is kept and every evaluation
+    reads it, every row once each time."""
+    import pandas as pd
+
+    from raylab.data import deliver
+    from raylab.data.shard import TestPass, TestRead
+    from raylab.data.stream import open_stream, parquet
+
+    x = np.arange(3000 * 4, dtype=np.float32).reshape(3000, 4)
+    for split in ("train", "test"):
+        (tmp_path / split).mkdir()
+        for i, part in enumerate(np.array_split(np.arange(3000), 3)):
+            pd.DataFrame({"x": list(x[part]), "y": part % 3}).to_parquet(tmp_path / split / f"part-{i}.parquet")
+    opened = open_stream(parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test")))
+    test = opened.datasets["test"]
+
+    def rows_of(batches):
+        return sorted(np.concatenate([b[0] for b in batches])[:, 0].tolist())
+
+    early = TestRead(test, opened.info, rows=1024)
+    assert deliver.TEST_READ.is_set()  # set before the read's thread runs: the train reader's first pass waits
+    evaluations = TestPass(test, opened.info, lambda x, y: (x * 2, y), 512, early=early)
+    first = list(evaluations)
+    assert not deliver.TEST_READ.is_set() and early.seconds > 0 and evaluations.read_early == early.seconds
+    assert [len(b[1]) for b in first] == [512] * 5 + [440]  # whole batches across the files' blocks
+    assert rows_of(first) == sorted((x[:, 0] * 2).tolist()) and evaluations.range == (0.0, 2 * x.max())
+    assert evaluations.kept is not None and list(evaluations) == first  # from memory
+
+    monkeypatch.setattr(deliver, "READ_AHEAD_BYTES", 16 << 10)  # 48 KB of rows: over it from the first chunk
+    early = TestRead(test, opened.info, rows=1024)
+    assert early.result() is None and not deliver.TEST_READ.is_set()
+    evaluations = TestPass(test, opened.info, lambda x, y: (x, y), 512, early=early)
+    for _ in range(2):
+        assert rows_of(list(evaluations)) == sorted(x[:, 0].tolist())
+    assert evaluations.kept is None and evaluations.read_early is None
 
 
 def test_files_come_in_a_new_order_every_pass_each_rows_columns_together(ray_cluster, tmp_path):
