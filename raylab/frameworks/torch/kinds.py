@@ -1,7 +1,8 @@
 """PyTorch's trial kinds: one plain process (torch:none), DistributedDataParallel (torch:ddp) and parameter
 servers on Ray actors (torch:ps-sync, torch:ps-async: raylab/frameworks/torch/ps.py).
 
-Ray Train's TorchConfig sets up the process group for DDP: gloo on CPU, nccl on GPU.
+The process group for DDP is Ray Train's, set up through ProcessGroupConfig (raylab/frameworks/torch/process_group.py:
+TorchConfig's set-up without importing torch in the run's controller): gloo on CPU, nccl on GPU.
 torch:none is the analogue of tf:none: the same loop with no process group and no DDP
 wrapper. It exists because DDP costs about 1 ms per step even with one rank here (gloo
 all-reduce plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would
@@ -12,15 +13,14 @@ from __future__ import annotations
 
 from ray.train.backend import BackendConfig
 
+from raylab.frameworks.torch.process_group import ProcessGroupConfig
 from raylab.frameworks.torch.ps import GroupConfig, torch_ps_loop
 from raylab.frameworks.torch.worker import torch_worker_loop
 from raylab.registry import PS_NO_BF16, Strategy
 
 
 def _backend_config(device: str):
-    from ray.train.torch import TorchConfig  # imports torch: only torch trials get here
-
-    return TorchConfig(backend="nccl" if device == "gpu" else "gloo")
+    return ProcessGroupConfig(backend="nccl" if device == "gpu" else "gloo")
 
 
 def _execution_check(label: str, device: str) -> str | None:

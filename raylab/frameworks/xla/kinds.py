@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from raylab.errors import UserError
 from raylab.frameworks import cpu_threads
+from raylab.frameworks.torch.process_group import ProcessGroupBackend, ProcessGroupConfig
 from raylab.frameworks.xla.worker import sync_path, xla_worker_loop  # noqa: F401 - sync_path: the backend's too
 from raylab.registry import Strategy, always
 
@@ -92,25 +93,27 @@ def _check_device(pjrt: str) -> None:
                            "run on a node with one or choose --device cpu.")
 
 
+class XLABackend(ProcessGroupBackend):
+    def on_start(self, worker_group, backend_config):
+        env = worker_env(backend_config.pjrt, backend_config.threads)
+        worker_group.execute(_check_device, pjrt=backend_config.pjrt)
+        worker_group.execute(_set_env, env=env)
+        super().on_start(worker_group, backend_config)  # gloo process group (used on CPU)
+
+
+@dataclass
+class XLAConfig(ProcessGroupConfig):
+    """PJRT's device and threads on every worker, then a gloo process group; no torch import in the controller."""
+
+    pjrt: str = "CPU"
+    threads: int = 1
+
+    @property
+    def backend_cls(self):
+        return XLABackend
+
+
 def _xla_backend_config(device: str):
-    from ray.train.torch.config import TorchConfig, _TorchBackend
-
-    class _XLABackend(_TorchBackend):
-        def on_start(self, worker_group, backend_config):
-            env = worker_env(backend_config.pjrt, backend_config.threads)
-            worker_group.execute(_check_device, pjrt=backend_config.pjrt)
-            worker_group.execute(_set_env, env=env)
-            super().on_start(worker_group, backend_config)  # gloo process group (used on CPU)
-
-    @dataclass
-    class XLAConfig(TorchConfig):
-        pjrt: str = "CPU"
-        threads: int = 1
-
-        @property
-        def backend_cls(self):
-            return _XLABackend
-
     return XLAConfig(backend="gloo", pjrt=pjrt_device(device))
 
 
