@@ -64,7 +64,7 @@ class ProcessGroupBackend(Backend):
 
         host, _, port = rank0_address(worker_group).rpartition(":")
         worker_group.execute(_rendezvous_env, address=host.strip("[]"), port=int(port))
-        futures = [worker_group.execute_single_async(i, _join, backend=backend_config.backend, rank=i,
+        futures = [worker_group.execute_single_async(i, _join, backend=backend_config.backend, world_rank=i,
                                                      world=len(worker_group), timeout_s=backend_config.timeout_s)
                    for i in range(len(worker_group))]
         import ray
@@ -94,10 +94,10 @@ def _rendezvous_env(address: str, port: int) -> None:
     _set_torch_distributed_env_vars()
 
 
-def _join(backend: str, rank: int, world: int, timeout_s: int) -> None:
+def _join(backend: str, world_rank: int, world: int, timeout_s: int) -> None:
     from ray.train.torch.config import _setup_torch_process_group
 
-    _setup_torch_process_group(backend=backend, world_rank=rank, world_size=world, init_method="env://",
+    _setup_torch_process_group(backend=backend, world_rank=world_rank, world_size=world, init_method="env://",
                                timeout_s=timeout_s)
 
 
