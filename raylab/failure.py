@@ -22,6 +22,7 @@ import time
 import traceback
 from functools import partial
 
+from ray.train.v2._internal.execution.callback import ControllerCallback, WorkerGroupCallback
 from ray.train.v2._internal.execution.failure_handling import FailureDecision
 from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
 
@@ -360,3 +361,35 @@ class Policy(DefaultFailurePolicy):
                 return line.strip()[-200:]
             time.sleep(0.2)
         return None
+
+
+class StartGuard(ControllerCallback, WorkerGroupCallback):
+    """Ends a worker group whose start failed after Ray Train had built it: its workers, synchronisation actor and
+    placement group. Ray Train 2.60 cleans up a start that fails before that point only: an error in a backend's
+    set-up (a process group that cannot form) or in launching the training function left the group holding its
+    CPUs, and the invocation's next trial waited for them without end. (Its placement-group cleaner would not
+    help: registered after the backend's set-up, and stopped, not run, when the controller ends cleanly.) The
+    first of a run's callbacks (raylab/driver/trainer.py), so it sees the group before any set-up can fail."""
+
+    def __init__(self):
+        self._starting = None  # the group built and not yet training: the controller holds no handle to it
+
+    def after_worker_group_start(self, worker_group) -> None:
+        self._starting = worker_group.get_worker_group_state()
+
+    def after_worker_group_training_start(self, worker_group) -> None:
+        self._starting = None  # the controller's now: it shuts the group down itself
+
+    def before_controller_execute_failure_decision(self, failure_decision) -> None:
+        self._end()
+
+    def after_controller_finish(self, result) -> None:
+        self._end()
+
+    def before_controller_abort(self) -> None:
+        self._end()
+
+    def _end(self) -> None:
+        state, self._starting = self._starting, None
+        if state is not None:
+            state.shutdown()

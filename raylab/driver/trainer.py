@@ -113,7 +113,8 @@ def guarded_trainer_class(base, sink, capped: bool = False):
     """Ray Train's trainer with raylab's failure policy (raylab/failure.py): what the trial's own code raised
     ends it at once; only lost processes spend the restart budget. (Ray Train 2.60 builds its policy inside
     fit(); this is the one place raylab reaches past its public API, pinned by the version it installs, with the
-    default callbacks less the placement-group cleaner where the driver owns the cluster.)"""
+    default callbacks less the placement-group cleaner where the driver owns the cluster, and failure.StartGuard
+    first.)"""
 
     class GuardedTrainer(base):
         def _initialize_and_run_controller(self, **kwargs):
@@ -121,11 +122,12 @@ def guarded_trainer_class(base, sink, capped: bool = False):
             return super()._initialize_and_run_controller(**kwargs)
 
         def _create_default_callbacks(self):
-            # No placement-group cleaner where the driver's death ends the cluster anyway (cluster.owns_cluster).
+            # No placement-group cleaner where the driver's death ends the cluster anyway (cluster.owns_cluster);
+            # first, failure.StartGuard: a worker group whose set-up failed is ended, not left holding its CPUs.
             callbacks = super()._create_default_callbacks()
             if cluster.owns_cluster():
                 callbacks = [c for c in callbacks if type(c).__name__ != "PlacementGroupCleanerCallback"]
-            return callbacks
+            return [failure.StartGuard(), *callbacks]
 
     return GuardedTrainer
 
