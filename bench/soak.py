@@ -20,7 +20,8 @@ aside), Ray session directories, disk under HOME (ray_results apart) and the ser
 worker peak RSS and restarts come from MLflow at the end. It prints a per-trial table and a summary, writes
 the samples as JSON (--out), and exits 1 with one line per failure: a trial not FINISHED, a killed trial not
 restarted exactly once, driver RSS growing 5 MB/trial or more after the first ten (a fitted line), processes,
-ports or shared memory left after a driver exits, more session directories than drivers, or growth trends.
+ports or shared memory left after a driver exits, more session directories than drivers or than the newest
+KEEP_SESSIONS raylab keeps (raylab/driver/cluster.py), or growth trends.
 
     flock /tmp/raylab-heavy.lock python bench/soak.py                 # full form, about 30 minutes on 2 cores
     flock /tmp/raylab-heavy.lock python bench/soak.py --short         # 3 trials, one kill: tests/e2e/test_soak.py
@@ -47,6 +48,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
+from raylab.driver.cluster import KEEP_SESSIONS  # noqa: E402 - after the repository is on the path
+
 KINDS = ("tf:none,tf:mirrored,tf:mwms x2,tf:ps,torch:none,torch:ddp x2,torch:ps-async,torch:ps-sync,"
          "xla:single,xla:ddp x2,jax:none,jax:dp x2")
 HEADER = re.compile(r"^=== (.+?): .*\(MLflow run ([\w-]+)")  # pending-...: a run started in an outage
@@ -258,7 +261,7 @@ class Soak:
 
     def after_driver(self, which: str) -> None:
         """Once a driver exits: nothing of its session may be left (processes, ports, shared memory), and no more
-        Ray session directories than drivers started."""
+        Ray session directories than drivers started, nor than the KEEP_SESSIONS raylab keeps."""
         deadline = time.monotonic() + self.args.settle_s
         while processes_of(self.home) and time.monotonic() < deadline:
             time.sleep(2)
@@ -269,8 +272,10 @@ class Soak:
         shm = shm_entries() - self.shm0
         if shm:
             self.failures.append(f"{which}: /dev/shm entries left: {sorted(shm)}")
-        if len(sessions(self.home)) > self.drivers:
-            self.failures.append(f"{which}: {len(sessions(self.home))} Ray session dirs for {self.drivers} drivers")
+        bound = min(self.drivers, KEEP_SESSIONS)  # raylab keeps its newest KEEP_SESSIONS (cluster.prune_sessions)
+        if len(sessions(self.home)) > bound:
+            self.failures.append(f"{which}: {len(sessions(self.home))} Ray session dirs for {self.drivers} drivers "
+                                 f"(raylab keeps at most {KEEP_SESSIONS})")
         self.events.append(f"{which}: left {len(procs)} processes, {len(shm)} shm entries, "
                            f"{len(sessions(self.home))} session dirs ({du_mb(self.home / 'tmp' / 'ray')} MB)")
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import ray
 
@@ -51,11 +52,47 @@ def init_ray(address: str | None = None) -> None:
             ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
                      logging_level="WARNING", **extra)
         console.get().take_worker_output()
+        if owns_cluster():
+            prune_sessions(Path(ray._private.worker._global_node.get_session_dir_path()))
     except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
         raise UserError(f"cannot start or reach {where} ({first}); check RAY_ADDRESS / --address, "
                         "or start one with `ray start --head`.") from None
+
+
+# Ray keeps every cluster's session directory (its logs: 3-8 MB for an invocation here) after the cluster ends;
+# raylab keeps the newest KEEP_SESSIONS of the clusters it started, removing older ones as a new one starts.
+KEEP_SESSIONS = 3
+OWNED_MARK = "raylab-started"  # a file in the session directories of clusters raylab started
+
+
+def prune_sessions(session: Path) -> list[Path]:
+    """Marks `session`, the directory of the in-process cluster just started, as raylab's and removes the older ones
+    raylab started (in the same Ray temp directory) beyond the newest KEEP_SESSIONS; never one whose starting
+    process is alive (the number a session directory's name ends with). Returns what it removed."""
+    import shutil
+
+    (session / OWNED_MARK).touch()
+    # (a session directory's name starts with the time it started: sorted names are oldest first)
+    ours = sorted(d for d in session.parent.glob("session_2*") if (d / OWNED_MARK).exists() and d != session)
+    removed = []
+    for old in ours[:max(len(ours) - (KEEP_SESSIONS - 1), 0)]:
+        pid = old.name.rsplit("_", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+            removed.append(old)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def shut_down() -> None:
