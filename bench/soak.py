@@ -153,6 +153,8 @@ class Soak:
         self.events: list[str] = []
         self.failures: list[str] = []
         self.killed: dict[str, int] = {}  # run id -> the worker pid SIGKILLed
+        self.killed_at: dict[str, float] = {}  # run id -> when (wall clock)
+        self.names: dict[str, str] = {}  # run id -> trial name, as its header printed them
         self.seen: list[str] = []  # run ids in the order their trial first started
         self.drivers, self.expected, self.t0 = 0, 0, time.monotonic()
         self.server = self.outage_thread = None
@@ -236,6 +238,7 @@ class Soak:
             if current is not None:
                 self.sample(proc, current)
             name, current = m.group(1), m.group(2)
+            self.names[current] = name
             if current not in self.seen:
                 self.seen.append(current)
                 if plan.get(len(self.seen)) == "outage":
@@ -251,7 +254,7 @@ class Soak:
                 pid = busiest_train_worker(self.home)
                 if pid:
                     os.kill(pid, signal.SIGKILL)
-                    self.killed[current] = pid
+                    self.killed[current], self.killed_at[current] = pid, time.time()
                     self.events.append(f"trial {self.seen.index(current) + 1} ({name}): worker {pid} SIGKILLed")
             elif what == "term" and proc.poll() is None:
                 self.events.append(f"trial {self.seen.index(current) + 1} ({name}): driver SIGTERMed")
@@ -346,6 +349,7 @@ def trial_rows(soak: Soak) -> list[dict]:
     client = MlflowClient(tracking_uri=soak.uri)
     exp = client.get_experiment_by_name("soak").experiment_id
     runs = {r.info.run_id: r for r in client.search_runs([exp], max_results=1000)}
+    resolve_pending(soak, runs)
     for r in runs.values():
         if r.info.status != "FINISHED":
             soak.failures.append(f"run {r.info.run_name} ({r.info.run_id}) is {r.info.status}")
@@ -357,17 +361,38 @@ def trial_rows(soak: Soak) -> list[dict]:
             continue
         last = [s for s in soak.samples if s["after"] == run_id][-1:] or [{}]
         m = run.data.metrics
+        ended = float(run.data.tags.get("trial_ended", "inf"))
         rows.append({"n": n, "trial": run.info.run_name, "run_id": run_id, "status": run.info.status,
                      "killed": run_id in soak.killed, "restarts": m.get("restarts"),
+                     "killed_after_end": soak.killed_at.get(run_id, 0) > ended,
                      "worker_peak_mb": m.get("peak_rss_mb"), "wall_s": m.get("wall_s"), **last[0]})
     return rows
+
+
+def resolve_pending(soak: Soak, runs: dict) -> None:
+    """A trial started while the server was away printed a `pending-...` id: its run is the first-started trial run
+    of the same name that no header printed."""
+    unseen = sorted((i for i, r in runs.items() if i not in soak.seen and r.data.tags.get("raylab.role") == "trial"),
+                    key=lambda i: runs[i].info.start_time)
+    for k, old in enumerate(soak.seen):
+        real = next((i for i in unseen if runs[i].info.run_name == soak.names.get(old)), None)
+        if not old.startswith("pending") or real is None:
+            continue
+        unseen.remove(real)
+        soak.seen[k] = real
+        for sample in soak.samples:
+            sample["after"] = real if sample["after"] == old else sample["after"]
+        if old in soak.killed:
+            soak.killed[real], soak.killed_at[real] = soak.killed.pop(old), soak.killed_at.pop(old)
 
 
 def verdicts(soak: Soak, rows: list[dict]) -> None:
     if len(rows) < soak.expected:
         soak.failures.append(f"{len(rows)} trial runs, {soak.expected} intended")
     for r in rows:
-        if r["killed"] and r["restarts"] != 1:
+        if r["killed"] and r["restarts"] != 1 and r["killed_after_end"]:  # the soak's miss, not raylab's
+            soak.events.append(f"trial {r['n']} ({r['trial']}): the kill came after the trial ended (not counted)")
+        elif r["killed"] and r["restarts"] != 1:
             soak.failures.append(f"trial {r['n']} ({r['trial']}) was killed, restarts={r['restarts']}, not 1")
     for driver in sorted({s["driver"] for s in soak.samples}):
         mine = [s for s in soak.samples if s["driver"] == driver and s["driver_rss_mb"] is not None]
