@@ -95,15 +95,16 @@ class StreamShard:
         return self._test
 
     def test_input(self) -> str:
-        """How rank 0 read the test split (recorded as the trial's `test_input` param, read when it reports)."""
+        """How rank 0 read the test split (recorded as the trial's `test_input` tag, read when it reports)."""
         test = self._test
         if test is None:
             return "not read (no evaluation ran)"
         if test.read_early is not None:
             return (f"read once as the worker started, before the train split's first pass ({test.read_early:.1f} s), "
                     "kept in memory")
-        kept = "kept in memory after the first" if test.kept is not None else "read again at every"
-        return f"read at the first evaluation, {kept} evaluation (larger than the read-ahead)"
+        if test.kept is not None:
+            return "read at the first evaluation, kept in memory"
+        return "read at every evaluation (larger than the read-ahead)"
 
     def sample(self):
         """What the built report describes: the range of every test input rank 0 evaluated on (the whole
