@@ -76,6 +76,10 @@ class Strategy:
     # Why each of its trials needs worker processes of its own (raylab/driver/warm.py), or None: its trials can run
     # one after another in a warm worker group, resetting what a trial must not inherit between them.
     cold: str | None = None
+    # The kind whose warm group its 1-worker trials may join where the invocation has a 1-worker trial of that kind
+    # (raylab/driver/warm.py setup_of): its steps run the same in processes set up as that kind's (a process group
+    # or a distributed world of one process, which they do not use), so the two kinds' trials share processes.
+    warm_with: str | None = None
 
     @property
     def framework(self) -> str:

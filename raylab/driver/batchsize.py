@@ -206,6 +206,6 @@ def run_probe(recipe, cfg, spec, task, shared, nodes, sink, groups) -> str | Non
         return None
     if group is None:
         name = f"raylab-group-{run_id}"
-        group = groups.begin(spec, name, lambda queue: build_group_trainer(cfg, spec, queue, name, groups.share()),
-                             cfg)
+        trainer = lambda queue, setup: build_group_trainer(cfg, setup, queue, name, groups.share())  # noqa: E731
+        group = groups.begin(spec, name, trainer, cfg)
     return group.wait(group.submit(spec.kind, worker_config(recipe, cfg, spec, task, shared, sink, time.time(), run_id)))

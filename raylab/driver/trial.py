@@ -169,7 +169,7 @@ class Trial:
         if self.group is None and cold_why.get("cold_reason") == FIRST:  # the first of a new warm group
             self.group = self.groups.begin(spec, f"raylab-group-{self.run_id}", self.group_trainer)
         if self.group is not None:
-            self.tracker.set_tags(self.run_id, {"train_run": self.group.name})
+            self.tracker.set_tags(self.run_id, {"train_run": self.group.name, "group_setup": self.group.setup})
         again = f", repeat {self.repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
         went_on = f", resumed after epoch {len(self.logged)}" if resume else ""
         warm = f", warm: trial {self.start['group_index'] + 1} of its group" if self.start["start"] == "warm" else ""
@@ -199,10 +199,10 @@ class Trial:
             self.groups.make_room(need=Groups.need(self.cfg, self.spec))
         return {} if self.group is not None else {"cold_reason": why or FIRST}
 
-    def group_trainer(self, queue):
+    def group_trainer(self, queue, setup):
         from raylab.driver.trainer import build_group_trainer
 
-        return build_group_trainer(self.cfg, self.spec, queue, f"raylab-group-{self.run_id}", self.groups.share())
+        return build_group_trainer(self.cfg, setup, queue, f"raylab-group-{self.run_id}", self.groups.share())
 
     def run(self, nodes: list | None = None) -> TrialOutcome:
         """fit() and record; whatever happens, its run ends (raylab/driver/outcome.py), then its sink goes."""

@@ -6,9 +6,12 @@ process to another actor, and Train keeps no worker group between runs, so the p
 run: a warm group's training function (raylab/loop/warm.py) takes the group's trials from a queue (`GroupQueue`,
 an actor the driver fills) and runs each in turn, resetting between them what a trial must not inherit.
 
-Which trials share a group: the same `group_key` (framework, kind, worker processes and what each reserves,
-threads, device, backend, start-up environment). Which stay cold, and why (`cold_reason`): a kind whose framework
-fixes its set-up for a process's life (Strategy.cold: TF's multi-worker collectives, the parameter servers,
+Which trials share a group: the same `group_key` (framework, worker processes and what each reserves, threads,
+device, backend, start-up environment). Trials of two kinds share where their processes are set up alike: a
+1-worker tf:none and tf:mirrored always; torch:none with a 1-worker torch:ddp and jax:none with a 1-worker jax:dp
+where the invocation has both (`setup_of`: the group's processes get the distributed kind's set-up, a process
+group or jax.distributed world of one, which the other kind's steps do not use; recorded as `group_setup`).
+Which stay cold, and why (`cold_reason`): a kind whose framework fixes its set-up for a process's life (Strategy.cold: TF's multi-worker collectives, the parameter servers,
 torch_xla's cache, a TPU system), a streamed trial (its splits are given to its own `fit()`), a memory cap
 (`--memory-cap-mb` limits what a process has mapped, and a warm process still maps its earlier trials' heap),
 `--compile-cache cold` on a compiled trial (an empty cache is a new process's), `--fresh-processes`, trials run at
@@ -43,18 +46,37 @@ RELEASE_WAIT_S = 60.0
 END_WAIT_S = 5.0
 
 
-def group_key(cfg, spec) -> tuple:
-    """Trials with the same key can share a warm group's processes."""
+def group_key(cfg, spec, trials=()) -> tuple:
+    """Trials with the same key can share a warm group's processes: their framework, and the processes as the
+    group's set-up (`setup_of`) starts them. trials: the invocation's (TrialSpecs), which decide the set-up."""
     from raylab.driver.trainer import backend_config, worker_env
     from raylab.registry import get_strategy
 
-    strategy = get_strategy(spec.kind)
-    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    setup = setup_of(spec, trials)
+    strategy = get_strategy(setup.kind)
+    layout = strategy.layout(setup.workers, cfg.threads, cfg.ps)
     backend = backend_config(strategy, cfg)
     env = tuple(sorted(worker_env(strategy, backend, cfg).items()))
     backend_key = (type(backend).__qualname__, repr(sorted(vars(backend).items())))
     # A probe (--batch max) has no restart budget and the trial has one: each its own group.
-    return (spec.kind, layout, cfg.threads, strategy.device(cfg), backend_key, env, cfg.max_failures, cfg.storage)
+    return (strategy.framework, layout, cfg.threads, strategy.device(cfg), backend_key, env, cfg.max_failures,
+            cfg.storage)
+
+
+def setup_of(spec, trials=()):
+    """The trial whose set-up a group's processes get (its backend, its start environment): the trial's own, or,
+    for a 1-worker trial whose kind may run in another kind's processes (`Strategy.warm_with`: torch:none in a
+    1-rank process group it does not use, jax:none in a 1-process jax.distributed), that kind's where the
+    invocation has a 1-worker trial of it, so the two kinds share one group. Kinds whose set-ups are the same
+    (tf:none, tf:mirrored x1) share without it: their keys are equal."""
+    from dataclasses import replace
+
+    from raylab.registry import get_strategy
+
+    host = get_strategy(spec.kind).warm_with
+    if host and spec.workers == 1 and any(t.kind == host and t.workers == 1 for t in trials):
+        return replace(spec, short=host.split(":")[1])
+    return spec
 
 
 def cold_reason(cfg, spec, one_node: bool, limit: int) -> str | None:
@@ -153,6 +175,7 @@ class WarmGroup:
     key: tuple
     name: str  # its Ray Train run's name (the first trial's run id)
     queue: object  # its GroupQueue
+    setup: str = ""  # the trial whose set-up its processes have (setup_of), by name: "torch:ddp x1"
     trials: int = 0  # trials handed to it
     used: float = field(default_factory=time.monotonic)
     thread: threading.Thread | None = None
@@ -226,21 +249,26 @@ class Groups:
         reason = cold_reason(cfg, spec, self.one_node, self.limit)
         if reason:
             return None, reason
-        group = self.live.get(group_key(cfg, spec))
+        group = self.live.get(group_key(cfg, spec, self.cfg.trials))
         if group is not None and not group.alive:  # its last trial failed or was killed: the group ended
             self.live.pop(group.key)
             group = None
         return group, None
 
+    def setup(self, spec):
+        """The trial whose set-up the group of `spec` has (`setup_of`, among the invocation's trials)."""
+        return setup_of(spec, self.cfg.trials)
+
     def begin(self, spec, name: str, build, cfg=None) -> WarmGroup:
-        """A new group for the trial's key; build(queue) -> the group's Ray Train trainer."""
+        """A new group for the trial's key; build(queue, setup) -> the group's Ray Train trainer, its processes
+        set up as the TrialSpec `setup`'s."""
         from raylab.registry import get_strategy
 
-        key = group_key(cfg or self.cfg, spec)
+        key, setup = group_key(cfg or self.cfg, spec, self.cfg.trials), self.setup(spec)
         self.make_room(keep=key, groups=1)
-        layout = get_strategy(spec.kind).layout(spec.workers, self.cfg.threads, self.cfg.ps)
-        group = WarmGroup(key, name, GroupQueue.remote(layout.ray_workers))
-        group.start(build(group.queue))
+        layout = get_strategy(setup.kind).layout(setup.workers, self.cfg.threads, self.cfg.ps)
+        group = WarmGroup(key, name, GroupQueue.remote(layout.ray_workers), setup.name)
+        group.start(build(group.queue, setup))
         self.live[key] = group
         return group
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 from raylab.config import Settings, TrialSpec
 from raylab.driver import stats
 from raylab.driver.compare import format_table
-from raylab.driver.warm import cold_reason, group_key
+from raylab.driver.warm import cold_reason, group_key, setup_of
 from raylab.failure import CodeFailure
 from raylab.loop.memory import peak_rss_mb, reset_peak_rss
 from raylab.loop.warm import survivable
@@ -29,6 +29,25 @@ def test_repeats_batches_and_settings_of_a_kind_share_a_group_other_kinds_do_not
     assert group_key(cfg, a) != group_key(replace(cfg, max_failures=0), a)  # a probe's group has no restarts
     jax = TrialSpec("jax", "none", 1)
     assert group_key(cfg, jax) != group_key(replace(cfg, threads=2), jax)  # PJRT_NPROC in the start environment
+
+
+def test_two_kinds_share_a_group_where_their_processes_are_set_up_alike():
+    """A 1-worker tf:none and tf:mirrored always (the same set-up); torch:none and jax:none join the 1-worker
+    torch:ddp's and jax:dp's group only where the invocation has one (they get its process group, unused)."""
+    cfg = settings()
+    tf, mirrored = TrialSpec("tf", "none", 1), TrialSpec("tf", "mirrored", 1)
+    assert group_key(cfg, tf) == group_key(cfg, mirrored)
+    assert group_key(cfg, tf) != group_key(cfg, TrialSpec("tf", "mirrored", 2))  # two replicas: more threads
+    for framework, dist in (("torch", "ddp"), ("jax", "dp")):
+        none, one, two = (TrialSpec(framework, "none", 1), TrialSpec(framework, dist, 1),
+                          TrialSpec(framework, dist, 2))
+        assert group_key(cfg, none) != group_key(cfg, one)  # alone, torch:none starts no process group
+        assert setup_of(none) == none and setup_of(none, [none, two]) == none  # no 1-worker trial to share with
+        both = [none, one]
+        assert setup_of(none, both) == one and setup_of(one, both) == one
+        assert group_key(cfg, none, both) == group_key(cfg, one, both)
+        assert group_key(cfg, none, both) != group_key(replace(cfg, threads=2), one, both)
+    assert group_key(cfg, TrialSpec("torch", "none", 1)) != group_key(cfg, TrialSpec("jax", "none", 1))
 
 
 def test_what_stays_cold_says_why():

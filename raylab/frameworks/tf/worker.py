@@ -43,9 +43,11 @@ def _build_strategy(tf, name: str, local_replicas: int, device: str):
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     if device == "gpu":
         return tf.distribute.MirroredStrategy()
-    # On CPU, MirroredStrategy sees one device: split it into one logical CPU per replica.
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * local_replicas)
+    # On CPU, MirroredStrategy sees one device: split it into one logical CPU per replica. One replica is the CPU
+    # itself, left as it is: a warm process that ran tf:none has its devices fixed (TF refuses a new split).
+    if local_replicas > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * local_replicas)
     return tf.distribute.MirroredStrategy(devices=[f"/cpu:{i}" for i in range(local_replicas)])
 
 

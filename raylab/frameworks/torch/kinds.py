@@ -4,7 +4,8 @@ servers on Ray actors (torch:ps-sync, torch:ps-async: raylab/frameworks/torch/ps
 The process group for DDP is Ray Train's, set up through ProcessGroupConfig (raylab/frameworks/torch/process_group.py:
 TorchConfig's set-up without importing torch in the run's controller): gloo on CPU, nccl on GPU.
 torch:none is the analogue of tf:none: the same loop with no process group and no DDP
-wrapper. It exists because DDP costs about 1 ms per step even with one rank here (gloo
+wrapper (in a warm group beside a 1-worker torch:ddp, its processes have that kind's process group of one rank,
+which it never calls: raylab/driver/warm.py). It exists because DDP costs about 1 ms per step even with one rank here (gloo
 all-reduce plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would
 be recorded as something that did not run.
 """
@@ -35,7 +36,7 @@ def _execution_check(label: str, device: str) -> str | None:
 _COMPILE = dict(executions={"off": "eager", "on": "inductor", "on:reduce-overhead": "inductor:reduce-overhead",
                             "on:max-autotune": "inductor:max-autotune"}, execution_check=_execution_check)
 NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
-                fp16=None, **_COMPILE)
+                fp16=None, warm_with="torch:ddp", **_COMPILE)
 DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config, batch_search=True, fp16=None, **_COMPILE)
 _PS = dict(ps_roles="hosts", bf16=PS_NO_BF16, fp16=PS_NO_BF16, **_COMPILE,
            cold="its parameter servers live as long as their worker group")

@@ -119,7 +119,9 @@ def torch_worker_loop(config: dict) -> None:
         "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
         "device_kind": device.type,
         **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
-        "comm_backend": dist.get_backend() if dist.is_initialized() else "none", "replicas_in_sync": ctx.get_world_size(),
+        # the process group its steps use (torch:none in a warm group beside torch:ddp x1 has one it never calls)
+        "comm_backend": dist.get_backend() if cfg.short == "ddp" and dist.is_initialized() else "none",
+        "replicas_in_sync": ctx.get_world_size(),
         **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, data.sample()),
         **data_facts(data), "execution": cfg.execution,
         **({"recompile_steps": compiles.late_steps} if compiles else {}),  # filled in as training runs, as xla's
