@@ -11,11 +11,12 @@ device, backend, start-up environment). Trials of two kinds share where their pr
 1-worker tf:none and tf:mirrored always; torch:none with a 1-worker torch:ddp and jax:none with a 1-worker jax:dp
 where the invocation has both (`setup_of`: the group's processes get the distributed kind's set-up, a process
 group or jax.distributed world of one, which the other kind's steps do not use; recorded as `group_setup`).
-Which stay cold, and why (`cold_reason`): a kind whose framework fixes its set-up for a process's life (Strategy.cold: TF's multi-worker collectives, the parameter servers,
-torch_xla's cache, a TPU system), a streamed trial (its splits are given to its own `fit()`), a memory cap
-(`--memory-cap-mb` limits what a process has mapped, and a warm process still maps its earlier trials' heap),
-`--compile-cache cold` on a compiled trial (an empty cache is a new process's), `--fresh-processes`, trials run at
-once (`--concurrency`) or a cluster of several nodes (a group holds its workers' places).
+Which stay cold, and why (`cold_reason`): a kind whose framework fixes its set-up for a process's life
+(Strategy.cold: TF's multi-worker collectives, the parameter servers, torch_xla's cache, a TPU system), a streamed
+trial (its splits are given to its own `fit()`), a memory cap (`--memory-cap-mb` limits what a process has mapped,
+and a warm process still maps its earlier trials' heap), `--compile-cache cold` on a compiled trial (an empty cache
+is a new process's), `--fresh-processes`, trials run at once (`--concurrency`) or a cluster of several nodes (a
+group holds its workers' places).
 
 Each trial is still its own MLflow run with everything it records cold, plus `start` (cold: the first of its
 group, or a trial with processes of its own; warm: processes an earlier trial started) and `group_index` (its

@@ -3,11 +3,11 @@ servers on Ray actors (torch:ps-sync, torch:ps-async: raylab/frameworks/torch/ps
 
 The process group for DDP is Ray Train's, set up through ProcessGroupConfig (raylab/frameworks/torch/process_group.py:
 TorchConfig's set-up without importing torch in the run's controller): gloo on CPU, nccl on GPU.
-torch:none is the analogue of tf:none: the same loop with no process group and no DDP
-wrapper (in a warm group beside a 1-worker torch:ddp, its processes have that kind's process group of one rank,
-which it never calls: raylab/driver/warm.py). It exists because DDP costs about 1 ms per step even with one rank here (gloo
-all-reduce plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would
-be recorded as something that did not run.
+torch:none is the analogue of tf:none: the same loop with no process group and no DDP wrapper (in a warm group
+beside a 1-worker torch:ddp, its processes have that kind's process group of one rank, which it never calls:
+raylab/driver/warm.py). It exists because DDP costs about 1 ms per step even with one rank here (gloo all-reduce
+plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would be recorded as something that did
+not run.
 """
 
 from __future__ import annotations
