@@ -256,16 +256,12 @@ class Groups:
             group = None
         return group, None
 
-    def setup(self, spec):
-        """The trial whose set-up the group of `spec` has (`setup_of`, among the invocation's trials)."""
-        return setup_of(spec, self.cfg.trials)
-
     def begin(self, spec, name: str, build, cfg=None) -> WarmGroup:
         """A new group for the trial's key; build(queue, setup) -> the group's Ray Train trainer, its processes
         set up as the TrialSpec `setup`'s."""
         from raylab.registry import get_strategy
 
-        key, setup = group_key(cfg or self.cfg, spec, self.cfg.trials), self.setup(spec)
+        key, setup = group_key(cfg or self.cfg, spec, self.cfg.trials), setup_of(spec, self.cfg.trials)
         self.make_room(keep=key, groups=1)
         layout = get_strategy(setup.kind).layout(setup.workers, self.cfg.threads, self.cfg.ps)
         group = WarmGroup(key, name, GroupQueue.remote(layout.ray_workers), setup.name)

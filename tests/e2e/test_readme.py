@@ -32,8 +32,9 @@ from mlflow.tracking import MlflowClient
 from tests.e2e.browser import CHARTS, look
 
 pytestmark = pytest.mark.e2e
-# fashion.py --quick's 12 default trials, my_recipe.py's 2, the submitted job's 2
-RAY_TRAIN_STARTS = 16
+# fashion.py --quick's 12 default trials in 9 (tf:mirrored x1, torch:ddp x1 and jax:dp x1 run in the warm groups of
+# tf:none, torch:none and jax:none), my_recipe.py's 2, the submitted job's 2
+RAY_TRAIN_STARTS = 13
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard
@@ -195,6 +196,7 @@ def test_readme_commands_run_as_written(readme_run):
     runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
     assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
     assert {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <= {r.info.run_name for r in runs}
+    first_run_shares_groups_across_kinds({r.info.run_name: r for r in runs})
     # The submitted job's trials, under one parent run of their own, learned.
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
     families = {p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
@@ -203,6 +205,21 @@ def test_readme_commands_run_as_written(readme_run):
     assert len(parents) == 2 and len(job) == 1, {p: [r.info.run_name for r in k] for p, k in families.items()}
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in job[0]), [r.data.metrics for r in job[0]]
     assert not any(port_busy(p) for p in PORTS)
+
+
+def first_run_shares_groups_across_kinds(runs: dict) -> None:
+    """The first run's 1-worker tf:mirrored, torch:ddp and jax:dp ran warm in the groups tf:none, torch:none and
+    jax:none started, whose processes have the distributed kind's set-up (`group_setup`); torch:none there records
+    no process group, since its steps use none."""
+    for first, second, setup in (("tf:none x1", "tf:mirrored x1", "tf:none x1"),
+                                 ("torch:none x1", "torch:ddp x1", "torch:ddp x1"),
+                                 ("jax:none x1", "jax:dp x1", "jax:dp x1")):
+        a, b = runs[first].data, runs[second].data
+        assert (a.params["start"], a.params["group_index"], b.params["start"], b.params["group_index"]) == \
+            ("cold", "0", "warm", "1"), (first, second)
+        assert a.tags["train_run"] == b.tags["train_run"] and a.tags["group_setup"] == b.tags["group_setup"] == setup
+    assert runs["torch:none x1"].data.tags["comm_backend"] == "none"
+    assert runs["torch:ddp x1"].data.tags["comm_backend"] == "gloo"
 
 
 def test_ui_link_opens_on_the_trials_and_their_charts(readme_run):
