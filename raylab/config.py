@@ -40,6 +40,9 @@ class TrialSpec:
     # How its steps execute where --compile changed it from the kind's own ("inductor", "xla": Strategy.executions);
     # None: the kind's --compile off execution (eager torch, TF's tf.function, jax's jit)
     execution: str | None = None
+    # --compile best: its execution was chosen by measuring its kind's candidates (raylab/driver/best.py); the name
+    # leaves it out, so a trial keeps its name (and --resume its key) whichever candidate won
+    best: bool = False
 
     @property
     def kind(self) -> str:
@@ -50,7 +53,7 @@ class TrialSpec:
     def name(self) -> str:
         """The MLflow run name, the same shape for every framework so the compare view lines up."""
         return (f"{self.kind} x{self.workers}" + (f" b{self.batch}" if self.batch else "")
-                + (f" {self.execution}" if self.execution else ""))
+                + (f" {self.execution}" if self.execution and not self.best else ""))
 
     def executes(self) -> str:
         """The execution label it runs and records (`execution`): its own, else its kind's --compile off one."""
@@ -111,6 +114,10 @@ class Settings:
     # after another in a warm worker group (raylab/driver/warm.py)
     fresh_processes: bool = False
     invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
+    # --compile best: (framework, batch per replica, precision) -> its Choice, once raced (measured) or read from the host's
+    # cache (raylab/driver/best.py); --race-again measures again instead of reading the cache
+    best: dict = field(default_factory=dict)
+    race_again: bool = False
 
 
 def compile_cache_dir(cfg: Settings, run_id: str) -> str:
@@ -182,10 +189,13 @@ def parse_workers(text: str) -> list[int]:
     return parse_counts(text, "--workers", "1,2")
 
 
-def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("off",),
+def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("best",),
                   device: str = "cpu") -> list[TrialSpec]:
     """The trial matrix: per batch size of a sweep, every kind on every worker count it supports, in the order given,
-    each in every execution --compile asks that it has (one trial per distinct execution: jax:none is jit both ways)."""
+    each in every execution --compile asks that it has (one trial per distinct execution: jax:none is jit both ways),
+    or, under --compile best, once, its execution chosen before the trials run (raylab/driver/best.py)."""
+    import dataclasses
+
     specs = []
     for item in kinds:
         kind, fixed = split_trial(item)
@@ -201,9 +211,10 @@ def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batche
             notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
                          f"{','.join(str(w) for w in asked if w not in fits)}")
         fw, st = kind.split(":")
-        runs = executions(strategy, compiles, device, notes)
-        specs += [TrialSpec(fw, st, w, execution=e) for w in fits for e in runs]
-    return [TrialSpec(s.framework, s.short, s.workers, b, s.execution) for b in batches for s in specs]
+        best = list(compiles) == ["best"]
+        runs = [None] if best else executions(strategy, compiles, device, notes)
+        specs += [TrialSpec(fw, st, w, execution=e, best=best) for w in fits for e in runs]
+    return [dataclasses.replace(s, batch=b) for b in batches for s in specs]
 
 
 def executions(strategy, compiles, device: str, notes: list[str]) -> list[str | None]:
@@ -224,14 +235,20 @@ def executions(strategy, compiles, device: str, notes: list[str]) -> list[str | 
 
 
 def parse_compile(values: str, modes: str) -> list[str]:
-    """--compile off,on x --compile-mode: the compile axis ("off", "on", "on:max-autotune", ...), in order."""
+    """--compile best, or off,on x --compile-mode: the compile axis ("off", "on", "on:max-autotune", ...), in order;
+    ["best"]: each kind's execution measured before the trials (raylab/driver/best.py)."""
     from raylab.registry import COMPILE_MODES
 
     asked = [v.strip() for v in values.split(",") if v.strip()]
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
+    if "best" in asked and (len(asked) > 1 or modes != "default"):
+        raise UserError(f"--compile '{values}' --compile-mode '{modes}': best chooses each framework's execution "
+                        "itself; give --compile best alone, or force executions with --compile off, on or off,on.")
+    if asked == ["best"]:
+        return asked
     bad = [v for v in asked if v not in ("off", "on")] + [m for m in chosen if m not in COMPILE_MODES]
     if bad or not asked or not chosen:
-        raise UserError(f"--compile '{values}' --compile-mode '{modes}': give --compile off, on or off,on and "
+        raise UserError(f"--compile '{values}' --compile-mode '{modes}': give --compile best, off, on or off,on and "
                         f"--compile-mode one or more of {', '.join(COMPILE_MODES)}.")
     if "on" not in asked and modes != "default":
         raise UserError("--compile-mode applies to compiled trials; add --compile on (or off,on).")

@@ -112,6 +112,13 @@ class Strategy:
         reason = self.execution_check(label, device) if self.execution_check else None
         return (None, reason) if reason else (label, None)
 
+    def candidates(self, device: str) -> list[str]:
+        """What --compile best measures for it on `device`: its usual execution, then each compiled one it can run
+        there (torch's default mode, and CUDA graphs on a GPU), distinct labels in that order."""
+        asked = ("off", "on", "on:reduce-overhead") if device == "gpu" else ("off", "on")
+        labels = [self.execution(a, device)[0] for a in asked if a in self.executions]
+        return list(dict.fromkeys(label for label in labels if label is not None))
+
     def layout(self, workers: int, threads: int, ps: int = 0) -> Layout:
         if self.in_one_process:
             return Layout(1, threads * workers, workers)

@@ -165,3 +165,47 @@ class Phases:
     def summary(self, startup_s: float) -> dict:
         known = sum(self.times.values())
         return {f"startup_{k}_s": v for k, v in {**self.times, "other": max(0.0, startup_s - known)}.items()}
+
+
+def side_by_side(runs: dict, budget_s: float = 3.0, window_s: float = 0.5, max_window: int = 32, rounds: int = 3,
+                 block_s: float = 0.3) -> dict:
+    """Steady step times of several ways of running one step, measured side by side (--compile best's race).
+
+    `runs`: label -> (run(k): k steps then their one host read, seconds its first steps took). Each run's window
+    is a trial's (`max_window` steps between host reads: a shorter one would time a call's overhead with the steps)
+    unless that takes over `window_s`, then as many steps as fit in it (at least one), estimated from 2 steps. Each run then warms up for a block, untimed (TF's first second of a new graph ran 2-3x slower here);
+    then the runs take turns, a block of about `block_s` of windows each (a turn per window evicted each other's
+    weights from the caches: 15% slower a step), until each has had `rounds` blocks and the turns have spent
+    `budget_s` (a slow step, the ResNet-UNet's 1 s, stops at `rounds` windows). Turns, so that the machine's drift
+    falls on every run alike. Returns label -> {"step_ms": median ms a step over the windows, "first_s": its first
+    steps, "windows": how many were timed}.
+    """
+    sizes = {}
+    for label, (run, _) in runs.items():
+        per = []
+        for _ in range(2):  # the faster of two: a first call can be slow, and a short window's call overhead counts
+            t0 = time.perf_counter()
+            run(2)
+            per.append((time.perf_counter() - t0) / 2)
+        sizes[label] = max(1, min(max_window, int(window_s / max(min(per), 1e-6))))
+    times: dict = {label: [] for label in runs}
+
+    def block(label: str, keep: bool) -> None:
+        run, t_block = runs[label][0], time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            run(sizes[label])
+            if keep:
+                times[label].append((time.perf_counter() - t0) / sizes[label])
+            if time.perf_counter() - t_block >= block_s:
+                return
+
+    for label in runs:
+        block(label, keep=False)
+    start, turns = time.perf_counter(), 0
+    while turns < rounds or time.perf_counter() - start < budget_s:
+        for label in runs:
+            block(label, keep=True)
+        turns += 1
+    return {label: {"step_ms": float(np.median(times[label]) * 1e3), "first_s": runs[label][1],
+                    "windows": len(times[label])} for label in runs}

@@ -58,13 +58,18 @@ def _what_to_run(g, recipe) -> None:
 
 def _execution(g) -> None:
     """--compile and its mode and cache: how each trial's steps execute, an axis like --workers."""
-    g.add_argument("--compile", default="off", metavar="off|on|off,on",
-                   help="how the steps execute: off = each framework's usual way (torch eager, TF's tf.function, jax "
-                        "jit, torch_xla's graphs); on = compiled (torch.compile of the model's forward pass and the "
-                        "loss with Inductor, TF with XLA via jit_compile=True; jax and torch_xla are compiled "
-                        "either way). 'off,on' runs each trial both ways, side by side, named '... inductor', "
-                        "'... xla'. Recorded as execution; the parity report flags trials that differ in it "
-                        "(default: %(default)s)")
+    g.add_argument("--compile", default="best", metavar="best|off|on|off,on",
+                   help="how the steps execute. best = measured: before the trials, each framework's candidates "
+                        "(torch eager and torch.compile with Inductor; TF's tf.function and XLA; jax is jit and "
+                        "torch_xla its graphs either way) run a few steps of the recipe's own model, batch, "
+                        "precision and device, and every trial trains in the faster; the answer is kept per host "
+                        "(~/.cache/raylab/best-execution.json) for the next run of the same recipe. off = each "
+                        "framework's usual way (torch eager, TF's tf.function); on = compiled; 'off,on' runs each "
+                        "trial both ways, side by side, named '... inductor', '... xla'. Recorded as execution "
+                        "(with execution_candidates under best); the parity report compares it (default: "
+                        "%(default)s)")
+    g.add_argument("--race-again", action="store_true",
+                   help="--compile best: measure the candidates again instead of reading this host's kept answer")
     g.add_argument("--compile-mode", default="default", metavar="MODE[,MODE...]",
                    help="the mode of torch.compile for compiled torch trials, each its own trial: default, "
                         "reduce-overhead (CUDA graphs: GPU only) or max-autotune (default: %(default)s)")

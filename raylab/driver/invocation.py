@@ -12,7 +12,7 @@ import time
 
 from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
-from raylab.driver import cluster, console, matrix
+from raylab.driver import best, cluster, console, matrix
 from raylab.driver.baseline import baseline_specs, run_baseline
 from raylab.driver.checkpoints import Kept
 from raylab.driver.outcome import INTERRUPTS, TrialOutcome
@@ -144,6 +144,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     one_machine = cluster.driver_env()
     inv = Invocation(recipe, cfg, ds, tracker, tags)
     inv.shared = share_data(recipe, cfg, ds)
+    best.resolve(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
     cluster.driver_imports([s.kind for s in cfg.trials], cfg.device)
     nodes = matrix.cluster_nodes()
     limit = matrix.concurrency_limit(cfg.concurrency, nodes)

@@ -23,7 +23,7 @@ import ray
 from raylab import failure, prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.driver import cluster, console
+from raylab.driver import best, cluster, console
 from raylab.driver import floor as startup_floor
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.driver.params import common_params
@@ -59,6 +59,7 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
         "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
         "train_off": cluster.train_off(),
         "execution": spec.executes(), "compiled": spec.compiled(), "compile_cache": cfg.compile_cache,
+        **best.params(recipe, cfg, spec),
     }
 
 

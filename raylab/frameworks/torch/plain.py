@@ -67,12 +67,11 @@ def loop(spec, task, x, y, xt, yt, batches, xla: bool = False) -> dict:
 
 def compiled_as(tt, model, execution: str):
     """(model, loss_of(y, pred), execution): as the trial compiles them under --compile on (torch.compile of the model
-    and the loss, the optimizer fused: raylab/frameworks/torch/compiled.py), else as they are."""
+    and the loss: raylab/frameworks/torch/compiled.py), else as they are; the optimizer fused either way (TorchTask)."""
     import torch
 
-    from raylab.frameworks.torch.compiled import compile_loss, compile_model, compiling
+    from raylab.frameworks.torch.compiled import compile_loss, compile_model
 
-    tt.fused = compiling(execution)
     loss_of = compile_loss(lambda y, p: tt.per_example_loss(y, p).mean(), execution)
     return compile_model(model, execution, torch.get_num_threads()), loss_of, execution
 

@@ -88,7 +88,7 @@ def torch_worker_loop(config: dict) -> None:
     import torch
     import torch.distributed as dist
 
-    from raylab.loop import StepContext, Training, combined, run_epochs
+    from raylab.loop import Training, combined, run_epochs
 
     rank = ctx.get_world_rank()
     device = torch.device(f"cuda:{ctx.get_local_rank()}" if cfg.device == "gpu" else "cpu")
@@ -104,16 +104,9 @@ def torch_worker_loop(config: dict) -> None:
 
     module, compiled, model, optimizer, scheduler, compiles = build_model(task, cfg, device)
     phases.mark("model")
-    # bf16 and fp16: autocast around the forward pass (CPU and CUDA); the loss and metrics on float32 outputs;
-    # fp16 scales the loss (raylab/frameworks/torch/loss_scale.py)
     from raylab.frameworks.torch.profile import capture
-    from raylab.frameworks.torch.loss_scale import LossScale
 
-    profile = capture(device.type == "cuda") if cfg.profile else None
-    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.precision)
-    step = (StepContext(cfg.precision, autocast=lambda: torch.autocast(device.type, dtype=low), profile=profile)
-            if low is not None else StepContext(profile=profile))
-    scale = LossScale(optimizer, device) if cfg.precision == "fp16" else None
+    step, scale = step_context(cfg.precision, device, optimizer, capture(device.type == "cuda") if cfg.profile else None)
     evaluate = evaluation(data, counted(compiles, task.evaluator(compiled, device)))
     actual = {
         "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
@@ -147,17 +140,28 @@ def build_model(task, cfg, device):
     None): under --compile on, torch.compile of the model (raylab/frameworks/torch/compiled.py)."""
     from torch.nn.parallel import DistributedDataParallel
 
-    from raylab.frameworks.torch.compiled import compile_model, compiling, watch
+    from raylab.frameworks.torch.compiled import compile_model, watch
 
     module = task.build_model().to(device)
     compiled = compile_model(module, cfg.execution, cfg.threads)
     model = DistributedDataParallel(compiled) if cfg.short == "ddp" else compiled
     model.train()
-    # fused Adam, AdamW, SGD: fp16's loss-scale skip decided on the device; compiled, the optimizer a careful user
-    # keeps eager beside a compiled model (one kernel per parameter group)
-    task.fused = cfg.precision == "fp16" or compiling(cfg.execution)
     optimizer, scheduler = task.build_optimizer(model.parameters())
     return module, compiled, model, optimizer, scheduler, watch(cfg.warmup_steps, cfg.execution)
+
+
+def step_context(precision: str, device, optimizer, profile=None):
+    """(StepContext, LossScale or None): bf16 and fp16 autocast around the forward pass (CPU and CUDA), the loss and
+    metrics on float32 outputs; fp16 also scales the loss (raylab/frameworks/torch/loss_scale.py)."""
+    import torch
+
+    from raylab.frameworks.torch.loss_scale import LossScale
+    from raylab.loop import StepContext
+
+    low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    step = (StepContext(precision, autocast=lambda: torch.autocast(device.type, dtype=low), profile=profile)
+            if low is not None else StepContext(profile=profile))
+    return step, LossScale(optimizer, device) if precision == "fp16" else None
 
 
 def start_worker(config: dict):

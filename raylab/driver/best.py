@@ -1,0 +1,309 @@
+"""--compile best (the default): each framework's execution measured on the recipe's own model, never assumed.
+
+Which execution wins depends on the model and the machine (bench/results.md, "Compiled against eager": on the 2-core
+VM torch.compile is 30% slower on the fashion MLP and 18-19% faster on the CNN and the ResNet-UNet; TF's XLA 2-4x
+slower where dropout draws random numbers, 1.75x faster without). So before the trials, for each (framework, batch
+per replica, precision) of the invocation whose kinds have more than one candidate (Strategy.candidates: torch eager
+and Inductor, TF's tf.function and XLA; jax and torch_xla have one), one Ray task with a trial's CPUs, threads and
+device builds the recipe's model in each candidate the way a trial's worker does (the framework's race.py), runs its
+first step (compilation), then times windows of steps of each in turn (raylab/timing.py side_by_side). Every trial of that
+framework trains in the fastest candidate its kind can run (tf:mirrored has no XLA step: tf.function). A candidate
+that fails (a graph break under fullgraph=True, an op with no XLA kernel) is recorded with its error; the others run.
+
+The answer is kept on this host (CACHE), keyed on the cluster's hosts, the device, the framework's version, the
+recipe's model and task (the source of the model builders' files, the task's loss, optimizer, schedule and metrics,
+the input shapes), batch, precision and threads, dated; the next invocation of the same recipe reads it instead of
+racing (--race-again measures again). Repeats, warm groups and the compile cache (the race compiles into the
+invocation's directory) reuse it within an invocation. Each trial records what ran (`execution`), how it was chosen
+(`execution_choice`), every candidate's steady step time and first step (`execution_candidates`), the winner's
+margin and the race's wall time, apart from its own start-up and training (`race_s`, `race_source`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from raylab.config import Settings, TrialSpec
+from raylab.registry import framework, get_strategy
+
+CACHE = Path("~/.cache/raylab/best-execution.json")
+RACE_TIMEOUT_S = 1800.0  # compiling the ResNet-UNet took 52 s here; a race past this is given up: usual executions
+RACE_ROWS, RACE_MB = 128, 64  # batches of training rows a race steps over, and its most MB of inputs
+
+
+@dataclass
+class Choice:
+    """What --compile best found for one (framework, batch, precision)."""
+
+    candidates: dict  # label -> {"step_ms", "first_s", "windows"}, {"error": why}, or {} (the only candidate)
+    race_s: float  # the race's wall time on the driver, its Ray task's start included (0: none ran)
+    source: str  # "raced", "kept on this host since <date>", "its only candidate"
+
+    def ranked(self) -> list[str]:
+        """The candidates that ran, fastest first (the only candidate where there was nothing to measure)."""
+        timed = [label for label, got in self.candidates.items() if "step_ms" in got]
+        if not timed:
+            return [label for label, got in self.candidates.items() if "error" not in got]
+        return sorted(timed, key=lambda label: self.candidates[label]["step_ms"])
+
+    def for_kind(self, kind: str, device: str) -> str:
+        """The execution a kind trains in: the fastest candidate it can run, else its usual one."""
+        strategy = get_strategy(kind)
+        own = strategy.candidates(device)
+        return next((label for label in self.ranked() if label in own), strategy.executions["off"])
+
+    def margin(self, chosen: str) -> float | None:
+        """The next fastest candidate's step time over the chosen one's (1.43: it won by 43%), where both ran."""
+        times = sorted(got["step_ms"] for label, got in self.candidates.items() if "step_ms" in got and label != chosen)
+        mine = self.candidates.get(chosen, {}).get("step_ms")
+        return times[0] / mine if times and mine else None
+
+    def described(self) -> str:
+        """'eager 1.02 ms, inductor 1.46 ms (first step 19.8 s)': every candidate's steady step and first step."""
+        parts = []
+        for label, got in self.candidates.items():
+            if "error" in got:
+                parts.append(f"{label} failed: {got['error']}")
+            elif "step_ms" in got:
+                parts.append(f"{label} {got['step_ms']:.3g} ms (first step {got['first_s']:.1f} s)")
+            else:
+                parts.append(f"{label} (its only candidate)")
+        return "; ".join(parts)
+
+    def params(self, chosen: str) -> dict:
+        """A trial's MLflow params of the choice."""
+        margin = self.margin(chosen)
+        return {"execution_choice": "best", "execution_candidates": self.described()[:490],
+                **({"execution_margin": round(margin, 3)} if margin else {}),
+                "race_s": round(self.race_s, 2), "race_source": self.source}
+
+
+def key_of(recipe, cfg: Settings, spec: TrialSpec) -> tuple:
+    """(framework, batch per replica, precision): what one race answers within an invocation."""
+    layout = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps)
+    precision = "fp32" if spec.name in cfg.precision_fallen else cfg.precision
+    return spec.framework, recipe.with_batch(spec.batch).per_replica(layout.replicas), precision
+
+
+def resolve(recipe, cfg: Settings, ds, shared) -> None:
+    """Every --compile best trial's execution chosen (cfg.trials rewritten, cfg.best filled): each key's kept answer,
+    its only candidate, or a race (run_races)."""
+    keys = {}
+    for spec in cfg.trials:
+        if spec.best:
+            keys.setdefault(key_of(recipe, cfg, spec), []).append(spec)
+    racing = {}
+    for key, specs in keys.items():
+        labels = list(dict.fromkeys(c for s in specs for c in get_strategy(s.kind).candidates(cfg.device)))
+        if key in cfg.best:  # a --resume's or a sweep's earlier answer
+            continue
+        if len(labels) < 2:
+            cfg.best[key] = Choice({labels[0]: {}}, 0.0, "its only candidate")
+            continue
+        rows = race_rows(ds, shared, key[1])
+        if (found := kept(recipe, cfg, key, labels, rows[0])) is not None:
+            cfg.best[key] = found
+        else:
+            racing[key] = (labels, rows)
+    cfg.best.update(run_races(recipe, cfg, ds, racing))
+    for key in keys:
+        say(recipe, key, cfg.best[key])
+    cfg.trials = [chosen(recipe, cfg, s) for s in cfg.trials]
+
+
+def chosen(recipe, cfg: Settings, spec: TrialSpec) -> TrialSpec:
+    """The spec with its execution set from its key's Choice (None: its kind's usual execution)."""
+    if not spec.best:
+        return spec
+    label = cfg.best[key_of(recipe, cfg, spec)].for_kind(spec.kind, cfg.device)
+    return dataclasses.replace(spec, execution=None if label == get_strategy(spec.kind).executions["off"] else label)
+
+
+def params(recipe, cfg: Settings, spec: TrialSpec) -> dict:
+    """What a trial records of how its execution was chosen: forced by --compile, or the Choice's params."""
+    if not spec.best:
+        return {"execution_choice": "forced"}
+    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes())
+
+
+def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | None:
+    """This host's kept answer for `key`, or None (none kept, or --race-again)."""
+    if cfg.race_again:
+        return None
+    found = read_cache().get(cache_key(recipe, cfg, key, labels, x))
+    return Choice(found["candidates"], 0.0, f"kept on this host since {found['when']}") if found else None
+
+
+def say(recipe, key: tuple, choice: Choice) -> None:
+    """The choice on the console: which execution, by how much, every candidate, where the answer came from."""
+    from raylab.driver import console
+
+    if choice.source == "its only candidate":
+        return
+    won = (choice.ranked() or list(choice.candidates))[0]
+    margin = choice.margin(won)
+    console.get().line(f"raylab: --compile best: {framework(key[0]).title} (batch {key[1]}, {key[2]}) trains in "
+                       f"{won}" + (f", {margin:.2f}x faster a step than the next" if margin else "")
+                       + f" ({choice.described()}; {choice.source}"
+                       + (f", {choice.race_s:.1f} s" if choice.race_s else "") + ")")
+
+
+def race_rows(ds, shared, batch: int):
+    """(x, y): the first RACE_ROWS batches of the training split, at most RACE_MB of inputs, at least two batches
+    (read from the stream where it streams). A pass over a few batches is not a trial's: TF's shuffled pipeline
+    over 8 batches of the fashion MLP cost 0.98 ms a step against 0.78 over 128."""
+    from raylab.data import num_items, tree_map
+
+    n = batch * RACE_ROWS
+    if not getattr(ds, "streamed", False):
+        row = sum(a[:1].nbytes for a in (ds.x_train.values() if isinstance(ds.x_train, dict) else [ds.x_train]))
+        n = max(2 * batch, min(n, RACE_MB * 2**20 // max(row, 1)))
+        n = min(n, num_items(ds.y_train))
+        return tree_map(lambda a: a[:n], ds.x_train), tree_map(lambda a: a[:n], ds.y_train)
+    return shared.info.split(shared.datasets["train"].take_batch(batch * 16, batch_format="numpy"))
+
+
+def run_races(recipe, cfg: Settings, ds, racing: dict) -> dict:
+    """{key: Choice} for each key's (candidates, the rows to step over). One Racer (a Ray actor with a trial's CPUs, threads and
+    device) per key: all make their candidates ready at once (tracing, compiling: Ray runs as many at once as the
+    cluster has CPUs and GPUs for), then each times its candidates alone, one racer after another, so that no
+    figure is taken beside another's work. A racer that fails as a whole (its process lost, the timeout) is every
+    candidate's failure: the trials run their usual execution."""
+    import ray
+
+    from raylab.config import compile_cache_dir
+    from raylab.driver import console
+
+    env = {"OMP_NUM_THREADS": str(cfg.threads), "TF_CPP_MIN_LOG_LEVEL": "2",
+           **({"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {})}
+    actor = ray.remote(max_restarts=0)(Racer).options(num_cpus=cfg.threads, num_gpus=1 if cfg.device == "gpu" else 0,
+                                                     runtime_env={"env_vars": env})
+    racers, out = {}, {}
+    for key, (labels, (x, y)) in racing.items():
+        name, batch, precision = key
+        console.get().line(f"raylab: --compile best: timing {framework(name).title}'s {' and '.join(labels)} on "
+                           f"{recipe.name}'s model (batch {batch}, {precision}, {cfg.device}, {cfg.threads} "
+                           "thread(s)) before its trials...")
+        racer = actor.remote(name, recipe.task(ds.target_names), x, y, batch, labels, precision, cfg.device,
+                             cfg.threads, cfg.seed, compile_cache_dir(cfg, "race"), cfg.window)
+        racers[key] = (racer, racer.ready.remote(), cache_key(recipe, cfg, key, labels, x), time.perf_counter())
+    try:
+        failed = {key: _get(ready, racing[key][0]) for key, (_, ready, _, _) in racers.items()}  # every racer ready
+        for key, (racer, _, host_key, t0) in racers.items():
+            labels, candidates = racing[key][0], failed[key]
+            if len(candidates) < len(labels):  # a candidate is ready: time it (and any other) alone
+                candidates = {**_get(racer.timed.remote(), labels), **candidates}
+            out[key] = Choice({label: candidates[label] for label in labels}, time.perf_counter() - t0, "raced")
+            if out[key].ranked():
+                write_cache(host_key, out[key])
+            ray.kill(racer)
+    finally:
+        for racer, *_ in racers.values():
+            ray.kill(racer)
+    return out
+
+
+def _get(ref, labels: list[str]) -> dict:
+    """A racer's answer, or every candidate's failure where the racer itself failed."""
+    import ray
+
+    try:
+        return ray.get(ref, timeout=RACE_TIMEOUT_S)
+    except Exception as e:  # noqa: BLE001 - the racer's own failure is every candidate's
+        return {label: {"error": f"the race failed: {first_line(e)}"} for label in labels}
+
+
+class Racer:
+    """On a Ray worker of its own: a framework's candidate executions made ready (built, first step), then timed
+    side by side (raylab/timing.py side_by_side)."""
+
+    def __init__(self, name, task, x, y, batch, labels, precision, device, threads, seed, cache_dir, window):
+        self.args, self.window = (task, x, y, batch), window
+        self.more = (precision, device, threads, seed, cache_dir)
+        self.name, self.labels, self.runs = name, labels, {}
+
+    def ready(self) -> dict:
+        """{label: {"error": why}} of the candidates that could not be made ready (the others wait for timed)."""
+        part, failed = framework(self.name).part("race"), {}
+        for label in self.labels:
+            try:
+                self.runs[label] = part.ready(*self.args, label, *self.more)
+            except Exception as e:  # noqa: BLE001 - a candidate that cannot run is recorded and left out
+                failed[label] = {"error": first_line(e)}
+        return failed
+
+    def timed(self) -> dict:
+        from raylab.timing import side_by_side
+
+        return side_by_side(self.runs, budget_s=2.0, max_window=self.window) if self.runs else {}
+
+
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {(text.splitlines() or [''])[0][:200]}"
+
+
+# --- this host's kept answers ------------------------------------------------------------------------------------
+
+def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
+    """What must be equal for a kept answer to hold: the hosts, device, threads, versions, model, task and shapes."""
+    import ray
+
+    from raylab.data import tree_map
+
+    name, batch, precision = key
+    fw = framework(name)
+    hosts = sorted({n.get("NodeManagerHostname", "") for n in ray.nodes() if n.get("Alive")})
+    shapes = str(tree_map(lambda a: (tuple(a.shape[1:]), str(a.dtype)), x))
+    return hashlib.sha256(json.dumps([
+        hosts, cfg.device, cfg.threads, name, _version(fw.package), batch, precision, labels, shapes,
+        _model_source(recipe, fw.name), repr(recipe.loss), repr(recipe.optimizer), repr(recipe.schedule),
+        repr(recipe.metrics), repr(recipe.preprocess)], default=str).encode()).hexdigest()[:24]
+
+
+def _version(package: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version({"torch_xla": "torch-xla"}.get(package, package))
+    except metadata.PackageNotFoundError:
+        return "?"
+
+
+def _model_source(recipe, name: str) -> str:
+    """The source file of the recipe's model builder for `name`: the model's structure, as far as the driver can
+    tell without importing the framework (a change to the file races again)."""
+    builder = recipe.models.get(framework(name).models)
+    try:
+        path = inspect.getsourcefile(builder)
+        text = Path(path).read_text() if path else repr(builder)
+    except (TypeError, OSError):
+        text = repr(builder)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read_cache() -> dict:
+    try:
+        return json.loads(CACHE.expanduser().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_cache(host_key: str, choice: Choice) -> None:
+    path = CACHE.expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        kept = read_cache()
+        kept[host_key] = {"candidates": choice.candidates, "when": time.strftime("%Y-%m-%d %H:%M")}
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(kept, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: the next invocation races again
