@@ -303,7 +303,7 @@ def slope(ys: list[float]) -> float:
 def plans(args) -> tuple[list[list[str]], dict, int]:
     """The invocations (argument lists), the plan (global trial number -> kill / outage / term) and the number of
     trials intended."""
-    common = ["--quick", "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps),
+    common = ["--quick", "--compile", "off", "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps),
               "--checkpoint-every", "0", "--workers", "1"]
     if args.short:
         return [[*common, "--trials", "torch:none", "--repeats", str(args.repeats)]], {2: "kill"}, args.repeats

@@ -272,7 +272,7 @@ def _version(package: str) -> str:
     from importlib import metadata
 
     try:
-        return metadata.version({"torch_xla": "torch-xla"}.get(package, package))
+        return metadata.version(package)  # names are normalized: a module's name finds its distribution
     except metadata.PackageNotFoundError:
         return "?"
 

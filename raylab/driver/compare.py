@@ -16,7 +16,7 @@ from raylab.registry import frameworks
 COLUMNS = [
     ("trial", "trial", "{}"),
     ("status", "status", "{}"),
-    ("execution", "execution", "{}"),
+    ("execution_shown", "execution", "{}"),  # what ran; under --compile best, by how much it won its race
     ("samples_per_sec", "samples/s", stats.rate),
     ("step_time_p50_ms", "step p50 ms", "{:.2f}"),
     ("step_time_p90_ms", "step p90 ms", "{:.2f}"),
@@ -93,6 +93,8 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "precision_applied": t.get("precision_applied"), "float32_matmul": t.get("float32_matmul"),
             # how its steps executed (the worker's tag; the param, what was asked, for a run that never started)
             "execution": t.get("execution") or p.get("execution"), "compiled": p.get("compiled"),
+            "execution_choice": p.get("execution_choice"), "execution_candidates": p.get("execution_candidates"),
+            "execution_margin": p.get("execution_margin"), "optimizer_impl": t.get("optimizer_impl"),
             "start": p.get("start"), "group_index": p.get("group_index"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             "shared_machine": t.get("shared_machine") == "true",
@@ -100,11 +102,21 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             # the recipe's other metrics on the test split (val_mask_iou, val_mean_absolute_error, ...)
             **{k: v for k, v in m.items() if k.startswith("val_") and k not in METRICS},
         })
+        rows[-1]["execution_shown"] = shown_execution(rows[-1])
         if rows[-1]["data_synthetic"]:  # no accuracy claims on synthetic data: random labels, chance figures
             rows[-1].update({k: None for k in rows[-1] if k.startswith("val_") or k == "time_to_target_s"})
         if rows[-1]["ps_bytes_per_step"] is not None:
             rows[-1]["ps_bytes_per_step"] = f"{rows[-1]['ps_bytes_per_step'] / 1e6:.2f}"
     return rows
+
+
+def shown_execution(row: dict) -> str | None:
+    """The execution as the table shows it: 'eager' where --compile forced it, 'eager best 1.33x' where it won
+    --compile best's race by that much a step, 'jit best' where it was its framework's only candidate."""
+    if row.get("execution_choice") != "best" or row.get("execution") is None:
+        return row.get("execution")
+    margin = row.get("execution_margin")
+    return f"{row['execution']} best" + (f" {float(margin):.2f}x" if margin else "")
 
 
 def _cell(row: dict, key: str, fmt: str) -> str:

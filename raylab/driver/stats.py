@@ -188,10 +188,19 @@ def startup(folded: list[dict]) -> list[str]:
 
 
 def _execution(trials: list[dict], lines: list, mismatches: list) -> None:
-    """Each trial's execution; compiled against not compiled (eager torch, a TF graph without XLA) is a difference,
-    with the fix. Compiled against compiled (Inductor, XLA, jit) is each framework at its best: no difference."""
+    """Each trial's execution. Each framework's best against the others' (--compile best: every candidate measured
+    on the model, the faster trained) is fair, with the candidates shown; so is compiled against compiled (Inductor,
+    XLA, jit). Compiled against not compiled where --compile forced it (eager torch, a TF graph without XLA) is a
+    difference, with the fix. Then what changes speed but not the math: the optimizer's implementation."""
     runs = {r["trial"]: (r.get("execution"), r.get("compiled")) for r in trials if r.get("execution") is not None}
+    _optimizer_impl(trials, lines, mismatches)
     if not runs:
+        return
+    if all(r.get("execution_choice") == "best" for r in trials if r["trial"] in runs):
+        lines.append("    execution (each framework's best, measured before its trials: --compile best): " + "; ".join(
+            f"{r['trial']} {r['execution']}" + (f" (of {r['execution_candidates']})" if ";" in str(
+                r.get("execution_candidates")) else " (its only candidate)")
+            for r in trials if r["trial"] in runs))
         return
     by = {}
     for t, (e, _) in runs.items():
@@ -208,6 +217,20 @@ def _execution(trials: list[dict], lines: list, mismatches: list) -> None:
     else:
         kind = {"True": " (compiled)", "False": " (not compiled)"}.get(str(next(iter(runs.values()))[1]), "")
         lines.append(f"    execution{kind}: {listed}")
+
+
+def _optimizer_impl(trials: list[dict], lines: list, mismatches: list) -> None:
+    """How each framework's optimizer runs its update (torch: fused, foreach or per-tensor; recorded where the
+    framework has a choice): shown; two trials of one framework that differ in it are a difference."""
+    impls = {r["trial"]: (r["framework"], r["optimizer_impl"]) for r in trials if r.get("optimizer_impl")}
+    if not impls:
+        return
+    listed = ", ".join(f"{t} {impl}" for t, (_, impl) in impls.items())
+    if any(len({i for f, i in impls.values() if f == fw}) > 1 for fw, _ in impls.values()):
+        mismatches.append("optimizer implementation")
+        lines.append(f"  ! optimizer implementation (within a framework): {listed}")
+    else:
+        lines.append(f"    optimizer implementation: {listed}")
 
 
 def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: list) -> None:

@@ -89,7 +89,7 @@ def quiet(tmp_path_factory):
     on one node runs one trial at a time, and a --json summary): (exit code, the terminal's lines, its cwd)."""
     where = tmp_path_factory.mktemp("quiet")
     recipe = write_recipe(where)
-    code, lines = on_a_terminal([str(recipe), "--quick", "--trials", "torch:ddp,tf:none", "--workers", "1",
+    code, lines = on_a_terminal([str(recipe), "--quick", "--compile", "off", "--trials", "torch:ddp,tf:none", "--workers", "1",
                                  "--concurrency", "auto", "--json", str(where / "summary.json")], where)
     return code, lines, where
 
@@ -143,7 +143,7 @@ def test_failing_trial_is_failed_and_the_next_still_runs(quiet):
 
 
 def test_verbose_console_shows_the_others_output(recipe, tmp_path):
-    code, lines = on_a_terminal([str(recipe), "--quick", "--trials", "torch:none", "--verbose"], tmp_path)
+    code, lines = on_a_terminal([str(recipe), "--quick", "--compile", "off", "--trials", "torch:none", "--verbose"], tmp_path)
     shown = "\n".join(lines)
     assert code == 1, shown[-3000:]
     assert re.search(r"\(TrainController pid=\d+", shown), shown[-3000:]

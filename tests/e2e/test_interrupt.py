@@ -62,7 +62,7 @@ def stopped(tmp_path_factory) -> dict:
     tmp_path = tmp_path_factory.mktemp("stopped")
     env = user_env(tmp_path)
     uri, client = sqlite_store(tmp_path)
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", "torch:none", "--workers", "1",
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--compile", "off", "--trials", "torch:none", "--workers", "1",
            "--epochs", "50", "--tracking-uri", uri, "--experiment", "stopped"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
@@ -123,7 +123,7 @@ def test_a_driver_stopped_during_its_start_up_leaves_nothing_running(tmp_path, a
     ray_tmp = Path(tempfile.mkdtemp(prefix="rl-", dir="/tmp"))  # short: Ray's socket paths go under it
     env = {**user_env(tmp_path), "RAY_TMPDIR": str(ray_tmp)}  # every Ray process names it
     uri, client = sqlite_store(tmp_path)
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", "torch:none", "--epochs", "50",
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--compile", "off", "--trials", "torch:none", "--epochs", "50",
            "--tracking-uri", uri, "--experiment", "early"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)

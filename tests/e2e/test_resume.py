@@ -48,7 +48,7 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
     # The second trial is the slower framework with long enough epochs (about 2 s each here) that it is still
     # training when its first epoch shows up in MLflow (the driver logs epochs every 2 s).
-    first = subprocess.Popen([*recipe, "--quick", "--trials", "tf:none,torch:none", "--epochs", "4",
+    first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "tf:none,torch:none", "--epochs", "4",
                               "--steps-per-epoch", "1000", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

@@ -61,7 +61,7 @@ def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch)
     server = start_server(db, artifacts, port, log)
     env = user_env(tmp_path, "MLFLOW_HTTP_REQUEST_MAX_RETRIES")
     client = MlflowClient(tracking_uri=uri)
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", "torch:none",
+    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--compile", "off", "--trials", "torch:none",
            "--epochs", str(EPOCHS), "--steps-per-epoch", "600", "--tracking-uri", uri, "--experiment", "outage"]
     run = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True)

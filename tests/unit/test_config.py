@@ -78,7 +78,7 @@ def test_parse_workers_bad(text):
 def test_expand_single_worker_strategy_skips_with_note():
     """tf:none on workers 1,2 runs only x1 and leaves a note; others run on every count."""
     notes = []
-    specs = expand_trials(["tf:none", "torch:ddp"], [1, 2], notes)
+    specs = expand_trials(["tf:none", "torch:ddp"], [1, 2], notes, compiles=["off"])
     assert specs == [TrialSpec("tf", "none", 1), TrialSpec("torch", "ddp", 1), TrialSpec("torch", "ddp", 2)]
     assert [s.name for s in specs] == ["tf:none x1", "torch:ddp x1", "torch:ddp x2"]
     assert len(notes) == 1 and "tf:none" in notes[0] and "workers=2" in notes[0]
