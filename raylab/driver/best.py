@@ -59,9 +59,11 @@ class Choice:
         own = strategy.candidates(device)
         return next((label for label in self.ranked() if label in own), strategy.executions["off"])
 
-    def margin(self, chosen: str) -> float | None:
-        """The next fastest candidate's step time over the chosen one's (1.43: it won by 43%), where both ran."""
-        times = sorted(got["step_ms"] for label, got in self.candidates.items() if "step_ms" in got and label != chosen)
+    def margin(self, chosen: str, own: list[str] | None = None) -> float | None:
+        """The next fastest candidate's step time over the chosen one's (1.43: it won by 43%), where both ran; among
+        `own`, the candidates the trial's kind can run, where given (tf:mirrored's only one wins against none)."""
+        times = sorted(got["step_ms"] for label, got in self.candidates.items()
+                       if "step_ms" in got and label != chosen and (own is None or label in own))
         mine = self.candidates.get(chosen, {}).get("step_ms")
         return times[0] / mine if times and mine else None
 
@@ -77,9 +79,9 @@ class Choice:
                 parts.append(f"{label} (its only candidate)")
         return "; ".join(parts)
 
-    def params(self, chosen: str) -> dict:
-        """A trial's MLflow params of the choice."""
-        margin = self.margin(chosen)
+    def params(self, chosen: str, own: list[str] | None = None) -> dict:
+        """A trial's MLflow params of the choice; `own`: the candidates its kind can run (the margin is over them)."""
+        margin = self.margin(chosen, own)
         return {"execution_choice": "best", "execution_candidates": self.described()[:490],
                 **({"execution_margin": round(margin, 3)} if margin else {}),
                 "race_s": round(self.race_s, 2), "race_source": self.source}
@@ -130,7 +132,7 @@ def params(recipe, cfg: Settings, spec: TrialSpec) -> dict:
     """What a trial records of how its execution was chosen: forced by --compile, or the Choice's params."""
     if not spec.best:
         return {"execution_choice": "forced"}
-    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes())
+    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes(), get_strategy(spec.kind).candidates(cfg.device))
 
 
 def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | None:

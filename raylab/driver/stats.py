@@ -197,10 +197,13 @@ def _execution(trials: list[dict], lines: list, mismatches: list) -> None:
     if not runs:
         return
     if all(r.get("execution_choice") == "best" for r in trials if r["trial"] in runs):
+        won: dict = {}  # (execution, its race) -> the trials that ran it
+        for r in trials:
+            if r["trial"] in runs:
+                raced = str(r.get("execution_candidates"))
+                won.setdefault((r["execution"], raced if ";" in raced else "its only candidate"), []).append(r["trial"])
         lines.append("    execution (each framework's best, measured before its trials: --compile best): " + "; ".join(
-            f"{r['trial']} {r['execution']}" + (f" (of {r['execution_candidates']})" if ";" in str(
-                r.get("execution_candidates")) else " (its only candidate)")
-            for r in trials if r["trial"] in runs))
+            f"{e} ({raced}): {', '.join(ts)}" for (e, raced), ts in won.items()))
         return
     by = {}
     for t, (e, _) in runs.items():

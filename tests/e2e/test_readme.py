@@ -197,6 +197,7 @@ def test_readme_commands_run_as_written(readme_run):
     assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
     assert {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <= {r.info.run_name for r in runs}
     first_run_shares_groups_across_kinds({r.info.run_name: r for r in runs})
+    first_run_is_each_framework_at_its_best(out, [r for r in runs if r.data.tags.get("raylab.role") != "parent"])
     # The submitted job's trials, under one parent run of their own, learned.
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
     families = {p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
@@ -205,6 +206,25 @@ def test_readme_commands_run_as_written(readme_run):
     assert len(parents) == 2 and len(job) == 1, {p: [r.info.run_name for r in k] for p, k in families.items()}
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in job[0]), [r.data.metrics for r in job[0]]
     assert not any(port_busy(p) for p in PORTS)
+
+
+def first_run_is_each_framework_at_its_best(out: str, trials: list) -> None:
+    """--compile best (the default): torch's and TF's executions raced before the trials (the job's invocation
+    reads the answer the first run kept in the same HOME), every trial records the choice, and the first run's
+    parity report calls it fair."""
+    assert "parity: fair" in out and "parity: UNFAIR" not in out, out[-3000:]
+    assert re.search(r"--compile best: PyTorch \(batch 32, fp32\) trains in \S+", out), out[-3000:]
+    assert all(r.data.params["execution_choice"] == "best" for r in trials)
+    for r in trials:
+        candidates = r.data.params["execution_candidates"]
+        if r.data.params["framework"] in ("torch", "tf"):
+            assert re.match(r"(eager|tf\.function) [\d.]+ ms \(first step [\d.]+ s\); (inductor|xla) [\d.]+ ms",
+                            candidates), (r.info.run_name, candidates)
+            assert r.data.params["race_source"] in ("raced", "raced (2 races at once)") or \
+                r.data.params["race_source"].startswith("kept on this host since ")
+        else:
+            assert candidates.endswith("(its only candidate)"), (r.info.run_name, candidates)
+    assert {r.data.tags["optimizer_impl"] for r in trials if r.data.params["framework"] == "torch"} == {"fused"}
 
 
 def first_run_shares_groups_across_kinds(runs: dict) -> None:

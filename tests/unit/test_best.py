@@ -45,6 +45,7 @@ def test_a_choice_ranks_the_candidates_and_each_kind_takes_the_fastest_it_can_ru
     assert choice.for_kind("tf:none", "cpu") == "xla"
     assert choice.for_kind("tf:mirrored", "cpu") == "tf.function"  # no XLA step in raylab's tf:mirrored
     assert choice.margin("xla") == pytest.approx(3.0)
+    assert "execution_margin" not in choice.params("tf.function", ["tf.function"])  # it won against nothing
     params = choice.params("xla")
     assert params["execution_choice"] == "best" and params["execution_margin"] == 3.0 and params["race_s"] == 12.5
     assert params["execution_candidates"] == "tf.function 3 ms (first step 2.0 s); xla 1 ms (first step 4.0 s)"
@@ -100,8 +101,8 @@ def test_best_against_best_is_fair_and_forced_eager_against_jit_is_not():
                    "jax:none x1": {"framework": "jax", "execution": "jit", "compiled": "True"}})
     lines, mismatches = stats.parity(fair)
     assert mismatches == []
-    assert any("each framework's best" in line and "torch:none x1 eager (of eager 1 ms; inductor 1.3 ms)" in line
-               and "jax:none x1 jit (its only candidate)" in line for line in lines), lines
+    assert any("each framework's best" in line and "eager (eager 1 ms; inductor 1.3 ms): torch:none x1" in line
+               and "jit (its only candidate): jax:none x1" in line for line in lines), lines
     assert "    optimizer implementation: torch:none x1 fused" in lines
     forced = [{**r, "execution_choice": "forced"} for r in fair]
     assert "execution" in stats.parity(forced)[1]
