@@ -85,7 +85,7 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
         tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])
     result["time_to_target_s"] = time_to_target(epochs, target)
     built = {k: result.pop(k) for k in list(result)
-             if k.startswith("built_") or k in ("optimizer_capturable", "jit_compile", "steps_per_call")}
+             if k.startswith(("built_", "optimizer_")) or k in ("jit_compile", "steps_per_call")}
     tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
                               "execution": result.pop("execution"),
                               "precision_applied": "fp32", "device_kind": "cpu", **built})
