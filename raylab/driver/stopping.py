@@ -6,7 +6,9 @@ started is shut down, so nothing of it is left running.
 that exits, the head node's that kills its processes and exits, and its C++ failure handler, which aborts): a stop
 then could leave the driver half-started, or a cluster with no one to shut it down. So `held()` keeps Ray's
 handlers out during `ray.init` and `ray.shutdown`, notes a stop that comes meanwhile, and raises it as soon as the
-cluster is whole (after a start) or simply lets the command end (after a shutdown).
+cluster is whole (after a start) or simply lets the command end (after a shutdown). A SIGTERM that reaches Ray's
+C++ failure handler in that window leaves an alarm armed to abort the process three seconds later; `held()`
+disarms it.
 
 Python runs a signal handler at the main thread's next bytecode, which may be inside a garbage-collection callback
 (SQLAlchemy's, say), where an exception is printed as "Exception ignored" and dropped: the stop would be lost and
@@ -99,5 +101,10 @@ def held(raise_pending: bool = True):
         _state["held"] = False
         _install()  # Ray's C++ failure handler took SIGTERM at the C level while the core worker started
         signum, _state["pending"] = _state["pending"], None
+        if signum == signal.SIGTERM:
+            # It came through absl's failure handler (Ray's, while the core worker started or ended), which arms a
+            # 3 s alarm that aborts the process (SIGABRT) before handing the signal on: disarmed, the stop ends
+            # the command as any other stop does.
+            signal.alarm(0)
         if signum is not None and raise_pending:
             raise Stop(signum, " while the Ray cluster started")
