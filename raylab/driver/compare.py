@@ -95,6 +95,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "execution": t.get("execution") or p.get("execution"), "compiled": p.get("compiled"),
             "execution_choice": p.get("execution_choice"), "execution_candidates": p.get("execution_candidates"),
             "execution_margin": p.get("execution_margin"), "optimizer_impl": t.get("optimizer_impl"),
+            "model_settings": t.get("model_settings"),
             "start": p.get("start"), "group_index": p.get("group_index"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             "shared_machine": t.get("shared_machine") == "true",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 
 from raylab.registry import NAMES, framework
+from raylab.task import model_settings
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
@@ -112,6 +113,10 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     for key, label in PARITY:
         _same(trials, key, label, lines, mismatches)
     _execution(trials, lines, mismatches)
+    shown, differences = model_settings.compare({r["trial"]: r.get("model_settings") for r in trials})
+    lines += shown
+    if differences:
+        mismatches.append("model settings")
     # What depends on the run's length and the replicas is compared within each worker count (and --batch size):
     # weak scaling grows the global batch with the replicas, so an x2 trial makes half the optimizer updates.
     swept = len({str(r.get("batch_per_replica")) for r in trials}) > 1

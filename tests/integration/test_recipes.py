@@ -214,5 +214,9 @@ def test_resunet_trains_masks_and_depth_in_every_framework(run_recipe, capsys):
     out = capsys.readouterr().out
     # tf's tf.function and torch's eager steps beside jax's jit and torch_xla's graphs: unlike, and said so
     assert "mask iou" in out and "parity: UNFAIR (execution differ)" in out, out
+    # the four models' settings as each framework built them (BatchNorm epsilon 1e-3 and decay 0.9, the conv
+    # kernels' initial spreads), read before the first step: alike (raylab/task/model_settings.py)
+    assert "    model settings: alike (1 normalization setting(s), 0 dropout rate(s), 105 initial parameter spreads " \
+           "compared)" in out, out
     assert "  ! execution (compiled against not): tf.function: tf:none x1; eager: torch:none x1; xla: xla:single x1; " \
            "jit: jax:none x1; run them all compiled with --compile on" in out

@@ -36,6 +36,7 @@ def jax_worker_loop(config: dict) -> None:
     from flax import nnx
 
     from raylab.frameworks.jax.compiles import watch
+    from raylab.frameworks.jax.layers import model_settings
     from raylab.loop import StepContext, Training, run_epochs
 
     configure(jax, cfg.compile_cache)
@@ -70,7 +71,8 @@ def jax_worker_loop(config: dict) -> None:
     holder = StateHolder(state)
     train, first = train_fn(task, graph, tx, holder, batches, feed, bf16, compiles)
     evaluate = evaluation(data, compiles.apart(task.evaluator(*inference(graph_eval, holder))))
-    actual = facts(cfg, devices, world, params, step.precision, task.built(data.sample()), data)
+    actual = {**facts(cfg, devices, world, params, step.precision, task.built(data.sample()), data),
+              "model_settings": model_settings(model)}
     stats = stream_stats(data, rank)
 
     def read(sums):

@@ -282,14 +282,17 @@ def _train_fn(tf, dist, task, replica_step, batches, cfg):
 
 
 def tf_facts(tf, keras_version: str, dist, model, threads: dict) -> dict:
-    """What every TF trial records about what ran: strategy class, device, versions, parameters, threads."""
+    """What every TF trial records about what ran: strategy class, device, versions, parameters, the model's
+    settings (read before its first step), threads."""
+    from raylab.frameworks.tf.layers import model_settings
+
     return {
         "strategy_class": type(dist).__name__,
         "device_kind": ("tpu" if tf.config.list_logical_devices("TPU") else
                         "gpu" if tf.config.list_logical_devices("GPU") else "cpu"),
         "framework_version": tf.__version__, "keras_version": keras_version, "precision_applied": "fp32",
         "float32_matmul": "tf32" if tf.config.experimental.tensor_float_32_execution_enabled() else "ieee",
-        "parameters": trainable_parameters(model), **threads,
+        "parameters": trainable_parameters(model), "model_settings": model_settings(model), **threads,
     }
 
 

@@ -281,13 +281,16 @@ def host_copy(sums):
 
 
 def torch_facts(module) -> dict:
-    """What every torch and xla trial records about what ran: versions, parameters, threads."""
+    """What every torch and xla trial records about what ran: versions, parameters, the model's settings (read
+    before its first step), threads."""
     import torch
+
+    from raylab.frameworks.torch.layers import model_settings
 
     tf32 = torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32
     return {"framework_version": torch.__version__, "precision_applied": "fp32", "local_replicas": 1,
             "float32_matmul": "tf32" if tf32 and torch.cuda.is_available() else "ieee",
-            "parameters": sum(p.numel() for p in module.parameters()),
+            "parameters": sum(p.numel() for p in module.parameters()), "model_settings": model_settings(module),
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
 
 

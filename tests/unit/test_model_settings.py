@@ -1,0 +1,102 @@
+"""The model settings the parity report compares (raylab/task/model_settings.py), read from models each framework
+really built: every bundled recipe's three models alike (the ResNet-UNet's: tests/integration/test_recipes.py, on
+the run that trains it); a recipe that keeps each framework's default LayerNorm epsilon is unfair, naming the
+layers; initializer spreads and distributions told apart."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from raylab.driver import stats
+from raylab.task.model_settings import compare, distribution, family, summary
+from tests.integration.conftest import ROOT, load_recipe
+
+
+def read_all(models: dict) -> dict:
+    from flax import nnx
+
+    from raylab.frameworks.jax.layers import model_settings as jax_read
+    from raylab.frameworks.tf.layers import model_settings as tf_read
+    from raylab.frameworks.torch.layers import model_settings as torch_read
+
+    return {"tf:none x1": tf_read(models["tf"]()), "torch:none x1": torch_read(models["torch"]()),
+            "jax:none x1": jax_read(models["jax"](nnx.Rngs(0)))}
+
+
+def verdict(settings: dict) -> tuple[list[str], list[str]]:
+    rows = [{"trial": t, "status": "FINISHED", "framework": t.split(":")[0], "workers": 1, "model_settings": s}
+            for t, s in settings.items()]
+    return stats.parity(rows)
+
+
+@pytest.mark.parametrize("name", ["fashion", "fashion_cnn", "mnist", "cifar10", "residual_mlp"])
+def test_every_bundled_recipes_models_are_alike(name):
+    lines, mismatches = verdict(read_all(load_recipe(name).models))
+    assert "model settings" not in mismatches, lines
+    assert any(line.startswith("    model settings: alike") for line in lines), lines
+
+
+def default_epsilons(tmp_path):
+    """recipes/residual_mlp.py with each framework's default LayerNorm epsilon (Keras 1e-3, torch 1e-5, Flax 1e-6)."""
+    import importlib.util
+
+    text = (ROOT / "recipes" / "residual_mlp.py").read_text()
+    text = text.replace("LayerNormalization(epsilon=EPS)", "LayerNormalization()").replace(", eps=EPS", "")
+    text = text.replace(", epsilon=EPS", "")
+    assert "EPS)" not in text
+    path = tmp_path / "residual_default_eps.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.RECIPE
+
+
+def test_default_layer_norm_epsilons_are_unfair_naming_the_layers(tmp_path):
+    lines, mismatches = verdict(read_all(default_epsilons(tmp_path).models))
+    assert mismatches == ["model settings"], lines  # the report's verdict: "parity: UNFAIR (model settings differ)"
+    line = next(x for x in lines if x.startswith("  ! model settings: LayerNorm epsilon: "))
+    assert re.search(r"tf:none x1 0.001 \(layer_normalization(_\d+)?\)", line), line  # Keras counts its names
+    assert "torch:none x1 1e-05 (1.norm)" in line and "jax:none x1 1e-06 (block1.norm)" in line, line
+
+
+def test_initial_spreads_name_their_family_and_distribution():
+    rng = np.random.default_rng(0)
+    fan_in, fan_out = 300, 100
+    glorot = rng.uniform(-1, 1, (fan_in, fan_out)) * math.sqrt(6 / (fan_in + fan_out))
+    torch_default = rng.uniform(-1, 1, (fan_in, fan_out)) / math.sqrt(fan_in)
+    lecun = rng.standard_normal((fan_in, fan_out)) / math.sqrt(fan_in)
+    assert (family(glorot.std(), fan_in, fan_out), distribution(glorot)) == ("Glorot", "uniform")
+    assert (family(torch_default.std(), fan_in, fan_out), distribution(torch_default)) == ("torch default", "uniform")
+    assert (family(lecun.std(), fan_in, fan_out), distribution(lecun)) == ("LeCun", "normal")
+    square = rng.uniform(-1, 1, (128, 128)) * math.sqrt(6 / 256)
+    assert family(square.std(), 128, 128) == "LeCun/Glorot"  # the same spread on a square matrix
+    cut = rng.standard_normal(200_000)
+    assert distribution(cut[np.abs(cut) < 2]) == "truncated normal"
+    assert distribution(np.zeros(10)) == "zeros" and distribution(np.ones(10)) == "ones"
+    assert distribution(rng.standard_normal(50)) == "?"  # too few values to tell
+
+    a = summary([], [], [("w", glorot, fan_in, fan_out), ("b", np.zeros(fan_out), None, None)])
+    b = summary([], [], [("1.weight", torch_default.T, fan_in, fan_out),
+                         ("1.bias", rng.uniform(-1, 1, fan_out) / math.sqrt(fan_in), None, None)])
+    lines, differences = compare({"tf:none x1": a, "torch:none x1": b})
+    assert differences == [
+        "initial 100 parameter: tf:none x1 zeros (b), torch:none x1 std 0.03201 (1.bias)",
+        "initial 100x300 parameter: tf:none x1 Glorot uniform, std 0.07046 (w), torch:none x1 torch default uniform, "
+        "std 0.03337 (1.weight)"], differences
+
+
+def test_layers_in_other_numbers_are_compared_as_sets():
+    """A Flax module may call one Dropout module three times where Keras and torch have three layers."""
+    three = summary([], [("a", 0.25), ("b", 0.25), ("c", 0.5)], [])
+    two = summary([], [("drop_block", 0.25), ("drop_dense", 0.5)], [])
+    other = summary([], [("drop_block", 0.3), ("drop_dense", 0.5)], [])
+    lines, differences = compare({"tf:none x1": three, "jax:none x1": two})
+    assert not differences and "dropout layers tf:none x1 3, jax:none x1 2 (values compared as sets)" in lines[-1]
+    assert compare({"tf:none x1": three, "jax:none x1": other})[1] == [
+        "dropout rate: tf:none x1 0.25 (a) 0.5 (c), jax:none x1 0.3 (drop_block) 0.5 (drop_dense)"]
