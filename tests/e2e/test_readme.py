@@ -33,8 +33,9 @@ from tests.e2e.browser import CHARTS, look
 
 pytestmark = pytest.mark.e2e
 # fashion.py --quick's 12 default trials in 9 (tf:mirrored x1, torch:ddp x1 and jax:dp x1 run in the warm groups of
-# tf:none, torch:none and jax:none), my_recipe.py's 2, the submitted job's 2
-RAY_TRAIN_STARTS = 13
+# tf:none, torch:none and jax:none), my_recipe.py's 2, docs/recipes.md's my_regression.py 3, docs/data.md's
+# my_shards.py 1, the submitted job's 2
+RAY_TRAIN_STARTS = 17
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard
@@ -47,7 +48,7 @@ LATEST_TRIALS = ("tf:mwms x2", "torch:ddp x2")
 
 # The pages whose commands run, in this order: the README's every bash block, then the marked blocks of each
 # docs page (the cluster walk-through, which needs the first run's mlflow.db and leaves the latest invocation).
-PAGES = ("README.md", "docs/clusters.md")
+PAGES = ("README.md", "docs/recipes.md", "docs/data.md", "docs/clusters.md")
 MARKER = re.compile(r"<!-- readme-test: (skip|file|run)(?: \(?(.*?)\)?)? -->")
 
 
@@ -108,7 +109,9 @@ def port_busy(port: int) -> bool:
 
 def test_readme_parses_into_the_commands_a_user_runs():
     script, files, skipped = readme_script()
-    assert script.index("# README.md") < script.index("# docs/clusters.md")
+    assert script.index("# README.md") < script.index("# docs/recipes.md") < script.index("# docs/data.md") < \
+        script.index("# docs/clusters.md")
+    assert {"my_regression.py", "my_shards.py"} <= set(files) and "python my_regression.py --quick" in script
     assert "scripts/setup.sh" in script and "recipes/fashion.py --quick" in script
     assert "ray job submit" in script and "raylab compare" in script and "ray stop" in script
     assert "my_recipe.py" in files and "python my_recipe.py" in script
@@ -192,7 +195,8 @@ def test_readme_commands_run_as_written(readme_run):
     assert UI_LINK in links
     client = MlflowClient(tracking_uri=f"sqlite:///{clone}/mlflow.db")
     names = {e.name for e in client.search_experiments()}
-    assert {"fashion", "my_recipe"} <= names, names
+    assert {"fashion", "my_recipe", "my_regression", "my_shards"} <= names, names
+    docs_recipes_ran_as_the_pages_say(client, out)
     runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
     assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
     assert {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <= {r.info.run_name for r in runs}
@@ -206,6 +210,24 @@ def test_readme_commands_run_as_written(readme_run):
     assert len(parents) == 2 and len(job) == 1, {p: [r.info.run_name for r in k] for p, k in families.items()}
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in job[0]), [r.data.metrics for r in job[0]]
     assert not any(port_busy(p) for p in PORTS)
+
+
+def docs_recipes_ran_as_the_pages_say(client, out: str) -> None:
+    """docs/recipes.md's complete recipe trained in all three frameworks, its models' settings read alike (the
+    report is fair: "parity: UNFAIR" is in no output, first_run_is_each_framework_at_its_best); docs/data.md's
+    label-sorted .npy shards streamed, shuffled as a whole each pass, and learned."""
+    def finished(name):
+        runs = client.search_runs([client.get_experiment_by_name(name).experiment_id])
+        trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
+        assert trials and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+        return trials
+
+    assert sorted(r.info.run_name for r in finished("my_regression")) == ["jax:none x1", "tf:none x1", "torch:none x1"]
+    assert "    model settings: alike (1 normalization setting(s), 1 dropout rate(s), 8 initial parameter spreads " \
+           "compared)" in out, out[-3000:]
+    [shards] = finished("my_shards")
+    assert shards.data.params["shuffle"] == "global" and shards.data.params["data"] == "npy", shards.data.params
+    assert shards.data.metrics["val_accuracy"] > 0.6, shards.data.metrics  # chance: 0.25
 
 
 def first_run_is_each_framework_at_its_best(out: str, trials: list) -> None:

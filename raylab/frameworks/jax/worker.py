@@ -19,6 +19,8 @@ import pickle
 
 import numpy as np
 
+from raylab.frameworks.jax.layers import model_settings
+
 FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losses)
 
 
@@ -36,7 +38,6 @@ def jax_worker_loop(config: dict) -> None:
     from flax import nnx
 
     from raylab.frameworks.jax.compiles import watch
-    from raylab.frameworks.jax.layers import model_settings
     from raylab.loop import StepContext, Training, run_epochs
 
     configure(jax, cfg.compile_cache)
@@ -71,8 +72,8 @@ def jax_worker_loop(config: dict) -> None:
     holder = StateHolder(state)
     train, first = train_fn(task, graph, tx, holder, batches, feed, bf16, compiles)
     evaluate = evaluation(data, compiles.apart(task.evaluator(*inference(graph_eval, holder))))
-    actual = {**facts(cfg, devices, world, params, step.precision, task.built(data.sample()), data),
-              "model_settings": model_settings(model)}
+    built = {**task.built(data.sample()), "model_settings": model_settings(model)}  # read before the first step
+    actual = facts(cfg, devices, world, params, step.precision, built, data)
     stats = stream_stats(data, rank)
 
     def read(sums):
