@@ -29,6 +29,9 @@ def torch_model():
         def __init__(self):
             super().__init__()
             self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4))
+            for layer in self.body[::2]:  # as Keras's Dense starts: the models' settings alike (parity: fair)
+                nn.init.xavier_uniform_(layer.weight)
+                nn.init.zeros_(layer.bias)
 
         def forward(self, x):
             out = self.body(x)
