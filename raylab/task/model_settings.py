@@ -42,12 +42,12 @@ def distribution(a: np.ndarray) -> str:
         return "zeros"
     if np.all(a == 1):
         return "ones"
-    if a.size < KURTOSIS_FROM:
-        return "?"
     centred = a - a.mean()
     var = float(np.mean(centred ** 2))
     if var == 0:
         return "constant"
+    if a.size < KURTOSIS_FROM:
+        return "?"
     kurtosis = float(np.mean(centred ** 4)) / var ** 2  # uniform 1.8, normal cut at 2 sigma 2.4, normal 3
     return "uniform" if kurtosis < 2.1 else "truncated normal" if kurtosis < 2.75 else "normal"
 
@@ -125,7 +125,7 @@ def compare(settings: dict[str, str]) -> tuple[list[str], list[str]]:
 
 def _norms(read: dict, differences: list, apart: list) -> None:
     for kind in sorted({g[0] for s in read.values() for g in s["norm"]}):
-        per = {t: sorted(tuple(g[1:]) for g in s["norm"] if g[0] == kind) for t, s in read.items()}
+        per = {t: sorted((tuple(g[1:]) for g in s["norm"] if g[0] == kind), key=repr) for t, s in read.items()}
         shown = [(t, " ".join(f"{eps:g}" + ("" if decay is None else f"/{decay:g}") + f" ({name})"
                               for eps, decay, _, name in gs)) for t, gs in per.items()]
         if _differ({t: [(eps, decay, n) for eps, decay, n, _ in gs] for t, gs in per.items()}, kind, apart):
@@ -144,10 +144,14 @@ def _differ(values: dict, what: str, apart: list) -> bool:
     """Whether the trials' (value..., count) groups differ; where the layers' counts differ (a module called twice,
     or another structure), the values are compared as sets."""
     counts = {t: sum(v[-1] for v in vs) for t, vs in values.items()}
-    if len(set(counts.values())) > 1:
-        apart.append(f"{what} layers " + ", ".join(f"{t} {n}" for t, n in counts.items()) + " (values compared as sets)")
-        return len({json.dumps(sorted({v[:-1] for v in vs})) for vs in values.values()}) > 1
-    return len({json.dumps(vs) for vs in values.values()}) > 1
+    if len(set(counts.values())) == 1:
+        return len({json.dumps(vs) for vs in values.values()}) > 1
+    listed = ", ".join(f"{t} {n}" for t, n in counts.items())
+    if 0 in counts.values():  # none in a model: called as a function (dropout in a forward pass), or not there
+        apart.append(f"{what} layers {listed} (not compared: a model without them may call them as functions)")
+        return False
+    apart.append(f"{what} layers {listed} (values compared as sets)")
+    return len({json.dumps(sorted({v[:-1] for v in vs}, key=repr)) for vs in values.values()}) > 1
 
 
 def _inits(read: dict, differences: list, apart: list) -> None:

@@ -113,3 +113,16 @@ def test_a_model_too_large_for_the_tag_keeps_its_layers_and_says_its_parameters_
     lines, differences = compare({"torch:none x1": big, "jax:none x1": other})
     assert differences == ["LayerNorm epsilon: torch:none x1 1e-05 (norm), jax:none x1 1e-06 (norm)"], lines
     assert "model settings not lined up one to one: initial parameters (too many to record)" in lines[-1]
+
+
+def test_layers_one_model_does_not_have_are_not_compared():
+    """Dropout called as a function in a torch forward is no layer: not a difference (the report says why)."""
+    layer = summary([], [("dropout", 0.1)], [])
+    functional = summary([], [], [])
+    lines, differences = compare({"tf:none x1": layer, "torch:none x1": functional})
+    assert not differences and "dropout layers tf:none x1 1, torch:none x1 0 (not compared" in lines[-1], lines
+    # a batch norm without running averages (torch's momentum=None) beside one with them: sorted, compared
+    norms = summary([("a", "BatchNorm", 1e-5, None), ("b", "BatchNorm", 1e-5, 0.9)], [], [])
+    assert not compare({"torch:none x1": norms, "torch:none x2": norms})[1]
+    # constant starts of any size are told apart from random ones
+    assert distribution(np.full(10, 0.1)) == "constant"
