@@ -3,7 +3,7 @@
 One iteration is one forward convolution (80 GFLOP at batch 128), run in TensorFlow, PyTorch,
 PyTorch/XLA and JAX on synthetic seeded inputs, each trial in a fresh Ray worker process with the
 threads it is given; the first iteration (tracing, XLA compilation) is kept apart, the rest
-timed. With --repeats the comparison shows the spread and what is not significant.
+timed. With --repeats the comparison shows the spread and what is not distinguishable.
 
     python recipes/conv_bench.py                                  # tf, torch, xla, jax: 2 warm-up + 10 timed
     python recipes/conv_bench.py --repeats 3 --threads 2

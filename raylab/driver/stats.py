@@ -7,6 +7,7 @@ raylab's overhead against the plain baselines. Nothing here talks to MLflow or R
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from raylab.registry import NAMES, framework
@@ -60,6 +61,8 @@ def fold(rows: list[dict]) -> list[dict]:
         fold_starts(out, done)
         sps = [r["samples_per_sec"] for r in done if r.get("samples_per_sec") is not None]
         out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
+        out["sps_values"] = sps  # each repeat's, for the differences' intervals
+        out["to_target_values"] = [r["time_to_target_s"] for r in done if r.get("time_to_target_s") is not None]
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
         restarted = any(r.get("restarts") for r in runs)
         for key in ("restarts", "recovery_s", "lost_s"):  # restarts are summed over repeats, not medians
@@ -92,18 +95,65 @@ def shown_startup(row: dict) -> str | None:
 
 
 def significance(folded: list[dict]) -> list[str]:
-    """Neighbours in throughput order: the faster one's lead, or 'not significant' where the ranges overlap."""
-    ranked = sorted((r for r in folded if r.get("sps_min") is not None and r["finished"] >= 2),
-                    key=lambda r: -r["samples_per_sec"])
+    """Neighbours in throughput order, each pair with 2 repeats or more: the faster one's lead with its 95% interval
+    (Welch's t on log samples/s), or "not distinguishable" where the interval holds 1. Then the fastest trial to the
+    recipe's target, against the next."""
+    ranked = sorted((r for r in folded if len(r.get("sps_values") or []) >= 2), key=lambda r: -r["samples_per_sec"])
     lines = []
     for fast, slow in zip(ranked, ranked[1:]):
-        lead = fast["samples_per_sec"] / slow["samples_per_sec"]
-        if fast["sps_min"] <= slow["sps_max"]:
-            lines.append(f"{fast['trial']} vs {slow['trial']}: not significant (samples/s ranges overlap: "
-                         f"{rate(fast['sps_min'])}..{rate(fast['sps_max'])} and {rate(slow['sps_min'])}..{rate(slow['sps_max'])})")
+        ratio, lo, hi = welch_ratio(fast["sps_values"], slow["sps_values"])
+        repeats = f"{len(fast['sps_values'])}+{len(slow['sps_values'])} repeats"
+        interval = f"95% CI {lo:.2f}x..{hi:.2f}x, Welch's t on log samples/s"
+        if lo <= 1 <= hi:
+            lines.append(f"{fast['trial']} vs {slow['trial']}: not distinguishable at {repeats} ({ratio:.2f}x the "
+                         f"samples/s, {interval})")
         else:
-            lines.append(f"{fast['trial']} vs {slow['trial']}: {lead:.2f}x the samples/s (ranges do not overlap)")
-    return lines
+            lines.append(f"{fast['trial']} vs {slow['trial']}: {ratio:.2f}x the samples/s ({interval}; {repeats})")
+    return lines + fastest_to_target(folded)
+
+
+def fastest_to_target(folded: list[dict]) -> list[str]:
+    """The trial that reached the recipe's target soonest (median over the repeats that reached it), against the
+    next one, with the interval where both have 2 repeats or more."""
+    ranked = sorted((r for r in folded if r.get("to_target_values")), key=lambda r: r["time_to_target_s"])
+    if not ranked:
+        return []
+    best = ranked[0]
+    line = (f"fastest to target: {best['trial']}, {best['time_to_target_s']:.1f} s (reached in "
+            f"{len(best['to_target_values'])} of {best['runs']} repeat(s))")
+    if len(ranked) > 1:
+        after = ranked[1]
+        interval = welch_ratio(after["to_target_values"], best["to_target_values"])
+        if interval is None:
+            line += f"; next {after['trial']}, {after['time_to_target_s']:.1f} s (no interval: fewer than 2 repeats)"
+        else:
+            ratio, lo, hi = interval
+            verdict = "not distinguishable from" if lo <= 1 <= hi else f"{ratio:.2f}x sooner than"
+            line += (f"; {verdict} {after['trial']}, {after['time_to_target_s']:.1f} s (95% CI {lo:.2f}x..{hi:.2f}x, "
+                     f"Welch's t on log seconds)")
+    return [line]
+
+
+# Student's t, two-sided 95%, by degrees of freedom; Welch's fractional degrees are rounded down to the next
+# listed (a wider interval, never a narrower one).
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def welch_ratio(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
+    """(ratio, low, high): a's geometric mean over b's with its 95% interval, Welch's t on the logs (their
+    variances unequal, their counts small); None with fewer than 2 values on a side."""
+    if len(a) < 2 or len(b) < 2 or min(a + b) <= 0:
+        return None
+    la, lb = [math.log(x) for x in a], [math.log(x) for x in b]
+    d = statistics.fmean(la) - statistics.fmean(lb)
+    va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
+    if va + vb == 0:
+        return math.exp(d), math.exp(d), math.exp(d)
+    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
+    t = next(T975[k] for k in sorted(T975, reverse=True) if k <= max(1, df))
+    half = t * math.sqrt(va + vb)
+    return math.exp(d), math.exp(d - half), math.exp(d + half)
 
 
 def parity(rows: list[dict]) -> tuple[list[str], list[str]]:

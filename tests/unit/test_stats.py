@@ -25,12 +25,21 @@ def test_repeats_fold_to_median_and_range_and_count_failures():
     assert (torch["samples_per_sec"], torch["finished"], torch["status"], torch["error"]) == (50.0, 1, "1/2-finished", "boom")
 
 
-def test_overlapping_ranges_are_not_significant_and_separate_ones_are():
-    rows = [row("a:x x1", v) for v in (100, 110, 120)] + [row("b:x x1", v) for v in (115, 125, 130)] + \
+def test_differences_are_welch_intervals_on_the_repeats():
+    """A 1.12x lead over 3+3 repeats whose 95% interval holds 1 is not distinguishable; 2.00x is, with its interval
+    (scipy's t for Welch's 3.54 degrees gives 0.93x..1.35x: the table's 3 degrees, a little wider, never narrower;
+    at 4 degrees, 1.63x..2.46x, scipy's to 2 decimals)."""
+    rows = [row("a:x x1", v, time_to_target_s=t) for v, t in ((100, 10), (110, 11), (120, 12))] + \
+           [row("b:x x1", v, time_to_target_s=t) for v, t in ((115, 14), (125, 15), (130, 16))] + \
            [row("c:x x1", v) for v in (50, 55, 60)]
     lines = stats.significance(stats.fold(rows))
-    assert lines[0].startswith("b:x x1 vs a:x x1: not significant")
-    assert lines[1].startswith("a:x x1 vs c:x x1: 2.00x the samples/s (ranges do not overlap)")
+    assert lines == [
+        "b:x x1 vs a:x x1: not distinguishable at 3+3 repeats (1.12x the samples/s, 95% CI 0.92x..1.38x, "
+        "Welch's t on log samples/s)",
+        "a:x x1 vs c:x x1: 2.00x the samples/s (95% CI 1.63x..2.46x, Welch's t on log samples/s; 3+3 repeats)",
+        "fastest to target: a:x x1, 11.0 s (reached in 3 of 3 repeat(s)); 1.37x sooner than b:x x1, 15.0 s "
+        "(95% CI 1.11x..1.68x, Welch's t on log seconds)"]
+    assert stats.welch_ratio([2.0], [1.0, 1.0]) is None and stats.welch_ratio([1.0, 1.0], [1.0, 1.0]) == (1, 1, 1)
 
 
 def test_single_runs_make_no_significance_claim():
