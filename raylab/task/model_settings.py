@@ -33,7 +33,7 @@ CLOSE = 0.08  # a family matches within 8% of its spread
 STD_TOLERANCE = 1.10  # two initial spreads differ when one is over 1.1x the other (and sampling: _unlike)
 KURTOSIS_FROM = 1000  # values a parameter needs for its distribution's shape to be told
 SAMPLE = 100_000  # values of a parameter read at most (evenly spaced)
-TAG_LIMIT = 7900  # MLflow keeps a tag's first 8,000 characters
+TAG_LIMIT = 4900  # the tracker keeps a tag's first 5,000 characters (driver/tracking.py MAX_TAG)
 
 
 def distribution(a: np.ndarray) -> str:
@@ -82,7 +82,7 @@ def summary(norms: list, dropouts: list, weights: list) -> str:
     out = {"norm": [[*k, *v] for k, v in grouped.items()], "dropout": [[k, *v] for k, v in dropped.items()],
            "init": init}
     text = json.dumps(out, separators=(",", ":"))
-    for entries in init.values():  # over MLflow's tag limit: each shape's first parameter named, then no spreads
+    for entries in init.values():  # over the tag limit: each shape's first parameter named, then no spreads
         for e in entries[1:]:
             e[3] = ""
     if len(text) > TAG_LIMIT:
@@ -100,10 +100,18 @@ def _round(x: float) -> float:
 def compare(settings: dict[str, str]) -> tuple[list[str], list[str]]:
     """(report lines, differences) over {trial: its model_settings tag}: each difference names the layer (or
     parameter) and each trial's value."""
-    read = {t: json.loads(s) for t, s in settings.items() if s}
+    read, unread = {}, []
+    for t, s in settings.items():
+        try:
+            read[t] = json.loads(s) if s else None
+        except ValueError:  # cut short (a tag over the tracker's limit): not compared, and said
+            unread.append(t)
+    read = {t: s for t, s in read.items() if s}
     if len(read) < 2:
-        return [], []
+        return ([f"    model settings not read: {', '.join(unread)}"] if unread and read else []), []
     lines, differences, apart = [], [], []
+    if unread:
+        apart.append(f"{', '.join(unread)} (its record was cut short)")
     if any(s.get("init_omitted") for s in read.values()):  # too many to keep: none compared
         apart.append("initial parameters (too many to record)")
         read = {t: {**s, "init": {}} for t, s in read.items()}

@@ -46,16 +46,18 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     uri, client = sqlite_store(tmp_path)
     recipe = [sys.executable, str(ROOT / "recipes" / "fashion.py")]
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
-    # The second trial is the slower framework with long enough epochs (about 2 s each here) that it is still
-    # training when its first epoch shows up in MLflow (the driver logs epochs every 2 s).
-    first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "tf:none,torch:none", "--epochs", "4",
-                              "--steps-per-epoch", "1000", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
+    # The second trial is the slower framework (TF's steps of the fashion MLP take about twice torch's fused ones)
+    # with epochs long enough (about 2.5 s each here, 4.5 s with evaluation) that it is still training when its
+    # first epoch shows up in MLflow: the driver logs epochs every 2 s, the test reads every second, so the kill
+    # lands up to about 3 s after that epoch, and the trial has 3 more to go.
+    first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "torch:none,tf:none", "--epochs", "4",
+                              "--steps-per-epoch", "2000", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         def second_trial_past_epoch_1():
             exp = client.get_experiment_by_name("crashed")
             runs = client.search_runs([exp.experiment_id]) if exp else []
-            second = [r for r in runs if r.info.run_name.startswith("torch:none")]
+            second = [r for r in runs if r.info.run_name.startswith("tf:none")]
             return second and client.get_metric_history(second[0].info.run_id, "val_accuracy")
 
         wait_for(second_trial_past_epoch_1, 480, "the second trial's first epoch in MLflow")
@@ -82,6 +84,6 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     for run in trials:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert sorted(steps) == [1, 2, 3, 4], (run.info.run_name, steps)
-    tf_run = next(r for r in trials if r.info.run_name.startswith("tf:none"))
-    assert tf_run.info.end_time == before[tf_run.info.run_id].info.end_time  # finished before: not re-run
+    torch_run = next(r for r in trials if r.info.run_name.startswith("torch:none"))
+    assert torch_run.info.end_time == before[torch_run.info.run_id].info.end_time  # finished before: not re-run
     nothing_left(tmp_path)  # the killed driver's cluster and the resumed one's: every process that HOME started

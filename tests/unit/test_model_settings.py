@@ -103,16 +103,20 @@ def test_layers_in_other_numbers_are_compared_as_sets():
 
 
 def test_a_model_too_large_for_the_tag_keeps_its_layers_and_says_its_parameters_were_not_compared():
-    """MLflow keeps 8,000 characters of a tag: first the parameters' names go (but each shape's first), then their
-    spreads; the normalization and dropout settings stay and are compared."""
+    """The tracker keeps 5,000 characters of a tag: first the parameters' names go (but each shape's first), then
+    their spreads; the normalization and dropout settings stay and are compared. A tag cut short is not read."""
     rng = np.random.default_rng(0)
     weights = [(f"blocks.{i}.weight", rng.uniform(-1, 1, (8, 8 + i)), 8 + i, 8) for i in range(600)]
     big = summary([("norm", "LayerNorm", 1e-5, None)], [("drop", 0.1)], weights)
-    assert len(big) < 8000 and json.loads(big)["init_omitted"] == 600
+    from raylab.driver.tracking import MAX_TAG
+
+    assert len(big) < MAX_TAG and json.loads(big)["init_omitted"] == 600
     other = summary([("norm", "LayerNorm", 1e-6, None)], [("drop", 0.1)], weights[:1])
     lines, differences = compare({"torch:none x1": big, "jax:none x1": other})
     assert differences == ["LayerNorm epsilon: torch:none x1 1e-05 (norm), jax:none x1 1e-06 (norm)"], lines
     assert "model settings not lined up one to one: initial parameters (too many to record)" in lines[-1]
+    cut = compare({"torch:none x1": big[:60], "jax:none x1": other, "tf:none x1": other})
+    assert not cut[1] and "alike" in cut[0][0] and "torch:none x1 (its record was cut short)" in cut[0][-1], cut
 
 
 def test_layers_one_model_does_not_have_are_not_compared():
