@@ -46,10 +46,10 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     uri, client = sqlite_store(tmp_path)
     recipe = [sys.executable, str(ROOT / "recipes" / "fashion.py")]
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
-    # The second trial is the slower framework (TF's steps of the fashion MLP take about twice torch's fused ones)
-    # with epochs long enough (about 2.5 s each here, 4.5 s with evaluation) that it is still training when its
-    # first epoch shows up in MLflow: the driver logs epochs every 2 s, the test reads every second, so the kill
-    # lands up to about 3 s after that epoch, and the trial has 3 more to go.
+    # The second trial is the slower framework (TF's steps of the fashion MLP are slower than torch's fused ones)
+    # with epochs long enough (2,000 steps) that it is still training when its first epoch shows up in MLflow: the
+    # driver logs epochs every 2 s, the test reads every second, so the kill lands up to about 3 s after that epoch,
+    # and the trial has 3 more to go. (torch:none second, 1,000 steps an epoch, finished first on one machine.)
     first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "torch:none,tf:none", "--epochs", "4",
                               "--steps-per-epoch", "2000", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
