@@ -93,6 +93,15 @@ def summary(norms: list, dropouts: list, weights: list) -> str:
     return text
 
 
+def fans_last(shape: tuple) -> tuple[int | None, int | None]:
+    """(fan in, fan out) of a kernel laid out (kernel..., in, out), as Keras and Flax lay them; (None, None) for a
+    vector."""
+    if len(shape) < 2:
+        return None, None
+    receptive = math.prod(shape[:-2]) if len(shape) > 2 else 1
+    return shape[-2] * receptive, shape[-1] * receptive
+
+
 def _round(x: float) -> float:
     return float(f"{x:.4g}")
 

@@ -3,8 +3,6 @@ dropout layers and the parameters (`nnx.Param`) as initialized (Flax's layout: k
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 NORMS = {"LayerNorm": "LayerNorm", "BatchNorm": "BatchNorm", "GroupNorm": "GroupNorm", "RMSNorm": "RMSNorm"}
@@ -18,7 +16,7 @@ def model_settings(model) -> str:
     """The trial's `model_settings` tag, read before the first step."""
     from flax import nnx
 
-    from raylab.task.model_settings import summary
+    from raylab.task.model_settings import fans_last, summary
 
     norms, dropouts, weights = [], [], []
     for path, m in nnx.iter_modules(model):
@@ -30,7 +28,5 @@ def model_settings(model) -> str:
             dropouts.append((_name(path), float(m.rate)))
     for path, v in nnx.to_flat_state(nnx.state(model, nnx.Param)):
         a = np.asarray(v.get_value(), dtype=np.float32)
-        receptive = math.prod(a.shape[:-2]) if a.ndim > 2 else 1
-        fans = (a.shape[-2] * receptive, a.shape[-1] * receptive) if a.ndim >= 2 else (None, None)
-        weights.append((_name(path), a, *fans))
+        weights.append((_name(path), a, *fans_last(a.shape)))
     return summary(norms, dropouts, weights)

@@ -3,8 +3,6 @@ layers and the trainable weights as initialized (Keras's layout: kernel..., in, 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 NORMS = {"LayerNormalization": "LayerNorm", "BatchNormalization": "BatchNorm", "SyncBatchNormalization": "BatchNorm",
@@ -23,7 +21,7 @@ def _layers(model) -> list:
 
 def model_settings(model) -> str:
     """The trial's `model_settings` tag, read before the first step."""
-    from raylab.task.model_settings import summary
+    from raylab.task.model_settings import fans_last, summary
 
     norms, dropouts, weights = [], [], []
     for layer in _layers(model):
@@ -35,7 +33,5 @@ def model_settings(model) -> str:
             dropouts.append((layer.name, float(layer.rate)))
     for v in model.trainable_weights:
         a = np.asarray(v.numpy(), dtype=np.float32)
-        receptive = math.prod(a.shape[:-2]) if a.ndim > 2 else 1
-        fans = (a.shape[-2] * receptive, a.shape[-1] * receptive) if a.ndim >= 2 else (None, None)
-        weights.append((getattr(v, "path", None) or v.name, a, *fans))
+        weights.append((getattr(v, "path", None) or v.name, a, *fans_last(a.shape)))
     return summary(norms, dropouts, weights)
