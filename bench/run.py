@@ -39,8 +39,8 @@ RUNS = {
 
 def machine() -> str:
     sys.path.insert(0, str(ROOT))
-    from raylab.driver.tracking import driver_versions, git_commit
-    from raylab.loop.config import host_facts
+    from raylab.record.tracking import driver_versions, git_commit
+    from raylab.loop.worker_config import host_facts
 
     facts, v = host_facts(), driver_versions()
     return (f"{facts['cpu_model']}, {facts['cpu_count']} cores, {platform.system()} {platform.machine()}; "

@@ -5,8 +5,7 @@ raylab.data, raylab.data.stream, raylab.data.scenes and raylab.models'.
 """
 
 from raylab import _moved
-from raylab.driver.stepbench import BenchContext, StepBench
-from raylab.recipe import Recipe
+from raylab.task.recipe import BenchContext, Recipe, StepBench
 from raylab.task import Metric, Native, Scale, Schedule, optimizer
 
 __version__ = "0.2.0"

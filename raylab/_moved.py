@@ -5,7 +5,7 @@
 `raylab.stream is raylab.data.stream`. Old packages (`raylab.backends`) are empty modules of their own whose
 submodules resolve the same way and warn (aliasing them to the new package would overwrite its attributes).
 `python -m raylab.plain` is a file of its own (raylab/plain.py): running a module needs its code.
-CHANGELOG.md lists every move; these paths go in 0.3.0.
+CHANGELOG.md lists every move; 0.1.0's and 0.2.0's go in 0.3.0, the later ones (HOUSE) in 0.4.0.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import sys
 import types
 import warnings
 
-REMOVED_IN = "0.3.0"
+REMOVED_IN = "0.3.0"  # 0.1.0's and 0.2.0's moves
+REMOVED_IN_NEXT = "0.4.0"  # the moves since 0.2.0 (HOUSE below)
 
 # old module -> new module (0.1.0's layout -> today's)
 MOVED = {
@@ -25,7 +26,6 @@ MOVED = {
     "raylab.scenes": "raylab.data.scenes",
     "raylab.shard": "raylab.data.shard",
     "raylab.stepbench": "raylab.driver.stepbench",
-    "raylab.compare": "raylab.driver.compare",
     "raylab.task.tf": "raylab.frameworks.tf.task",
     "raylab.task.torch": "raylab.frameworks.torch.task",
     "raylab.backends.tensorflow": "raylab.frameworks.tf.kinds",
@@ -39,11 +39,32 @@ MOVED = {
     # 0.2.0's renames of internal modules (names that said something else)
     "raylab.frameworks.tf.scaling": "raylab.frameworks.tf.loss_scale",
     "raylab.frameworks.torch.scaling": "raylab.frameworks.torch.loss_scale",
-    "raylab.loop.worker": "raylab.loop.config",
-    "raylab.driver.protocol": "raylab.driver.stats",
+    "raylab.loop.worker": "raylab.loop.worker_config",
+    "raylab.driver.protocol": "raylab.compare.stats",
+}
+# the moves since 0.2.0: recording and comparing are packages of their own, names that collided renamed
+HOUSE = {
+    "raylab.driver.tracking": "raylab.record.tracking",
+    "raylab.driver.sink": "raylab.record.sink",
+    "raylab.driver.params": "raylab.record.params",
+    "raylab.driver.compare": "raylab.compare.table",
+    "raylab.driver.stats": "raylab.compare.stats",
+    "raylab.driver.warm": "raylab.driver.groups",
+    "raylab.driver.checkpoints": "raylab.driver.retention",
+    "raylab.loop.warm": "raylab.loop.group_worker",
+    "raylab.loop.run": "raylab.loop.epochs",
+    "raylab.loop.config": "raylab.loop.worker_config",
+    "raylab.overrides": "raylab.cli.overrides",
+    "raylab.recipe": "raylab.task.recipe",
+    "raylab.prewarm": "raylab.frameworks.prewarm",
 }
 # old package -> where its contents went (the package itself is an empty module)
 MOVED_PACKAGES = {"raylab.backends": "raylab.frameworks"}
+MOVED.update(HOUSE)
+
+
+def removed_in(old: str) -> str:
+    return REMOVED_IN_NEXT if old in HOUSE else REMOVED_IN
 
 
 def warn_moved(old: str, new: str, what: str = "") -> None:
@@ -52,7 +73,7 @@ def warn_moved(old: str, new: str, what: str = "") -> None:
     frame = sys._getframe(1)
     while frame is not None and _internal(frame.f_code.co_filename):
         frame = frame.f_back
-    message = what or f"{old} moved to {new}; import {new} instead ({old} goes in raylab {REMOVED_IN})"
+    message = what or f"{old} moved to {new}; import {new} instead ({old} goes in raylab {removed_in(old)})"
     if frame is None:
         warnings.warn(message, DeprecationWarning, stacklevel=2)
         return

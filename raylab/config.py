@@ -98,7 +98,7 @@ class Settings:
     checkpoint_every_min: float = 10.0  # checkpoints inside long epochs this often (0: at epoch ends only)
     storage: str | None = None  # Ray Train storage for checkpoints (None: Ray's default, ~/ray_results)
     # which checkpoints outlive their trial: "none" (a finished trial's go; an unfinished one's stay for --resume),
-    # "last" (each trial's last), "all" (every one taken) (raylab/driver/checkpoints.py)
+    # "last" (each trial's last), "all" (every one taken) (raylab/driver/retention.py)
     keep_checkpoints: str = "none"
     resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
     streamed: bool = False  # the data streams through Ray Data (raylab/data/stream.py): it needs CPUs of its own
@@ -111,7 +111,7 @@ class Settings:
     # the trials and workers of a node; "cold", a new empty one per trial
     compile_cache: str = "warm"
     # Every trial in worker processes of its own (--fresh-processes); else trials that can share processes run one
-    # after another in a warm worker group (raylab/driver/warm.py)
+    # after another in a warm worker group (raylab/driver/groups.py)
     fresh_processes: bool = False
     invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
     # --compile best: (framework, batch per replica, precision) -> its Choice, once raced (measured) or read from the host's

@@ -10,23 +10,20 @@ Two kinds of failure reach Ray Train from a trial's workers:
   peers fail on their collectives. These spend the restart budget (`--max-failures`), from the last checkpoint.
 
 Every decision the policy takes is sent to the trial's sink and recorded as the tag `failures`.
+
+Failure handling lives in three places, one per process: this module classifies (pure: no Ray, run anywhere),
+raylab/loop/guard.py is the worker's guard around its loop, raylab/driver/policy.py the Ray Train controller's
+policy and start guard.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sysconfig
-import time
 import traceback
-from functools import partial
+from typing import Callable
 
-from ray.train.v2._internal.execution.callback import ControllerCallback, WorkerGroupCallback
-from ray.train.v2._internal.execution.failure_handling import FailureDecision
-from ray.train.v2._internal.execution.failure_handling.default import DefaultFailurePolicy
-
-from raylab.loop.memory import device_peak_mb, peak_rss_mb
 from raylab.registry import frameworks
 
 # A peer's loss seen from a survivor: the collective or the connection it was blocked on breaks. Not the
@@ -56,7 +53,6 @@ OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "c
 # "[low_level_alloc.cc : 569] RAW: mmap error: 12", the same search at 608). The driver sees the line in the worker's
 # output (raylab/driver/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
 ALLOCATOR_ABORT_TEXT = ("std::bad_alloc", "st9bad_alloc", "check failed: buffer_.isconcrete()", "raw: mmap error: 12")
-ABORT_WAIT_S = 5.0  # how long the policy waits for the dead worker's last lines to reach the driver
 
 
 def allocator_abort(line: str) -> bool:
@@ -200,10 +196,11 @@ def _is_users(path: str) -> bool:
 
 
 
-def classify(exc: BaseException, rank: int, batch: int,
-             framework: str | None = None, capped: bool = False) -> CodeFailure | None:
+def classify(exc: BaseException, rank: int, batch: int, capped: bool = False,
+             peaks: Callable[[str], str] | None = None) -> CodeFailure | None:
     """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help). capped: the
-    process ran under a memory cap (--memory-cap-mb)."""
+    process ran under a memory cap (--memory-cap-mb); peaks(memory) says the peaks the process reached, for an
+    out-of-memory line (the worker's guard reads them: raylab/loop/guard.py)."""
     if isinstance(exc, CodeFailure):
         return exc
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -218,67 +215,12 @@ def classify(exc: BaseException, rank: int, batch: int,
     if traced:
         where = traced
     if memory:
-        device = device_peak_mb(framework)
-        peak = (f"device peak {device:,.0f} MB, " if device is not None and memory == "device" else "") + \
-            f"host peak RSS {peak_rss_mb():,.0f} MB"
-        line = (f"out of {memory} memory at batch {batch} per replica ({peak}) in {where} on rank {rank}: {what}; "
+        peak = f" ({peaks(memory)})" if peaks else ""
+        line = (f"out of {memory} memory at batch {batch} per replica{peak} in {where} on rank {rank}: {what}; "
                 "not restarted: it would run out again. Lower the batch (or find the largest with --batch max).")
         return CodeFailure(line, "out_of_memory", where)
     line = f"{what} raised in {where} on rank {rank}; not restarted: the trial's own code would raise it again."
     return CodeFailure(line, "error", where)
-
-
-# Before a survivor says "my code raised", the controller gets this long to see that a peer died first (a
-# collective that breaks in an unexpected way would otherwise read as the survivor's own error).
-SETTLE_S = 1.5
-
-
-def guarded(loop, config: dict) -> None:
-    """Runs a strategy's worker loop; what its code raises leaves as a CodeFailure (see `classify`)."""
-    cfg = config["cfg"]
-    try:
-        with memory_cap(cfg.memory_cap_mb):
-            loop(config)
-    except BaseException as e:  # noqa: BLE001 - classified, then raised again
-        failure = classify(e, _rank(), cfg.batch_per_replica, cfg.framework, capped=bool(cfg.memory_cap_mb))
-        if failure is None:
-            raise
-        if cfg.replicas > 1 or cfg.ps:
-            time.sleep(SETTLE_S)
-        raise failure from e
-
-
-@contextlib.contextmanager
-def memory_cap(mb: int | None):
-    """While training, the process's data segment (heap and private mappings, RLIMIT_DATA) is capped at `mb`:
-    an allocation past it fails in the allocator (torch: "can't allocate memory"; TF: ResourceExhaustedError;
-    Python: MemoryError), which is what running out of memory on a smaller host looks like, without the
-    kernel's OOM killer (a SIGKILL) deciding which process goes."""
-    if not mb:
-        yield
-        return
-    import resource
-
-    before = resource.getrlimit(resource.RLIMIT_DATA)
-    resource.setrlimit(resource.RLIMIT_DATA, (mb << 20, before[1]))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_DATA, before)
-
-
-def guard(loop):
-    """The worker loop Ray Train runs: picklable, the strategy's loop inside `guarded`."""
-    return partial(guarded, loop)
-
-
-def _rank() -> int:
-    try:
-        import ray.train
-
-        return ray.train.get_context().get_world_rank()
-    except Exception:  # noqa: BLE001
-        return 0
 
 
 def code_failures(error: BaseException) -> list[CodeFailure]:
@@ -320,76 +262,3 @@ def describe(error: BaseException) -> str:
     if lost:
         return "worker process lost (" + ", ".join(lost) + ")"
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-
-
-class Policy(DefaultFailurePolicy):
-    """Ray Train's default failure policy, except that a trial whose own code raised (and whose processes are
-    all alive) is not restarted; every decision goes to the trial's sink."""
-
-    def __init__(self, failure_config, sink, capped: bool = False):
-        super().__init__(failure_config)
-        self.sink, self.capped = sink, capped  # capped: its workers run under --memory-cap-mb
-
-    def make_decision(self, training_failed_error):
-        code, lost = code_failures(training_failed_error), lost_processes(training_failed_error)
-        aborted = self.allocator_abort() if lost and self.capped else None
-        if code and not lost:
-            decision, why = FailureDecision.RAISE, "not restarted: the trial's own code raised"
-        elif aborted:
-            decision, why = FailureDecision.RAISE, f"not restarted: out of host memory (the allocator aborted: {aborted})"
-        else:
-            decision = super().make_decision(training_failed_error)
-            why = ("restarted from the last checkpoint" if decision == FailureDecision.RETRY
-                   else "not restarted: the restart budget (--max-failures) is spent")
-        try:
-            self.sink.failure.remote(time.time(), describe(training_failed_error), why)
-        except Exception:  # noqa: BLE001 - the record is best effort; the decision stands
-            pass
-        return decision
-
-    def allocator_abort(self) -> str | None:
-        """The line a dead worker's allocator printed as it aborted (the driver passes it on), if it comes in time."""
-        import ray
-
-        deadline = time.monotonic() + ABORT_WAIT_S
-        while time.monotonic() < deadline:
-            try:
-                line = ray.get(self.sink.abort_line.remote(), timeout=10)
-            except Exception:  # noqa: BLE001 - no sink: a lost worker as any other
-                return None
-            if line:
-                return line.strip()[-200:]
-            time.sleep(0.2)
-        return None
-
-
-class StartGuard(ControllerCallback, WorkerGroupCallback):
-    """Ends a worker group whose start failed after Ray Train had built it: its workers, synchronisation actor and
-    placement group. Ray Train 2.60 cleans up a start that fails before that point only: an error in a backend's
-    set-up (a process group that cannot form) or in launching the training function left the group holding its
-    CPUs, and the invocation's next trial waited for them without end. (Its placement-group cleaner would not
-    help: registered after the backend's set-up, and stopped, not run, when the controller ends cleanly.) The
-    first of a run's callbacks (raylab/driver/trainer.py), so it sees the group before any set-up can fail."""
-
-    def __init__(self):
-        self._starting = None  # the group built and not yet training: the controller holds no handle to it
-
-    def after_worker_group_start(self, worker_group) -> None:
-        self._starting = worker_group.get_worker_group_state()
-
-    def after_worker_group_training_start(self, worker_group) -> None:
-        self._starting = None  # the controller's now: it shuts the group down itself
-
-    def before_controller_execute_failure_decision(self, failure_decision) -> None:
-        self._end()
-
-    def after_controller_finish(self, result) -> None:
-        self._end()
-
-    def before_controller_abort(self) -> None:
-        self._end()
-
-    def _end(self) -> None:
-        state, self._starting = self._starting, None
-        if state is not None:
-            state.shutdown()

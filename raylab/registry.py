@@ -65,7 +65,7 @@ class Strategy:
     # not XLA, which compiles per shape on its own allocator, nor the parameter servers).
     batch_search: bool = False
     # What its worker processes get in their environment from their start (what the framework reads at import,
-    # raylab/prewarm.py), from (its backend config, the run config).
+    # raylab/frameworks/prewarm.py), from (its backend config, the run config).
     worker_env: Callable[[object, object], dict] | None = None
     # How its steps execute for each --compile value ("off", "on", "on:<mode>"): the label it runs and records as
     # `execution` ("eager", "tf.function", "inductor", "xla", "jit", ...). A value it has no key for, it cannot run;
@@ -73,11 +73,11 @@ class Strategy:
     executions: dict = field(default_factory=lambda: {"off": "eager"})
     # Why an execution label cannot run on a device ("cpu", "gpu", "tpu"), or None: execution_check(label, device).
     execution_check: Callable[[str, str], str | None] | None = None
-    # Why each of its trials needs worker processes of its own (raylab/driver/warm.py), or None: its trials can run
+    # Why each of its trials needs worker processes of its own (raylab/driver/groups.py), or None: its trials can run
     # one after another in a warm worker group, resetting what a trial must not inherit between them.
     cold: str | None = None
     # The kind whose warm group its 1-worker trials may join where the invocation has a 1-worker trial of that kind
-    # (raylab/driver/warm.py setup_of): its steps run the same in processes set up as that kind's (a process group
+    # (raylab/driver/groups.py setup_of): its steps run the same in processes set up as that kind's (a process group
     # or a distributed world of one process, which they do not use), so the two kinds' trials share processes.
     warm_with: str | None = None
 
@@ -148,7 +148,7 @@ PARTS = {
     "kinds": ("KINDS",),  # its trial kinds: short name -> Strategy (driver side: no framework import at the top)
     "task": ("BUILDER",),  # the task builder: the recipe's portable names -> the framework's objects
     # What its Ray Train workers run (the loops the kinds name), and reset(): between two trials of a warm worker
-    # group, what a trial must not inherit from the one before (raylab/loop/warm.py)
+    # group, what a trial must not inherit from the one before (raylab/loop/group_worker.py)
     "worker": ("reset",),
     "profile": ("capture",),  # capture(cuda) -> a context around one window writing the framework's trace
     "memory": ("device_peak_mb",),  # the process's peak accelerator memory, MB, or None
@@ -170,7 +170,7 @@ class Framework:
     kinds: tuple[str, ...]  # its trial kinds' short names, the keys of its kinds.KINDS
     single: str  # its one-process kind: the trial a plain script and a step benchmark mirror
     models: str  # whose model builder a recipe gives it: its own name, or another's (xla runs torch's)
-    imports: tuple[str, ...]  # what its worker loop imports first (raylab/prewarm.py starts them early)
+    imports: tuple[str, ...]  # what its worker loop imports first (raylab/frameworks/prewarm.py starts them early)
     color: str  # its colour in charts
     import_env: dict = field(default_factory=dict)  # environment read at import, set from a worker's start
     collective_paths: tuple[str, ...] = ()  # source paths of its collective ops (an error there: a lost peer?)

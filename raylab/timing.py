@@ -139,7 +139,7 @@ class Phases:
     Created first thing in a worker loop: `process` is the trial start up to this worker process's
     start (Ray Train's controller starting and asking Ray for the worker), `workers` from there to the
     worker loop (the process's Ray Train set-up, the backend's TF_CONFIG / process group / PJRT
-    set-up; imports started at the process's start overlap it, raylab/prewarm.py). Backends mark
+    set-up; imports started at the process's start overlap it, raylab/frameworks/prewarm.py). Backends mark
     `imports`, `setup` (strategy, devices), `data` (object store to tensors) and `model`; what is
     left before the first step is `other`. In a warm worker group's process (started before the trial) `process` is
     0 and `workers` runs from the trial's start to its loop.

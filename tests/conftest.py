@@ -186,7 +186,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def make_template_store(where: Path) -> Path:
     """An MLflow sqlite store with its schema made (MLflow's migrations take seconds): copied, never opened."""
-    from raylab.driver.tracking import Tracker
+    from raylab.record.tracking import Tracker
 
     cwd = os.getcwd()
     os.chdir(where)

@@ -11,7 +11,7 @@ from raylab.errors import UserError
 
 
 def bench_parser(bench) -> argparse.ArgumentParser:
-    from raylab.driver.stepbench import single_kinds
+    from raylab.task.recipe import single_kinds
 
     p = F.parser(bench.name, bench.doc)
     what = p.add_argument_group("what to run")

@@ -12,7 +12,7 @@ import json
 
 from raylab import config as C
 from raylab.errors import UserError
-from raylab.overrides import parse_batches, set_fields
+from raylab.cli.overrides import parse_batches, set_fields
 from raylab.tpu import parse_topology, parse_tpu_type
 
 # What --resume may be given beside it: where to look and where to run; the rest is the recorded command's.
@@ -21,7 +21,7 @@ RESUME_FLAGS = {"resume", "tracking_uri", "experiment", "json", "address", "verb
 
 def edited(recipe, args):
     """The recipe with this command line's --set, --optimizer, --lr and a single --batch applied."""
-    from raylab.overrides import apply_overrides
+    from raylab.cli.overrides import apply_overrides
 
     recipe = apply_overrides(recipe, args.set, args.optimizer, args.lr)
     if getattr(args, "data", None):
@@ -123,7 +123,7 @@ def resumed_argv(recipe, args, argv: list[str]) -> tuple[list[str], str]:
     """(the recorded command line of the invocation --resume names, its parent run id); UserError if that
     run is not a raylab invocation or other flags were given beside --resume."""
     from raylab.cli.recipe_flags import recipe_parser
-    from raylab.driver.tracking import Tracker
+    from raylab.record.tracking import Tracker
 
     defaults = recipe_parser(recipe).parse_args([])
     extra = sorted(k for k, v in vars(args).items() if k not in RESUME_FLAGS and v != getattr(defaults, k))

@@ -21,7 +21,7 @@ def connect(cfg: C.Settings, address: str | None):
     start, and Ray is stopped again if the store fails. A server's store is reached before Ray starts."""
     from raylab.driver import cluster
     from raylab.driver.resources import check_resources
-    from raylab.driver.tracking import Tracker, check_local_store
+    from raylab.record.tracking import Tracker, check_local_store
 
     if not check_local_store(cfg.tracking_uri):
         tracker = Tracker(cfg.tracking_uri, cfg.experiment)
@@ -38,7 +38,7 @@ def _open_store_while_ray_starts(cfg: C.Settings, address: str | None):
     import ray
 
     from raylab.driver import cluster
-    from raylab.driver.tracking import Tracker
+    from raylab.record.tracking import Tracker
 
     started = not ray.is_initialized()
     with ThreadPoolExecutor(1, thread_name_prefix="raylab-store") as pool:
@@ -73,8 +73,8 @@ def stoppable(command) -> int:
 
 
 def run_tags(recipe_file: str | None) -> dict:
-    from raylab.driver.tracking import driver_versions, git_commit
-    from raylab.loop.config import host_facts
+    from raylab.record.tracking import driver_versions, git_commit
+    from raylab.loop.worker_config import host_facts
 
     where = Path(recipe_file).resolve().parent if recipe_file else Path.cwd()
     facts = host_facts()
@@ -104,7 +104,7 @@ def run_to_end(cfg: C.Settings, tracker, run) -> int:
 
 
 def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
-    from raylab.driver.tracking import error_summary
+    from raylab.record.tracking import error_summary
 
     return {
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
@@ -120,7 +120,7 @@ def finish(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
     """The JSON summary, the comparison and the MLflow hint; the exit status."""
     if cfg.json_path:
         cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))
-    from raylab.driver.compare import compare
+    from raylab.compare.table import compare
 
     code = 0 if all(o.status == "FINISHED" for o in outcomes) else 1
     if tracker.close() is not None:  # the server is still away: nothing to compare from yet

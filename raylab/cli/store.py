@@ -22,8 +22,8 @@ def compare_main(argv: list[str]) -> int:
                    help="PNG path for the chart (default: raylab-EXPERIMENT.png; with table format)")
     args = p.parse_args(argv)
     try:
-        from raylab.driver.compare import compare
-        from raylab.driver.tracking import Tracker
+        from raylab.compare.table import compare
+        from raylab.record.tracking import Tracker
 
         uri = args.tracking_uri or C.default_tracking_uri()
         if uri.startswith("sqlite:") and not Path(uri.split("sqlite:///", 1)[-1]).exists():
@@ -45,7 +45,7 @@ def upload_main(argv: list[str]) -> int:
     p.add_argument("--tracking-uri", default=None, help="default: the URI the run used, as saved in the file")
     args = p.parse_args(argv)
     try:
-        from raylab.driver.tracking import Tracker
+        from raylab.record.tracking import Tracker
 
         if not args.file.is_file():
             raise UserError(f"{args.file} does not exist; give the raylab-pending-*.json file the run printed.")

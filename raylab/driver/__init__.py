@@ -1,9 +1,11 @@
 """The driver: what runs in the process a user starts, after the command line (raylab/cli/) has settled the run.
 
 One invocation (invocation.py) runs the matrix of trials (matrix.py), each trial (trial.py) a Ray Train trainer
-(trainer.py, resources.py, batchsize.py for --batch max, precision.py for --precision) beside its sink actor
-(sink.py) and the thread that watches it (progress.py), ending as outcome.py records; --baseline runs the plain
-scripts (baseline.py), a StepBench its step benchmark (stepbench.py). It reaches the cluster through cluster.py
-(tpu.py for TPU placement), writes MLflow through tracking.py alone, prints through console.py, and compares
-(compare.py, protocol.py). floor.py measures `raylab floor`.
+(trainer.py, with the controller's failure policy in policy.py; resources.py, batchsize.py for --batch max,
+precision.py for --precision, best.py for --compile best), cold or in a warm worker group (groups.py), watched by
+progress.py; --baseline runs the plain scripts (baseline.py), a StepBench its step benchmark (stepbench.py). It
+reaches the cluster through cluster.py (raylab/tpu.py for TPU placement), stops cleanly on a signal
+(stopping.py), prints through console.py, ends each trial as outcome.py says and keeps or removes its checkpoints
+(retention.py). It records through raylab/record/ and compares through raylab/compare/. floor.py measures
+`raylab floor`.
 """

@@ -20,8 +20,8 @@ from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.driver import console
 from raylab.driver.outcome import TrialOutcome, recorded
-from raylab.driver.tracking import Tracker
-from raylab.recipe import Recipe
+from raylab.record.tracking import Tracker
+from raylab.task.recipe import Recipe
 
 PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
 
@@ -66,7 +66,7 @@ def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdi
 
 def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, repeat: int) -> dict:
     """The same param names as a trial's (raylab/driver/trial.py trial_params), for one plain process."""
-    from raylab.driver.params import common_params
+    from raylab.record.params import common_params
 
     batch, framework = recipe.per_replica(1), spec.framework
     return {**common_params(recipe, cfg, ds), "trial": f"{framework}:plain", "framework": framework,
@@ -78,7 +78,7 @@ def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec,
 
 def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | None) -> dict:
     """Logs a plain script's epochs, tags and figures; returns its result as the end table reads it."""
-    from raylab.driver.stats import time_to_target
+    from raylab.record.figures import time_to_target
 
     epochs = result.pop("epochs")
     for e in epochs:

@@ -141,14 +141,14 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> t
 def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> dict:
     """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps and one
     evaluation batch, without checkpoints or an MLflow run, in a warm worker group where its kind can share one
-    (groups: the invocation's, raylab/driver/warm.py). {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
+    (groups: the invocation's, raylab/driver/groups.py). {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
     failure is raised."""
     import ray
 
     from raylab import failure
     from raylab.driver import console
     from raylab.driver.outcome import INTERRUPTED
-    from raylab.driver.sink import TrialSink, abort_line_of
+    from raylab.record.sink import TrialSink, abort_line_of
 
     sink = TrialSink.remote([])
     out = console.get()

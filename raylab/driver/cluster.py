@@ -13,6 +13,7 @@ from pathlib import Path
 
 import ray
 
+from raylab import _ray
 from raylab.driver import console, stopping
 from raylab.errors import UserError
 from raylab.registry import get_strategy
@@ -53,7 +54,7 @@ def init_ray(address: str | None = None) -> None:
                      logging_level="WARNING", **extra)
         console.get().take_worker_output()
         if owns_cluster():
-            prune_sessions(Path(ray._private.worker._global_node.get_session_dir_path()))
+            prune_sessions(Path(_ray.global_node().get_session_dir_path()))
     except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
@@ -124,7 +125,7 @@ def owns_cluster() -> bool:
     """Whether this process started the Ray cluster (an in-process one): its death ends the cluster, placement
     groups and all, so Ray Train's placement-group cleaner (an actor per run, which the worker group's start waits
     for) has nothing to clean."""
-    node = getattr(ray._private.worker, "_global_node", None)
+    node = _ray.global_node()
     return bool(node is not None and getattr(node, "head", False))
 
 

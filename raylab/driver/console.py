@@ -89,7 +89,7 @@ class Console:
     def take_worker_output(self) -> None:
         """After ray.init(log_to_driver=True): Ray's printer is replaced by one that writes each batch to its
         trial's file (and prints it too with --verbose)."""
-        from ray._private import ray_logging
+        from raylab._ray import ray_logging
 
         dispatcher = ray_logging.global_worker_stdstream_dispatcher
         printer = [h for name, h in dispatcher.handlers if name == "ray_print_logs"]
@@ -107,8 +107,8 @@ class Console:
     def route_cluster_notices(self) -> None:
         """The raylet's notice that many worker processes started at once (Ray Data's tasks starting beside a
         trial's workers; not an error) goes to driver.log, not the terminal (printed too with --verbose). Ray prints
-        the cluster's error messages through ray._private.worker.print_to_stdstream; every other one still does."""
-        from ray._private import worker as ray_worker
+        the cluster's error messages through Ray's private worker.print_to_stdstream; every other one still does."""
+        from raylab._ray import ray_worker
 
         printer = getattr(ray_worker.print_to_stdstream, "raylab_original", ray_worker.print_to_stdstream)
 

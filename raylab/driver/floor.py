@@ -7,7 +7,7 @@
   a Ray worker has already paid).
 
 A trial of framework F cannot start its first step sooner than `fit_entry + import F` plus its data and model,
-unless the import overlaps Ray Train's set-up (raylab/prewarm.py). `raylab floor` measures it and keeps it in
+unless the import overlaps Ray Train's set-up (raylab/frameworks/prewarm.py). `raylab floor` measures it and keeps it in
 ~/.cache/raylab/startup-floor.json for this host and these versions; every trial then records
 `startup_floor_s` (= fit_entry + import of its framework) beside its `startup_s`, and the end table shows both.
 """

@@ -14,13 +14,13 @@ from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
 from raylab.driver import best, cluster, console, matrix
 from raylab.driver.baseline import baseline_specs, run_baseline
-from raylab.driver.checkpoints import Kept
+from raylab.driver.retention import Kept
 from raylab.driver.outcome import INTERRUPTS, TrialOutcome
 from raylab.driver.resources import need
-from raylab.driver.tracking import Tracker
+from raylab.record.tracking import Tracker
 from raylab.driver.trial import run_trial
-from raylab.driver.warm import Groups
-from raylab.recipe import Recipe
+from raylab.driver.groups import Groups
+from raylab.task.recipe import Recipe
 
 EPOCH_KEYS = ("epoch_time_s", "elapsed_s", "epoch_input_wait_s")  # with train_* and val_*: the metrics logged once per epoch
 
@@ -71,8 +71,8 @@ class Invocation:
         self.parent = ""  # the parent MLflow run, once open
         self.shared: dict = {}  # the data's object shared, once handed off
         self.unfinished: dict = {}  # --resume: trial key -> (run id, epochs it logged, its Ray Train run)
-        self.groups = None  # the warm worker groups (raylab/driver/warm.py), once the cluster is known
-        self.kept: Kept | None = None  # what becomes of the trials' checkpoints (raylab/driver/checkpoints.py)
+        self.groups = None  # the warm worker groups (raylab/driver/groups.py), once the cluster is known
+        self.kept: Kept | None = None  # what becomes of the trials' checkpoints (raylab/driver/retention.py)
 
     def open_parent(self, limit: int, nodes: list) -> dict:
         """Starts the parent run, or reopens the one --resume names; returns {trial key: finished outcome}."""

@@ -28,7 +28,7 @@ from raylab.driver.outcome import INTERRUPTED, INTERRUPTS, TrialOutcome
 
 if TYPE_CHECKING:
     from raylab.config import Settings, TrialSpec
-    from raylab.driver.tracking import Tracker
+    from raylab.record.tracking import Tracker
 
 
 @dataclass

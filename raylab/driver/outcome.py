@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 from raylab.config import TrialSpec
 from raylab.driver import console
-from raylab.driver.tracking import Tracker, error_summary
+from raylab.record.tracking import Tracker, error_summary
 
 # What ends a run KILLED rather than FAILED: Ctrl-C / SIGTERM, and SystemExit, because Ray Train's own
 # Ctrl-C handler, installed by fit(), may sys.exit(0) instead of raising KeyboardInterrupt.
@@ -35,7 +35,7 @@ class TrialOutcome:
     error: str | None = None
     ran: str | None = None  # the strategy that actually ran, once rank 0 has said so
     repeat: int = 1  # which of --repeats
-    start: dict = field(default_factory=dict)  # {"start": "cold"|"warm", "group_index": n} (raylab/driver/warm.py)
+    start: dict = field(default_factory=dict)  # {"start": "cold"|"warm", "group_index": n} (raylab/driver/groups.py)
 
     @property
     def ran_name(self) -> str:

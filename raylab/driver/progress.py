@@ -8,7 +8,7 @@ import time
 import ray
 
 from raylab.driver import console
-from raylab.driver.tracking import Tracker
+from raylab.record.tracking import Tracker
 
 POLL_S = 2.0  # how often the driver logs new epochs to MLflow
 PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs

@@ -12,52 +12,18 @@ no accuracy is claimed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
 
 from raylab.errors import UserError
 from raylab.registry import framework as frameworks_named
 from raylab.registry import frameworks
-
-
-def single_kinds() -> dict[str, str]:
-    """Each framework's one-process trial kind -> its framework: what a step benchmark runs."""
-    return {f"{fw.name}:{fw.single}": fw.name for fw in frameworks()}
-
-
-@dataclass(frozen=True)
-class StepBench:
-    name: str
-    # whose model builder (a framework's `models`: xla uses torch's on an XLA device) -> builder(ctx) -> (run_once, facts)
-    builders: dict[str, Callable[["BenchContext"], tuple[Callable[[], Any], dict]]]
-    batch: int  # items per iteration (samples/s = batch / iteration time)
-    iterations: int  # timed iterations
-    warmup: int  # untimed-for-steady-state iterations before them (the first is the trace/compile)
-    quick_batch: int
-    quick_iterations: int = 2
-    default_trials: tuple[str, ...] = field(default_factory=lambda: tuple(single_kinds()))
-    what: str = "iteration"  # what one iteration is, for the logs
-    doc: str = field(default="", compare=False)
-
-
-@dataclass
-class BenchContext:
-    """What a builder gets on the worker."""
-
-    framework: str
-    batch: int
-    threads: int
-    seed: int
-    device: Any = None  # torch builders: the device to put tensors on (cpu, cuda:0 or the XLA device)
-    sync: Callable[[], None] = lambda: None  # torch builders: call at the end of an iteration (XLA: run the graph)
-    bf16: bool = False  # torch builders: autocast to bf16 (applied on CUDA and XLA TPU; recorded)
+from raylab.task.recipe import BenchContext, StepBench, single_kinds
 
 
 def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, warmup: int, threads: int,
                 seed: int, precision: str, trial_start: float, gpu: bool = False) -> dict:
     """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
     from raylab.loop.report import builtins_only
-    from raylab.loop.config import host_facts
+    from raylab.loop.worker_config import host_facts
     from raylab.timing import summarize
 
     t_enter = time.time()

@@ -89,7 +89,7 @@ def held(raise_pending: bool = True):
     if not _state["taken"] or not _main_thread():
         yield
         return
-    import ray._private.utils as ray_utils
+    from raylab._ray import ray_utils
 
     set_handler = ray_utils.set_sigterm_handler
     ray_utils.set_sigterm_handler = lambda handler: None  # ray.init's and the head node's

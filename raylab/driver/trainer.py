@@ -8,12 +8,14 @@ Test the framework with `strategy.framework`, never with the short name.
 
 from __future__ import annotations
 
-from raylab import failure, prewarm
+from raylab.frameworks import prewarm
+from raylab.driver.policy import Policy, StartGuard
+from raylab.loop.guard import guard
 from raylab.config import Settings, TrialSpec, compile_cache_dir
 from raylab.driver import cluster, matrix
 from raylab.driver.resources import worker_resources
-from raylab.loop.config import WorkerConfig
-from raylab.recipe import Recipe
+from raylab.loop.worker_config import WorkerConfig
+from raylab.task.recipe import Recipe
 from raylab.registry import get_strategy
 from raylab.tpu import slice_scaling
 
@@ -25,7 +27,7 @@ def train_run_name(run_id: str) -> str:
 
 
 def worker_env(strategy, backend, cfg: Settings) -> dict:
-    """What a trial's worker processes get in their environment from their start (raylab/prewarm.py): what the
+    """What a trial's worker processes get in their environment from their start (raylab/frameworks/prewarm.py): what the
     framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
     return strategy.worker_env(backend, cfg) if strategy.worker_env else {}
 
@@ -51,7 +53,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
 def scaling_config(cfg: Settings, spec: TrialSpec, nodes: list | None, share: int = 1):
     """Its worker processes and what each reserves; nodes: the matrix.Node list the trial holds when trials
     run at once (its workers are placed only there); share: a warm group's workers reserve 1/share of their CPUs
-    and GPUs (raylab/driver/warm.py)."""
+    and GPUs (raylab/driver/groups.py)."""
     from ray.train import ScalingConfig
 
     strategy = get_strategy(spec.kind)
@@ -78,14 +80,14 @@ def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
     """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there;
     train_run: the Ray Train run to go on with (--resume of a trial that ran in a warm group)."""
     wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start, run_id)
-    return trainer(cfg, spec, failure.guard(get_strategy(spec.kind).worker_loop), {"cfg": wcfg}, sink,
+    return trainer(cfg, spec, guard(get_strategy(spec.kind).worker_loop), {"cfg": wcfg}, sink,
                    train_run or train_run_name(run_id), scaling_config(cfg, spec, nodes), **datasets(shared))
 
 
 def build_group_trainer(cfg: Settings, spec: TrialSpec, queue, name: str, share: int):
-    """A warm worker group's Ray Train run (raylab/driver/warm.py): its workers run the trials the queue hands
-    them (raylab/loop/warm.py); the failures Ray Train reports go to the trial running, through the queue."""
-    from raylab.loop.warm import group_loop
+    """A warm worker group's Ray Train run (raylab/driver/groups.py): its workers run the trials the queue hands
+    them (raylab/loop/group_worker.py); the failures Ray Train reports go to the trial running, through the queue."""
+    from raylab.loop.group_worker import group_loop
 
     return trainer(cfg, spec, group_loop, {"queue": queue}, queue, name, scaling_config(cfg, spec, None, share))
 
@@ -98,7 +100,7 @@ def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name:
     strategy = get_strategy(spec.kind)
     backend = backend_config(strategy, cfg)
     # Ray Train keeps the last checkpoint (every one with --keep-checkpoints all); a new trial's name is new, so it
-    # never resumes another's. What outlives the trial: raylab/driver/checkpoints.py.
+    # never resumes another's. What outlives the trial: raylab/driver/retention.py.
     keep = None if cfg.keep_checkpoints == "all" else 1
     run_config = RunConfig(name=name, storage_path=cfg.storage,
                            failure_config=FailureConfig(max_failures=cfg.max_failures),
@@ -110,24 +112,24 @@ def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name:
 
 
 def guarded_trainer_class(base, sink, capped: bool = False):
-    """Ray Train's trainer with raylab's failure policy (raylab/failure.py): what the trial's own code raised
+    """Ray Train's trainer with raylab's failure policy (raylab/driver/policy.py): what the trial's own code raised
     ends it at once; only lost processes spend the restart budget. (Ray Train 2.60 builds its policy inside
     fit(); this is the one place raylab reaches past its public API, pinned by the version it installs, with the
-    default callbacks less the placement-group cleaner where the driver owns the cluster, and failure.StartGuard
+    default callbacks less the placement-group cleaner where the driver owns the cluster, and StartGuard
     first.)"""
 
     class GuardedTrainer(base):
         def _initialize_and_run_controller(self, **kwargs):
-            kwargs["failure_policy"] = failure.Policy(self.run_config.failure_config, sink, capped)
+            kwargs["failure_policy"] = Policy(self.run_config.failure_config, sink, capped)
             return super()._initialize_and_run_controller(**kwargs)
 
         def _create_default_callbacks(self):
             # No placement-group cleaner where the driver's death ends the cluster anyway (cluster.owns_cluster);
-            # first, failure.StartGuard: a worker group whose set-up failed is ended, not left holding its CPUs.
+            # first, StartGuard: a worker group whose set-up failed is ended, not left holding its CPUs.
             callbacks = super()._create_default_callbacks()
             if cluster.owns_cluster():
                 callbacks = [c for c in callbacks if type(c).__name__ != "PlacementGroupCleanerCallback"]
-            return [failure.StartGuard(), *callbacks]
+            return [StartGuard(), *callbacks]
 
     return GuardedTrainer
 

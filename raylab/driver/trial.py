@@ -6,7 +6,7 @@ Three names, not to be confused:
   the `strategy` param): compared with what rank 0 says actually ran;
 - the *trial name*, "tf:mwms x2" (with " b64" in a batch sweep; `TrialSpec.name`): the MLflow run name.
 
-`trial_record` turns what the workers reported into what is recorded; it is a pure function (no Ray, no MLflow).
+`trial_record` (raylab/record/figures.py) turns what the workers reported into what is recorded.
 """
 
 from __future__ import annotations
@@ -20,20 +20,21 @@ from typing import Callable
 
 import ray
 
-from raylab import failure, prewarm
+from raylab import failure
+from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.driver import best, cluster, console
 from raylab.driver import floor as startup_floor
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
-from raylab.driver.params import common_params
+from raylab.record.params import common_params
 from raylab.driver.progress import Progress
-from raylab.driver.stats import time_to_target
 from raylab.driver.resources import reservation
-from raylab.driver.sink import TrialSink, abort_line_of, restart_figures, sink_name
-from raylab.driver.tracking import Tracker
+from raylab.record.figures import agreement, failures_tag, peak_memory, start_env_tag, trial_record
+from raylab.record.sink import TrialSink, abort_line_of, restart_figures, sink_name
+from raylab.record.tracking import Tracker
 from raylab.driver.trainer import build_trainer, train_run_name
-from raylab.recipe import Recipe
+from raylab.task.recipe import Recipe
 from raylab.registry import get_strategy
 
 
@@ -63,72 +64,6 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
     }
 
 
-@dataclass
-class TrialRecord:
-    """What a finished trial records, from what its workers reported."""
-
-    result: dict  # the trial's figures: rank 0's final report, the last epoch's train_*/val_*, wall_s, ...
-    metrics: dict  # the result less the per-epoch names (those carry their history, step = epoch)
-    tags: dict  # what rank 0 says was built and ran, and the short strategy name asked for
-    params: dict  # `strategy`: the short name that actually ran (and global_batch where replicas were found)
-    ran: str  # the short strategy name that actually ran
-
-
-def trial_record(final: dict | None, epochs: list[dict], wall_s: float, target: float | None,
-                 floor: float | None, asked: str, replicas_found: bool = False) -> TrialRecord:
-    """What to record of a trial: final (rank 0's final report, with `actual`: what ran), the epochs logged,
-    wall_s (start to fit()'s return), target accuracy, startup floor (None: not measured), asked (the short
-    strategy name asked for). A pure function."""
-    if final is None:
-        raise RuntimeError("training ended without rank 0's final report")
-    actual = final["actual"]
-    result = {**{k: v for k, v in final.items() if k != "actual"}, "wall_s": wall_s}
-    last = epochs[-1]
-    result.update({k: v for k, v in last.items() if k.startswith(("val_", "train_"))})
-    result["time_to_target_s"] = time_to_target(epochs, target)
-    if floor is not None:
-        result["startup_floor_s"] = floor
-    # Per-epoch names already carry their history (step = epoch); log only the new ones, as single values
-    # at step 0 (the MLflow UI draws those as bars, one per trial, rather than one-point lines).
-    metrics = {k: v for k, v in result.items() if k not in last}
-    # What ran is what's recorded: the `strategy` param and the run name say what ran, not what was asked; `shuffle`
-    # how rank 0's passes over its data were shuffled (in memory "global"; parity compares it).
-    ran = actual["actual_strategy"]
-    params = {"strategy": ran, **({"global_batch": actual["global_batch"]} if replicas_found else {}),
-              "shuffle": actual.get("shuffle", "global")}  # the parameter-server kinds: in memory
-    tags = {**{k: v for k, v in actual.items() if k != "shuffle"}, "requested_strategy": asked}
-    return TrialRecord(result, metrics, tags, params, ran)
-
-
-def agreement(per_rank: list, nodes: list) -> dict:
-    """Whether every replica ended with the same parameters (it must, in sync). With one copy of the
-    weights (one replica, asynchronous updates) there is nothing to compare: `n/a`."""
-    sums = [float(v) for c in per_rank if c is not None for v in (c if isinstance(c, list) else [c])]
-    same = "n/a" if len(sums) < 2 else max(sums) - min(sums) <= 1e-9 * max(abs(v) for v in sums)
-    return {"replicas_consistent": same, "param_checksums": ",".join(f"{v:.10g}" for v in sums),
-            "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
-
-
-def peak_memory(per_rank: list) -> tuple[dict, dict]:
-    """(metrics, tags) of the workers' peak RSS, MB: the largest over ranks, and every rank's."""
-    peaks = [p for p in per_rank if p is not None]
-    if not peaks:
-        return {}, {}
-    return ({"peak_rss_mb": max(peaks)},
-            {"peak_rss_mb_by_rank": ",".join("?" if p is None else f"{p:.0f}" for p in per_rank)})
-
-
-def failures_tag(failures: list[dict]) -> str:
-    """Each failure of the worker group and what was done about it, oldest first ("what -> decision | ...")."""
-    return " | ".join(f"{f['what']} -> {f['decision']}" for f in failures)[:5000]
-
-
-def start_env_tag(envs: list[dict]) -> str:
-    """The environments the trial's worker processes started with, each distinct one once ("K=V,K=V | ...")."""
-    distinct = dict.fromkeys(",".join(f"{k}={v}" for k, v in sorted(env.items())) for env in envs)
-    return " | ".join(distinct) or "none"
-
-
 FIRST = "the first trial of a new warm group"  # a cold trial's reason when it starts a group
 
 
@@ -143,8 +78,8 @@ class Trial:
     shared: dict  # the data's object shared (raylab/data/__init__.py put_dataset)
     tracker: Tracker
     repeat: int = 1  # which of --repeats
-    groups: object = None  # the invocation's warm worker groups (raylab/driver/warm.py); None: cold
-    kept: object = None  # the invocation's checkpoints (raylab/driver/checkpoints.py Kept); None: left as they are
+    groups: object = None  # the invocation's warm worker groups (raylab/driver/groups.py); None: cold
+    kept: object = None  # the invocation's checkpoints (raylab/driver/retention.py Kept); None: left as they are
     run_id: str = ""  # its MLflow run, once open
     logged: list = field(default_factory=list)  # epochs an interrupted run already logged (--resume)
     train_run: str | None = None  # the Ray Train run it went on in (--resume of a trial that ran in a warm group)
@@ -157,7 +92,7 @@ class Trial:
 
     def open(self, parent_id: str, tags: dict, resume: tuple[str, list, str | None] | None) -> TrialOutcome:
         """Starts its child run, or reopens an interrupted one (resume = (run id, epochs it logged, its Ray Train
-        run)); finds the warm group it joins, or starts one (raylab/driver/warm.py)."""
+        run)); finds the warm group it joins, or starts one (raylab/driver/groups.py)."""
         spec, cfg = self.spec, self.cfg
         cold_why = self.place(resume is not None)
         if resume:
@@ -179,7 +114,7 @@ class Trial:
         self.log = console.get().begin_trial(spec.name)
         # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
         self.sink = TrialSink.options(name=sink_name(self.run_id)).remote(self.logged)
-        if cfg.memory_cap_mb:  # a worker its allocator aborts names its cause (raylab/failure.py Policy)
+        if cfg.memory_cap_mb:  # a worker its allocator aborts names its cause (raylab/driver/policy.py Policy)
             console.get().watch(self.log, failure.allocator_abort, self.sink.aborted.remote)
         self.outcome = TrialOutcome(spec, self.run_id, "FAILED", repeat=self.repeat, start=self.start)
         return self.outcome
@@ -187,7 +122,7 @@ class Trial:
     def place(self, resumed: bool) -> dict:
         """Which warm group it runs in (self.group, self.start); {"cold_reason": why} where it is cold (FIRST: it
         starts a new group), {} where it joins a group."""
-        from raylab.driver.warm import Groups
+        from raylab.driver.groups import Groups
 
         if self.groups is None:
             return {"cold_reason": "its processes are its own"}
@@ -357,8 +292,8 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
     """One trial as a child run. resume=(run id, epochs it logged, its Ray Train run): an interrupted trial's run
     goes on (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
     while other trials run (its workers are placed there); started: told the outcome once the run exists; groups:
-    the invocation's warm worker groups (raylab/driver/warm.py), None: the trial has processes of its own; kept: the
-    invocation's checkpoints (raylab/driver/checkpoints.py), told when the trial ends."""
+    the invocation's warm worker groups (raylab/driver/groups.py), None: the trial has processes of its own; kept: the
+    invocation's checkpoints (raylab/driver/retention.py), told when the trial ends."""
     searched, error = {}, None
     if cfg.batch_max and resume is None:
         try:

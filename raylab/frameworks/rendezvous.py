@@ -11,7 +11,7 @@ from __future__ import annotations
 
 def address() -> str:
     """HOST:PORT ([HOST]:PORT for IPv6) of a free port on this node, for one process of this node to listen on."""
-    from ray.train._internal.utils import get_address_and_port
+    from raylab._ray import get_address_and_port
 
     host, port = get_address_and_port()
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -5,7 +5,7 @@
 from raylab.loop.batches import Batches, BatchSource, StreamBatches
 from raylab.loop.checkpoint import Handoff, Saver, announce_report, join_reports
 from raylab.loop.report import builtins_only
-from raylab.loop.run import Training, combined, run_epochs
+from raylab.loop.epochs import Training, combined, run_epochs
 from raylab.loop.state import LoopState, windows
 from raylab.loop.step import StepContext
 

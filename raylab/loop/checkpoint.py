@@ -70,7 +70,7 @@ class Handoff:
 
     def __init__(self):
         try:
-            from ray.train.v2._internal.execution.context import get_train_context
+            from raylab._ray import get_train_context
 
             self.queue = get_train_context().get_result_queue()
         except Exception:  # noqa: BLE001 - a private API: without it, send at once

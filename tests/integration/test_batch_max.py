@@ -28,7 +28,7 @@ FASHION = load_recipe("fashion")
 # is 2 and the trial runs at 1, a wider margin (the test passed twice on its own after the change).
 K = {"torch": 28_000, "tf": 70_000, "jax": 112_000}
 # Per framework: three probes (up to five where the edge moves) and the trial, each cold (a memory cap keeps trials
-# out of warm worker groups: raylab/driver/warm.py)
+# out of warm worker groups: raylab/driver/groups.py)
 RAY_TRAIN_STARTS = 15
 
 

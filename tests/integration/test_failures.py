@@ -86,7 +86,7 @@ def test_running_out_of_host_memory_is_named_unrestarted_and_the_next_trial_runs
 def test_a_process_group_that_cannot_form_fails_its_trial_and_frees_its_cpus(tmp_path):
     """torch:ddp x2 whose gloo process group cannot form (GLOO_SOCKET_IFNAME names no interface: the workers'
     set-up raises in Ray Train's backend, after the group was built) holds both CPUs of the driver's own 2-CPU
-    cluster: it ends FAILED naming gloo's error, its group is ended (failure.StartGuard), and the next trial gets
+    cluster: it ends FAILED naming gloo's error, its group is ended (policy.StartGuard), and the next trial gets
     the CPUs and FINISHES. Before, that trial waited for them without end."""
     import subprocess
     import sys

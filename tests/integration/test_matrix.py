@@ -229,7 +229,7 @@ def test_torch_ps_async_with_two_servers_records_staleness(matrix):
 
 def test_finished_trials_leave_no_checkpoints_and_the_end_says_so(matrix):
     """--keep-checkpoints none (the default): every trial checkpointed (its size recorded), and once it FINISHED its
-    Ray Train run's directory went, a warm group's at the invocation's end (raylab/driver/checkpoints.py)."""
+    Ray Train run's directory went, a warm group's at the invocation's end (raylab/driver/retention.py)."""
     import os
     from pathlib import Path
 

@@ -95,10 +95,10 @@ def test_old_framework_paths_and_python_m_raylab_plain(tmp_path):
     out = subprocess.run([sys.executable, "-W", "default::DeprecationWarning", "-c", script], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["raylab.frameworks.torch.worker", "raylab.frameworks.torch", "raylab.loop.config",
-                                  "raylab.driver.stats"]
-    assert "raylab.loop.worker moved to raylab.loop.config" in out.stderr
-    assert "raylab.driver.protocol moved to raylab.driver.stats" in out.stderr
+    assert out.stdout.split() == ["raylab.frameworks.torch.worker", "raylab.frameworks.torch", "raylab.loop.worker_config",
+                                  "raylab.compare.stats"]
+    assert "raylab.loop.worker moved to raylab.loop.worker_config" in out.stderr
+    assert "raylab.driver.protocol moved to raylab.compare.stats" in out.stderr
     # `python -m raylab.plain SPEC` still runs the plain script (here it reads a spec that is not there).
     out = subprocess.run([sys.executable, "-m", "raylab.plain", str(tmp_path / "spec.json")], capture_output=True,
                          text=True, timeout=120)

@@ -52,7 +52,8 @@ SEARCH_UNDER_A_CAP = r'''
 import json, resource, sys
 import torch
 from raylab.driver.batchsize import bisect
-from raylab.failure import memory_cap, out_of_memory
+from raylab.failure import out_of_memory
+from raylab.loop.guard import memory_cap
 
 ITEM_MB, CAP_HEADROOM_MB = 64, 64 * 5 + 32  # room for 5 items, and half an item to spare
 data_mb = int(next(l for l in open("/proc/self/status") if l.startswith("VmData")).split()[1]) // 1024

@@ -8,7 +8,9 @@ import time
 import pytest
 
 from raylab.config import TrialSpec, expand_trials, parse_compile
-from raylab.driver import best, compare, stats
+from raylab.driver import best
+from raylab.compare import stats
+from raylab.compare import table as compare
 from raylab.errors import UserError
 from raylab.registry import get_strategy
 from raylab.timing import side_by_side

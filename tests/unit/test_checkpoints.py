@@ -1,4 +1,4 @@
-"""What becomes of checkpoints (raylab/driver/checkpoints.py, --keep-checkpoints) and the room a checkpoint needs
+"""What becomes of checkpoints (raylab/driver/retention.py, --keep-checkpoints) and the room a checkpoint needs
 (raylab/loop/checkpoint.py room_for), on real directories."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from raylab.driver.checkpoints import Kept, size_mb
+from raylab.driver.retention import Kept, size_mb
 from raylab.loop import checkpoint
 
 

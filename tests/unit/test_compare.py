@@ -1,4 +1,4 @@
-"""raylab.driver.compare and `raylab compare`, reading back a real MLflow sqlite store."""
+"""raylab.compare.table and `raylab compare`, reading back a real MLflow sqlite store."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 import pytest
 
 from raylab import cli
-from raylab.driver.compare import compare, find_parent
-from raylab.driver.tracking import Tracker
+from raylab.compare.table import compare, find_parent
+from raylab.record.tracking import Tracker
 from raylab.errors import UserError
 
 RESULTS = {
@@ -130,7 +130,7 @@ def test_cli_compare_csv_ok(store, mlflow_uri, capsys, tmp_path):
 def test_chart_has_accuracy_against_wall_time(store, tmp_path):
     """curves() reads each finished trial's test accuracy per epoch against its elapsed_s; the chart draws
     them under the bars (a taller PNG than the bars alone)."""
-    from raylab.driver.compare import curves, trial_rows, write_chart
+    from raylab.compare.table import curves, trial_rows, write_chart
 
     tracker, parent = store
     rows = trial_rows(tracker.client, tracker.experiment_id, parent)
@@ -152,7 +152,7 @@ def test_chart_has_accuracy_against_wall_time(store, tmp_path):
 
 
 def test_an_input_bound_trial_is_flagged():
-    from raylab.driver.compare import format_table
+    from raylab.compare.table import format_table
 
     rows = [{"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "input_wait_share": 0.35},
             {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "input_wait_share": 0.02}]
@@ -163,8 +163,8 @@ def test_an_input_bound_trial_is_flagged():
 
 
 def test_peak_memory_is_the_largest_rank_and_every_rank_is_kept():
-    from raylab.driver.compare import format_table
-    from raylab.driver.trial import peak_memory
+    from raylab.compare.table import format_table
+    from raylab.record.figures import peak_memory
 
     assert peak_memory([812.4, None, 1530.0]) == ({"peak_rss_mb": 1530.0}, {"peak_rss_mb_by_rank": "812,?,1530"})
     assert peak_memory([None]) == ({}, {})  # nothing reported (an older worker): nothing claimed

@@ -11,7 +11,9 @@ import textwrap
 import pytest
 
 from raylab import failure
-from raylab.failure import CodeFailure, Policy, classify, lost_peer, out_of_memory
+from raylab.driver.policy import Policy
+from raylab.failure import CodeFailure, classify, lost_peer, out_of_memory
+from raylab.loop import guard
 
 
 def raised(fn):
@@ -39,14 +41,15 @@ def test_a_host_allocation_failure_is_out_of_host_memory_with_batch_and_peak():
     """A real allocator failure: numpy under a data-segment cap in a child process."""
     code = textwrap.dedent("""
         import resource, numpy as np
-        import raylab.loop.memory
+        from functools import partial
         from raylab.failure import classify
+        from raylab.loop.guard import peaks
         data_kb = int(next(l for l in open("/proc/self/status") if l.startswith("VmData")).split()[1])
         resource.setrlimit(resource.RLIMIT_DATA, ((data_kb << 10) + (300 << 20), resource.RLIM_INFINITY))
         try:
             np.ones((2 << 30,), np.uint8)
         except MemoryError as e:
-            print(classify(e, 0, 512).line)
+            print(classify(e, 0, 512, peaks=partial(peaks, None)).line)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     line = out.stdout.strip()
@@ -183,7 +186,7 @@ def test_a_tf_traced_error_names_the_users_function_and_its_message():
 
 def test_the_memory_cap_is_the_process_data_limit_while_training_and_lifted_after():
     before = resource.getrlimit(resource.RLIMIT_DATA)
-    with failure.memory_cap(50_000):
+    with guard.memory_cap(50_000):
         assert resource.getrlimit(resource.RLIMIT_DATA)[0] == 50_000 << 20
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
 

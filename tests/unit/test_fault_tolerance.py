@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from raylab import cli
-from raylab.driver.sink import restart_figures
+from raylab.record.sink import restart_figures
 from raylab.frameworks.torch.worker import shuffled_batches
 from raylab.timing import Chrono
 from tests.unit.test_config import RECIPE, _main_fails, no_ray  # noqa: F401 - a fixture

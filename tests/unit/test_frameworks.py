@@ -14,7 +14,7 @@ from raylab.registry import NAMES, PARTS, Framework, Strategy, framework, framew
 RAYLAB = Path(__file__).resolve().parents[2] / "raylab"
 # Where a framework may be imported or a kind named: the framework packages, and what a recipe writes
 # (the model builders, the recipe's defaults).
-ALLOWED = tuple(f"frameworks/{name}/" for name in NAMES) + ("models/", "recipe.py")
+ALLOWED = tuple(f"frameworks/{name}/" for name in NAMES) + ("models/", "task/recipe.py")
 # Importable names of the frameworks and of what they bring (Keras, tf_keras, torchvision).
 FRAMEWORK_MODULES = {fw.package for fw in frameworks()} | {"keras", "tf_keras", "torchvision", "jax", "flax"}
 

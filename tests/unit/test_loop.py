@@ -76,8 +76,8 @@ def test_step_context_wraps_nothing_unless_asked():
 @pytest.mark.parametrize("profile, rank, profiled", [(True, 0, True), (True, 1, False), (False, 0, False)])
 def test_the_loop_profiles_rank_0s_first_steady_window_once(profile, rank, profiled):
     """--profile: the framework's capture is entered for the first window after the warm-up, on rank 0, once."""
-    from raylab.loop.run import Loop, Training
-    from raylab.loop.config import WorkerConfig
+    from raylab.loop.epochs import Loop, Training
+    from raylab.loop.worker_config import WorkerConfig
 
     entered = []
 

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from raylab.driver import stats
+from raylab.compare import stats
 from raylab.task.model_settings import compare, distribution, family, summary
 from tests.integration.conftest import ROOT, load_recipe
 
@@ -108,7 +108,7 @@ def test_a_model_too_large_for_the_tag_keeps_its_layers_and_says_its_parameters_
     rng = np.random.default_rng(0)
     weights = [(f"blocks.{i}.weight", rng.uniform(-1, 1, (8, 8 + i)), 8 + i, 8) for i in range(600)]
     big = summary([("norm", "LayerNorm", 1e-5, None)], [("drop", 0.1)], weights)
-    from raylab.driver.tracking import MAX_TAG
+    from raylab.record.tracking import MAX_TAG
 
     assert len(big) < MAX_TAG and json.loads(big)["init_omitted"] == 600
     other = summary([("norm", "LayerNorm", 1e-6, None)], [("drop", 0.1)], weights[:1])

@@ -6,7 +6,7 @@ import pytest
 
 from raylab.config import TrialSpec
 from raylab.driver.outcome import TrialOutcome, recorded
-from raylab.driver.tracking import Tracker
+from raylab.record.tracking import Tracker
 
 
 def start(mlflow_uri):

@@ -111,7 +111,7 @@ def test_set_batch_and_lr_reach_the_recipe_and_their_flags_win():
 
 def test_every_flag_that_is_also_a_set_key_defaults_to_none():
     """A flag whose default came from the unedited recipe would silently undo a --set of the same field."""
-    from raylab.overrides import SETTABLE
+    from raylab.cli.overrides import SETTABLE
 
     defaults = vars(cli.recipe_parser(RECIPE).parse_args([]))
     shared = [f for f in SETTABLE if f in defaults]

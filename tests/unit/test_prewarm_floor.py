@@ -1,4 +1,4 @@
-"""The worker-process set-up hook's environment (raylab/prewarm.py) and the saved start-up floor (raylab/driver/floor.py)."""
+"""The worker-process set-up hook's environment (raylab/frameworks/prewarm.py) and the saved start-up floor (raylab/driver/floor.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 from ray._private import ray_constants
 
-from raylab import prewarm
+from raylab.frameworks import prewarm
 from raylab.driver import floor
 
 HOOK = ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR
@@ -17,7 +17,7 @@ def test_each_framework_gets_the_hook_and_its_imports(monkeypatch):
     monkeypatch.delenv(HOOK, raising=False)
     monkeypatch.delenv(prewarm.ENV_IMPORTS, raising=False)
     env = prewarm.runtime_env("tf")["env_vars"]
-    assert env[HOOK] == "raylab.prewarm.start" and env[prewarm.ENV_IMPORTS] == "tensorflow,keras"
+    assert env[HOOK] == "raylab.frameworks.prewarm.start" and env[prewarm.ENV_IMPORTS] == "tensorflow,keras"
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "2"
     xla = prewarm.runtime_env("xla", {"PJRT_DEVICE": "CPU"})["env_vars"]
     assert xla[prewarm.ENV_IMPORTS].endswith("torch_xla") and xla["PJRT_DEVICE"] == "CPU"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from raylab.config import Settings, TrialSpec
-from raylab.driver import stats
+from raylab.compare import stats
+from raylab.record import figures
 from raylab.driver.matrix import schedule
 
 
@@ -107,9 +108,9 @@ def test_overhead_against_plain_with_targets():
 def test_time_to_target_is_the_first_epoch_at_or_above_it():
     epochs = [{"val_accuracy": 0.80, "elapsed_s": 10.0}, {"val_accuracy": 0.86, "elapsed_s": 20.0},
               {"val_accuracy": 0.84, "elapsed_s": 30.0}, {"val_accuracy": 0.90, "elapsed_s": 40.0}]
-    assert stats.time_to_target(epochs, 0.85) == 20.0
-    assert stats.time_to_target(epochs, 0.95) is None
-    assert stats.time_to_target(epochs, None) is None
+    assert figures.time_to_target(epochs, 0.85) == 20.0
+    assert figures.time_to_target(epochs, 0.95) is None
+    assert figures.time_to_target(epochs, None) is None
 
 
 def test_repeats_interleave_and_alternate_order():
@@ -120,7 +121,7 @@ def test_repeats_interleave_and_alternate_order():
 
 
 def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
-    from raylab.driver.compare import format_table
+    from raylab.compare.table import format_table
 
     rows = [row("torch:ddp x2", 100.0, restarts=1.0, recovery_s=20.0, lost_s=0.0), row("torch:ddp x2", 110.0),
             row("tf:none x1", 90.0)]

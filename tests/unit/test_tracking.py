@@ -1,10 +1,10 @@
-"""raylab.driver.tracking.Tracker against a real MLflow sqlite store."""
+"""raylab.record.tracking.Tracker against a real MLflow sqlite store."""
 
 from __future__ import annotations
 
 import pytest
 
-from raylab.driver.tracking import MAX_TAG, PARENT, ROLE, Tracker
+from raylab.record.tracking import MAX_TAG, PARENT, ROLE, Tracker
 from raylab.errors import UserError
 
 
@@ -91,7 +91,7 @@ def test_ui_hint(mlflow_uri):
 
 
 def test_error_summary_completes_a_headline_that_ends_in_a_colon():
-    from raylab.driver.tracking import error_summary
+    from raylab.record.tracking import error_summary
 
     text = ("Traceback (most recent call last):\n  File x\nray.train.WorkerGroupError: Training failed due to "
             "worker errors:\n[Rank 0 Error Snippet]:\nA worker health check failed.\nWorker info: x\n"

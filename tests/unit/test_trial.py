@@ -1,5 +1,5 @@
 """A trial's driver side without Ray or MLflow: what it records (raylab/driver/trial.py), its workers' start
-environment (raylab/driver/trainer.py, raylab/prewarm.py) and the sink's roles (raylab/driver/sink.py)."""
+environment (raylab/driver/trainer.py, raylab/frameworks/prewarm.py) and the sink's roles (raylab/record/sink.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from raylab import prewarm
-from raylab.driver.sink import Attempts, ServerRegistry, TrialLog
+from raylab.frameworks import prewarm
+from raylab.record.sink import Attempts, ServerRegistry, TrialLog
 from raylab.driver.trainer import worker_env
-from raylab.driver.trial import agreement, start_env_tag, trial_record
+from raylab.record.figures import agreement, start_env_tag, trial_record
 from raylab.registry import get_strategy
 
 FINAL = {"samples_per_sec": 900.0, "startup_s": 4.0,

@@ -1,18 +1,18 @@
 """Warm worker groups without Ray: which trials share a group, which stay cold and why, what the worker keeps
-apart, and how the table shows cold and warm start-ups (raylab/driver/warm.py, raylab/loop/warm.py)."""
+apart, and how the table shows cold and warm start-ups (raylab/driver/groups.py, raylab/loop/group_worker.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from raylab.config import Settings, TrialSpec
-from raylab.driver import stats
-from raylab.driver.compare import format_table
-from raylab.driver.warm import cold_reason, group_key, setup_of
+from raylab.compare import stats
+from raylab.compare.table import format_table
+from raylab.driver.groups import cold_reason, group_key, setup_of
 from raylab.failure import CodeFailure
 from raylab.loop.memory import peak_rss_mb, reset_peak_rss
-from raylab.loop.warm import survivable
-from raylab.loop.config import WorkerConfig
+from raylab.loop.group_worker import survivable
+from raylab.loop.worker_config import WorkerConfig
 
 
 def settings(**kw) -> Settings:

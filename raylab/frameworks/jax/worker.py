@@ -26,7 +26,7 @@ FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losse
 
 def jax_worker_loop(config: dict) -> None:
     from raylab.data.shard import evaluation, read_early, stream_stats
-    from raylab.prewarm import hello
+    from raylab.frameworks.prewarm import hello
     from raylab.timing import Phases
 
     cfg = config["cfg"]
@@ -401,7 +401,7 @@ def jax_facts(params, cfg) -> dict:
 
 
 def reset() -> None:
-    """Between two trials of a warm worker group (raylab/loop/warm.py): jax's in-memory compiled functions (keyed on
+    """Between two trials of a warm worker group (raylab/loop/group_worker.py): jax's in-memory compiled functions (keyed on
     the last trial's; the persistent cache on disk stays, so a repeat compiles from it). jax has no way to reset
     an accelerator's peak-memory counter: on a GPU or TPU a warm trial's device_peak_mb is the process's so far."""
     import jax

@@ -27,7 +27,7 @@ from ray.train.backend import Backend, BackendConfig
 from raylab.frameworks.rendezvous import every_address
 from raylab.frameworks.tf.ps import tf_ps_loop
 from raylab.frameworks.tf.worker import tf_worker_loop
-from raylab.loop.config import new_group, set_group
+from raylab.loop.worker_config import new_group, set_group
 from raylab.registry import PS_NO_BF16, Strategy, always
 
 

@@ -236,7 +236,7 @@ def training(tf, dist, task, model, optimizer, batches, cfg, ran: str, streamed:
 def _start(config: dict):
     """(cfg, phases, tf) for a TF worker: the environment TF reads at import set, the import timed."""
     from raylab.data.shard import read_early
-    from raylab.prewarm import hello
+    from raylab.frameworks.prewarm import hello
     from raylab.timing import Phases
 
     cfg = config["cfg"]
@@ -329,9 +329,9 @@ def tpu_strategy(tf, fallback: str):
 
 
 def reset() -> None:
-    """Between two trials of a warm worker group (raylab/loop/warm.py): Keras' session (its graph, layer names and
+    """Between two trials of a warm worker group (raylab/loop/group_worker.py): Keras' session (its graph, layer names and
     uids) and global dtype policy as a new process has them, and the GPU's peak-memory counter from zero. The
-    threads and logical devices a process set stay: a warm group's trials share them (raylab/driver/warm.py)."""
+    threads and logical devices a process set stay: a warm group's trials share them (raylab/driver/groups.py)."""
     import keras
     import tensorflow as tf
 

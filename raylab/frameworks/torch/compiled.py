@@ -45,7 +45,7 @@ def compile_model(module, execution: str, threads: int = 1):
     `threads` CPUs (and each of them a Python process the worker's memory and start-up figures would not show)."""
     import torch
 
-    from raylab.prewarm import settled
+    from raylab.frameworks.prewarm import settled
 
     if not compiling(execution):
         return module

@@ -5,7 +5,7 @@ The process group for DDP is Ray Train's, set up through ProcessGroupConfig (ray
 TorchConfig's set-up without importing torch in the run's controller): gloo on CPU, nccl on GPU.
 torch:none is the analogue of tf:none: the same loop with no process group and no DDP wrapper (in a warm group
 beside a 1-worker torch:ddp, its processes have that kind's process group of one rank, which it never calls:
-raylab/driver/warm.py). It exists because DDP costs about 1 ms per step even with one rank here (gloo all-reduce
+raylab/driver/groups.py). It exists because DDP costs about 1 ms per step even with one rank here (gloo all-reduce
 plus bucket copies), and a 1-worker `torch:ddp` that silently dropped DDP would be recorded as something that did
 not run.
 """

@@ -53,7 +53,7 @@ class ProcessGroupConfig(BackendConfig):
 
     @property
     def framework(self):
-        from ray.train.v2._internal.util import TrainingFramework
+        from raylab._ray import TrainingFramework
 
         return TrainingFramework.TORCH
 
@@ -73,7 +73,7 @@ class ProcessGroupBackend(Backend):
 
     def on_shutdown(self, worker_group, backend_config: ProcessGroupConfig):
         import ray
-        from ray._private import ray_constants
+        from raylab._ray import ray_constants
         from ray.exceptions import GetTimeoutError
         from ray.train.constants import (DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S,
                                          TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S)

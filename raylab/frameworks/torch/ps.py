@@ -28,7 +28,7 @@ from ray.train.backend import Backend, BackendConfig
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raylab.failure import LostProcessError
-from raylab.loop.config import new_group, set_group
+from raylab.loop.worker_config import new_group, set_group
 
 WAIT_S = 600.0  # the longest a server host waits for its servers' handles or its workers
 
@@ -172,7 +172,7 @@ def ps_saver(servers: list, group: str, sink):
 
 
 def torch_ps_loop(config: dict) -> None:
-    from raylab.prewarm import hello
+    from raylab.frameworks.prewarm import hello
 
     hello(config["cfg"].sink)
     import ray.train

@@ -167,7 +167,7 @@ def step_context(precision: str, device, optimizer, profile=None):
 def start_worker(config: dict):
     """(cfg, phases, Ray Train context) for a torch-family worker: threads set, seeded, imports timed."""
     from raylab.data.shard import read_early
-    from raylab.prewarm import hello
+    from raylab.frameworks.prewarm import hello
     from raylab.timing import Phases
 
     phases = Phases(config["cfg"].trial_start)
@@ -314,7 +314,7 @@ def dynamo_activity() -> int:
 
 
 def reset() -> None:
-    """Between two trials of a warm worker group (raylab/loop/warm.py): torch's process-wide state as a new
+    """Between two trials of a warm worker group (raylab/loop/group_worker.py): torch's process-wide state as a new
     process has it. Dynamo's compiled code is keyed on the last trial's model objects (a new model would recompile
     as a guard failure, and count against its recompile limit); Inductor's cache on disk stays, so a repeat
     compiles from it. Only where dynamo ran since the last reset: its first reset imports what it clears (582

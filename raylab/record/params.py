@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from raylab.config import Settings
 from raylab.data import Dataset
-from raylab.recipe import Recipe
+from raylab.task.recipe import Recipe
 
 
 def common_params(recipe: Recipe, cfg: Settings, ds: Dataset) -> dict:

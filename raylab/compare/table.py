@@ -7,8 +7,8 @@ import io
 import json
 from pathlib import Path
 
-from raylab.driver import stats
-from raylab.driver.tracking import PARENT, ROLE
+from raylab.compare import stats
+from raylab.record.tracking import PARENT, ROLE
 from raylab.errors import UserError
 from raylab.registry import frameworks
 

@@ -3,7 +3,7 @@
 Every cold trial is one Ray Train `fit()`, which starts a controller, its helpers and the workers, each a new
 interpreter importing Ray, Train and the framework: seconds before the first step. Ray never hands an actor's
 process to another actor, and Train keeps no worker group between runs, so the processes are kept by keeping the
-run: a warm group's training function (raylab/loop/warm.py) takes the group's trials from a queue (`GroupQueue`,
+run: a warm group's training function (raylab/loop/group_worker.py) takes the group's trials from a queue (`GroupQueue`,
 an actor the driver fills) and runs each in turn, resetting between them what a trial must not inherit.
 
 Which trials share a group: the same `group_key` (framework, worker processes and what each reserves, threads,
@@ -204,7 +204,7 @@ class WarmGroup:
 
     def wait(self, index: int) -> str | None:
         """Until every rank has finished trial `index`; what ended the group's run first is raised. Returns the
-        line of a probe's failure the group went on after (raylab/loop/warm.py), else None."""
+        line of a probe's failure the group went on after (raylab/loop/group_worker.py), else None."""
         while not ray.get(self.queue.done.remote(index), timeout=60):
             if not self.alive:
                 if ray.get(self.queue.done.remote(index), timeout=60):

@@ -48,7 +48,7 @@ class WorkerConfig:
     compile_cache: str | None = None  # the directory its compiled code is cached in (None: the framework's default)
     run_id: str = ""  # its MLflow run: the trial its checkpoints belong to (a warm group runs several)
     # Whether ray.train.get_checkpoint() may be its own: only the first trial a warm group's (re)started processes
-    # run; that checkpoint is from the processes' start, and a later trial's would be gone (raylab/loop/warm.py)
+    # run; that checkpoint is from the processes' start, and a later trial's would be gone (raylab/loop/group_worker.py)
     restorable: bool = True
     storage: str | None = None  # --storage (None: ~/ray_results): where its checkpoints go, checked for room
 

@@ -1,4 +1,6 @@
-"""The Recipe API: a training task described once, run as many trials.
+"""The recipes a user writes: a `Recipe` (a training task described once, run as many trials) and a `StepBench`
+(one operation timed per iteration in each framework; raylab/driver/stepbench.py runs it, with a `BenchContext`
+for each builder).
 
 A recipe is data, one model builder per framework, and the task: loss, optimizer (+ schedule),
 metrics and preprocessing, as portable names (raylab.task) or callables per framework. Builders
@@ -11,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from raylab.registry import frameworks
 from raylab.task import Schedule, Task
 
 
@@ -70,3 +73,36 @@ class Recipe:
     def variant(self, **changes) -> "Recipe":
         """An edited copy (e.g. a longer schedule) with everything else unchanged."""
         return replace(self, **changes)
+
+
+def single_kinds() -> dict[str, str]:
+    """Each framework's one-process trial kind -> its framework: what a step benchmark runs."""
+    return {f"{fw.name}:{fw.single}": fw.name for fw in frameworks()}
+
+
+@dataclass(frozen=True)
+class StepBench:
+    name: str
+    # whose model builder (a framework's `models`: xla uses torch's on an XLA device) -> builder(ctx) -> (run_once, facts)
+    builders: dict[str, Callable[["BenchContext"], tuple[Callable[[], Any], dict]]]
+    batch: int  # items per iteration (samples/s = batch / iteration time)
+    iterations: int  # timed iterations
+    warmup: int  # untimed-for-steady-state iterations before them (the first is the trace/compile)
+    quick_batch: int
+    quick_iterations: int = 2
+    default_trials: tuple[str, ...] = field(default_factory=lambda: tuple(single_kinds()))
+    what: str = "iteration"  # what one iteration is, for the logs
+    doc: str = field(default="", compare=False)
+
+
+@dataclass
+class BenchContext:
+    """What a builder gets on the worker."""
+
+    framework: str
+    batch: int
+    threads: int
+    seed: int
+    device: Any = None  # torch builders: the device to put tensors on (cpu, cuda:0 or the XLA device)
+    sync: Callable[[], None] = lambda: None  # torch builders: call at the end of an iteration (XLA: run the graph)
+    bf16: bool = False  # torch builders: autocast to bf16 (applied on CUDA and XLA TPU; recorded)

@@ -35,14 +35,14 @@ _thread: threading.Thread | None = None  # the hook's import thread, in a proces
 
 
 def enabled() -> bool:
-    from ray._private import ray_constants
+    from raylab._ray import ray_constants
 
     return not (os.environ.get(ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR) or os.environ.get(ENV_IMPORTS) == "0")
 
 
 def runtime_env(framework: str, env: dict | None = None) -> dict:
     """Ray Train's worker_runtime_env for a trial of `framework` (its name): the hook and what it imports."""
-    from ray._private import ray_constants
+    from raylab._ray import ray_constants
 
     from raylab.registry import framework as framework_named
 
@@ -50,7 +50,7 @@ def runtime_env(framework: str, env: dict | None = None) -> dict:
     # The job brought its own hook (keep it), or RAYLAB_PREWARM=0 (the benchmarks' before/after switch).
     if not enabled():
         return {"env_vars": {**fw.import_env, **(env or {})}}
-    return {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.prewarm.start",
+    return {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.frameworks.prewarm.start",
                          ENV_IMPORTS: ",".join(fw.imports), **fw.import_env, **(env or {})}}
 
 

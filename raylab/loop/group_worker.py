@@ -1,7 +1,7 @@
-"""On the workers of a warm worker group (raylab/driver/warm.py): one Ray Train run whose training function runs
+"""On the workers of a warm worker group (raylab/driver/groups.py): one Ray Train run whose training function runs
 the group's trials in turn, as the driver hands them over.
 
-Each trial is the worker loop its kind names, run as a cold trial runs it (`failure.guarded`: what its code
+Each trial is the worker loop its kind names, run as a cold trial runs it (`raylab.loop.guard.guarded`: what its code
 raises ends the run, and with it the group). Between two trials the process is put back as a new one has it:
 its framework's `reset()` (Keras' session and dtype policy, torch's default dtype and dynamo's compiled code,
 jax's compiled functions), then a garbage collection, the heap given back to the system, and the peak-RSS
@@ -30,7 +30,8 @@ def group_loop(config: dict) -> None:
     import ray
     import ray.train
 
-    from raylab import failure
+    from raylab.failure import CodeFailure
+    from raylab.loop.guard import guarded
     from raylab.registry import framework_of, get_strategy
 
     queue = config["queue"]
@@ -45,8 +46,8 @@ def group_loop(config: dict) -> None:
         ray.get(queue.started.remote(index, rank, time.time()), timeout=60)
         ran += 1
         try:
-            failure.guarded(get_strategy(kind).worker_loop, {"cfg": cfg})
-        except failure.CodeFailure as e:
+            guarded(get_strategy(kind).worker_loop, {"cfg": cfg})
+        except CodeFailure as e:
             if not survivable(cfg, e):
                 raise
             ray.get(queue.finished.remote(index, rank, e.line), timeout=60)

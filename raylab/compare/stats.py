@@ -17,7 +17,7 @@ from raylab.task import model_settings
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
           "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
           *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
-# What a warm start changes (raylab/driver/warm.py): folded per start, cold runs in the key, warm ones in KEY_warm,
+# What a warm start changes (raylab/driver/groups.py): folded per start, cold runs in the key, warm ones in KEY_warm,
 # never one median over both.
 BY_START = ["startup_s", "wall_s", "time_to_target_s", *(f"startup_{p}_s" for p in ("workers", "imports", "setup",
                                                                                   "data", "model", "other"))]
@@ -299,10 +299,3 @@ def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: lis
         lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in values.items()))
     elif distinct:
         lines.append(f"    {label}: {distinct[0]}")
-
-
-def time_to_target(epochs: list[dict], target: float | None) -> float | None:
-    """Seconds from trial start to the end of the first epoch whose test accuracy reached the target."""
-    if target is None:
-        return None
-    return next((e["elapsed_s"] for e in epochs if e.get("val_accuracy", 0.0) >= target and "elapsed_s" in e), None)

@@ -110,7 +110,7 @@ class TrialSink:
         self.log, self.tries = TrialLog(epochs), Attempts()
         self.ps, self.workers = ServerRegistry(), WorkerProcesses()
 
-    # Worker processes (raylab/prewarm.py).
+    # Worker processes (raylab/frameworks/prewarm.py).
     def hello(self, pid, ip):
         """A worker process of this trial has started: its output belongs to the trial."""
         self.workers.processes.append((pid, ip))
@@ -119,7 +119,7 @@ class TrialSink:
         return list(self.workers.processes)
 
     def started_env(self, pid, env):
-        """What a worker process found in its environment at its start (raylab/prewarm.py)."""
+        """What a worker process found in its environment at its start (raylab/frameworks/prewarm.py)."""
         self.workers.environs[pid] = env
 
     def started_envs(self):

@@ -2,7 +2,7 @@
 `--resume` after an interruption; once a trial has FINISHED they are only disk, hundreds of MB for a large model.
 
 Each trial checkpoints into a Ray Train run of its own under --storage (`raylab-<run id>`), or into its warm
-group's (`raylab-group-<first run id>`, raylab/driver/warm.py), which holds the last checkpoint of whichever of
+group's (`raylab-group-<first run id>`, raylab/driver/groups.py), which holds the last checkpoint of whichever of
 its trials took one last. With `none` (the default) a run's directory goes as soon as every trial that used it
 has FINISHED: a cold trial's at its end, a group's when the group ends; a failed or killed trial's stays for
 `--resume`. `last` and `all` keep them. At the end the invocation says what is kept, where, and its size.

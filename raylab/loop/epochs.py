@@ -21,7 +21,7 @@ from raylab.loop.memory import device_peak_mb, peak_rss_mb
 from raylab.loop.report import HostReads, Reporter, builtins_only
 from raylab.loop.state import windows
 from raylab.loop.step import StepContext
-from raylab.loop.config import WorkerConfig, host_facts
+from raylab.loop.worker_config import WorkerConfig, host_facts
 from raylab.timing import Chrono, Phases
 
 

@@ -1,0 +1,2 @@
+"""Recording trials: MLflow through one Tracker (tracking.py), the per-trial sink actor the workers report to
+(sink.py), the params every child run shares (params.py) and what a finished trial records (figures.py)."""
