@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raylab.errors import UserError
-from raylab.registry import framework_of, get_strategy, kinds
+from raylab.registry import Strategy, framework_of, get_strategy, kinds
 
 # Training steps between host reads. bench/step_loop.py measured it on this repository's 2-core
 # machine (docs/results.md, "Steps per host read"): the MLP at batch 32 gains little past 32.
@@ -57,16 +57,30 @@ class TrialSpec:
 
     def executes(self) -> str:
         """The execution label it runs and records (`execution`): its own, else its kind's --compile off one."""
-        return self.execution or self._strategy().executions["off"]
+        return self.execution or self.strategy.executions["off"]
 
     def compiled(self) -> bool:
         """Whether its steps run compiled: its execution is the one its kind runs under --compile on."""
-        return self.executes() == self._strategy().executions.get("on")
+        return self.executes() == self.strategy.executions.get("on")
 
-    def _strategy(self):
-        """Its kind's Strategy; a plain baseline's ("torch:plain") is the one its framework's plain script mirrors."""
-        single = framework_of(self.kind).single if self.short == "plain" else self.short
-        return get_strategy(f"{self.framework}:{single}")
+    @property
+    def strategy(self) -> Strategy:
+        """Its kind's Strategy, resolved once (the driver, the trainer, the groups and the record all ask this); a
+        plain baseline's ("torch:plain") is the one its framework's plain script mirrors. Not pickled: a process
+        that receives the spec resolves its own."""
+        found = self.__dict__.get("_resolved")
+        if found is None:
+            single = framework_of(self.kind).single if self.short == "plain" else self.short
+            found = get_strategy(f"{self.framework}:{single}")
+            object.__setattr__(self, "_resolved", found)
+        return found
+
+    def layout(self, cfg: "Settings"):
+        """Its processes and replicas (a registry Layout) under the invocation's threads and parameter servers."""
+        return self.strategy.layout(self.workers, cfg.threads, cfg.ps)
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_resolved"}
 
 
 @dataclass

@@ -89,11 +89,10 @@ def load_data(recipe, cfg: C.Settings):
 
 def check_streamed(cfg: C.Settings) -> None:
     """What cannot run on a streamed dataset says so before Ray starts."""
-    from raylab.registry import get_strategy
 
     cfg.streamed = True
     for spec in cfg.trials:
-        if get_strategy(spec.kind).ps_roles:
+        if spec.strategy.ps_roles:
             raise UserError(f"{spec.kind} reads in-memory data only (its parameter-server workers take their own "
                             "shards outside Ray Train's dataset splits); drop it from --trials or run without --data.")
     if cfg.baseline:

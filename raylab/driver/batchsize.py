@@ -105,10 +105,9 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
 def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> tuple[int, Search, int | None]:
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
     from raylab.data import num_items
-    from raylab.registry import get_strategy
 
-    strategy = get_strategy(spec.kind)
-    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    strategy = spec.strategy
+    layout = spec.layout(cfg)
     limit = num_items(ds.x_train) // layout.replicas  # a replica's shard: no step takes more
     task = recipe.task(ds.target_names)
     probe_cfg = replace(cfg, epochs=1, steps_per_epoch=PROBE_STEPS, window=PROBE_STEPS, max_failures=0,

@@ -89,7 +89,7 @@ class Choice:
 
 def key_of(recipe, cfg: Settings, spec: TrialSpec) -> tuple:
     """(framework, batch per replica, precision): what one race answers within an invocation."""
-    layout = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps)
+    layout = spec.layout(cfg)
     precision = "fp32" if spec.name in cfg.precision_fallen else cfg.precision
     return spec.framework, recipe.with_batch(spec.batch).per_replica(layout.replicas), precision
 
@@ -103,7 +103,7 @@ def resolve(recipe, cfg: Settings, ds, shared) -> None:
             keys.setdefault(key_of(recipe, cfg, spec), []).append(spec)
     racing = {}
     for key, specs in keys.items():
-        labels = list(dict.fromkeys(c for s in specs for c in get_strategy(s.kind).candidates(cfg.device)))
+        labels = list(dict.fromkeys(c for s in specs for c in s.strategy.candidates(cfg.device)))
         if key in cfg.best:  # a --resume's or a sweep's earlier answer
             continue
         if len(labels) < 2:
@@ -125,14 +125,14 @@ def chosen(recipe, cfg: Settings, spec: TrialSpec) -> TrialSpec:
     if not spec.best:
         return spec
     label = cfg.best[key_of(recipe, cfg, spec)].for_kind(spec.kind, cfg.device)
-    return dataclasses.replace(spec, execution=None if label == get_strategy(spec.kind).executions["off"] else label)
+    return dataclasses.replace(spec, execution=None if label == spec.strategy.executions["off"] else label)
 
 
 def params(recipe, cfg: Settings, spec: TrialSpec) -> dict:
     """What a trial records of how its execution was chosen: forced by --compile, or the Choice's params."""
     if not spec.best:
         return {"execution_choice": "forced"}
-    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes(), get_strategy(spec.kind).candidates(cfg.device))
+    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes(), spec.strategy.candidates(cfg.device))
 
 
 def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | None:

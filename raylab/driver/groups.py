@@ -51,11 +51,10 @@ def group_key(cfg, spec, trials=()) -> tuple:
     """Trials with the same key can share a warm group's processes: their framework, and the processes as the
     group's set-up (`setup_of`) starts them. trials: the invocation's (TrialSpecs), which decide the set-up."""
     from raylab.driver.trainer import backend_config, worker_env
-    from raylab.registry import get_strategy
 
     setup = setup_of(spec, trials)
-    strategy = get_strategy(setup.kind)
-    layout = strategy.layout(setup.workers, cfg.threads, cfg.ps)
+    strategy = setup.strategy
+    layout = setup.layout(cfg)
     backend = backend_config(strategy, cfg)
     env = tuple(sorted(worker_env(strategy, backend, cfg).items()))
     backend_key = (type(backend).__qualname__, repr(sorted(vars(backend).items())))
@@ -72,9 +71,8 @@ def setup_of(spec, trials=()):
     (tf:none, tf:mirrored x1) share without it: their keys are equal."""
     from dataclasses import replace
 
-    from raylab.registry import get_strategy
 
-    host = get_strategy(spec.kind).warm_with
+    host = spec.strategy.warm_with
     if host and spec.workers == 1 and any(t.kind == host and t.workers == 1 for t in trials):
         return replace(spec, short=host.split(":")[1])
     return spec
@@ -82,9 +80,8 @@ def setup_of(spec, trials=()):
 
 def cold_reason(cfg, spec, one_node: bool, limit: int) -> str | None:
     """Why a trial gets worker processes of its own, or None: it can run in a warm group."""
-    from raylab.registry import get_strategy
 
-    strategy = get_strategy(spec.kind)
+    strategy = spec.strategy
     if cfg.fresh_processes:
         return "--fresh-processes"
     if strategy.cold:
@@ -259,11 +256,10 @@ class Groups:
     def begin(self, spec, name: str, build, cfg=None) -> WarmGroup:
         """A new group for the trial's key; build(queue, setup) -> the group's Ray Train trainer, its processes
         set up as the TrialSpec `setup`'s."""
-        from raylab.registry import get_strategy
 
         key, setup = group_key(cfg or self.cfg, spec, self.cfg.trials), setup_of(spec, self.cfg.trials)
         self.make_room(keep=key, groups=1)
-        layout = get_strategy(setup.kind).layout(setup.workers, self.cfg.threads, self.cfg.ps)
+        layout = setup.layout(self.cfg)
         group = WarmGroup(key, name, GroupQueue.remote(layout.ray_workers), setup.name)
         group.start(build(group.queue, setup))
         self.live[key] = group
@@ -284,10 +280,9 @@ class Groups:
     def need(cfg, spec) -> dict:
         """What a cold trial reserves in Ray, all its workers together (and a streamed trial's CPU for Ray Data)."""
         from raylab.driver.resources import DATA_CPUS, worker_resources
-        from raylab.registry import get_strategy
 
-        strategy = get_strategy(spec.kind)
-        layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+        strategy = spec.strategy
+        layout = spec.layout(cfg)
         cpus, gpus, extra = worker_resources(strategy, layout, cfg)
         n = layout.ray_workers
         return {"CPU": cpus * n + (DATA_CPUS if cfg.streamed else 0), "GPU": gpus * n,

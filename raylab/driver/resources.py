@@ -7,7 +7,6 @@ import ray
 from raylab.config import Settings, TrialSpec
 from raylab.driver import matrix
 from raylab.errors import UserError
-from raylab.registry import get_strategy
 from raylab.tpu import slice_scaling
 
 
@@ -46,8 +45,8 @@ def check_resources(cfg: Settings) -> None:
 
 
 def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
-    strategy = get_strategy(spec.kind)
-    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    strategy = spec.strategy
+    layout = spec.layout(cfg)
     cpus, oversubscribed = reservation(strategy, layout, total, cfg.streamed)
     if cfg.streamed and total.get("CPU", 0) <= DATA_CPUS:
         raise UserError(f"a streamed trial needs a CPU for Ray Data beside its workers, but the Ray cluster has "
@@ -71,7 +70,7 @@ def need(cfg: Settings, item: TrialSpec) -> matrix.Need:
     """The nodes a matrix item needs: its worker processes' resources; a plain baseline, every node."""
     if item.short == "plain":
         return matrix.Need(whole=True)
-    strategy = get_strategy(item.kind)
-    layout = strategy.layout(item.workers, cfg.threads, cfg.ps)
+    strategy = item.strategy
+    layout = item.layout(cfg)
     cpus, gpus, extra = worker_resources(strategy, layout, cfg)
     return matrix.Need(layout.ray_workers, {"CPU": cpus, "GPU": gpus, **extra})

@@ -16,7 +16,6 @@ from raylab.driver import cluster, matrix
 from raylab.driver.resources import worker_resources
 from raylab.loop.worker_config import WorkerConfig
 from raylab.task.recipe import Recipe
-from raylab.registry import get_strategy
 from raylab.tpu import slice_scaling
 
 
@@ -35,8 +34,8 @@ def worker_env(strategy, backend, cfg: Settings) -> dict:
 def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink,
                   start: float, run_id: str = "") -> WorkerConfig:
     """The small picklable config every worker of the trial receives."""
-    strategy = get_strategy(spec.kind)
-    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    strategy = spec.strategy
+    layout = spec.layout(cfg)
     return WorkerConfig(
         trial=spec.name, short=strategy.short, task=task, shared=getattr(shared, "info", shared),
         replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas),
@@ -56,8 +55,8 @@ def scaling_config(cfg: Settings, spec: TrialSpec, nodes: list | None, share: in
     and GPUs (raylab/driver/groups.py)."""
     from ray.train import ScalingConfig
 
-    strategy = get_strategy(spec.kind)
-    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    strategy = spec.strategy
+    layout = spec.layout(cfg)
     cpus, gpus, extra = worker_resources(strategy, layout, cfg)
     cpus, gpus = (round(cpus / share, 4), round(gpus / share, 4)) if share > 1 else (cpus, gpus)
     tpu = slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers) if extra.get("TPU") else {}
@@ -80,7 +79,7 @@ def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
     """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there;
     train_run: the Ray Train run to go on with (--resume of a trial that ran in a warm group)."""
     wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start, run_id)
-    return trainer(cfg, spec, guard(get_strategy(spec.kind).worker_loop), {"cfg": wcfg}, sink,
+    return trainer(cfg, spec, guard(spec.strategy.worker_loop), {"cfg": wcfg}, sink,
                    train_run or train_run_name(run_id), scaling_config(cfg, spec, nodes), **datasets(shared))
 
 
@@ -97,7 +96,7 @@ def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    strategy = get_strategy(spec.kind)
+    strategy = spec.strategy
     backend = backend_config(strategy, cfg)
     # Ray Train keeps the last checkpoint (every one with --keep-checkpoints all); a new trial's name is new, so it
     # never resumes another's. What outlives the trial: raylab/driver/retention.py.

@@ -35,13 +35,12 @@ from raylab.record.sink import TrialSink, abort_line_of, restart_figures, sink_n
 from raylab.record.tracking import Tracker
 from raylab.driver.trainer import build_trainer, train_run_name
 from raylab.task.recipe import Recipe
-from raylab.registry import get_strategy
 
 
 def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) -> dict:
     """The MLflow params of a trial: the same names for every framework."""
-    strategy = get_strategy(spec.kind)
-    layout = strategy.layout(spec.workers, cfg.threads, cfg.ps)
+    strategy = spec.strategy
+    layout = spec.layout(cfg)
     # A strategy whose replicas are the devices it finds (tf:tpu) logs global_batch once its worker has said.
     per_replica = recipe.per_replica(layout.replicas)
     batch = {} if strategy.replicas_found else {"global_batch": per_replica * layout.replicas}
@@ -167,7 +166,7 @@ class Trial:
             code = failure.code_failures(e)
             aborted = abort_line_of(self.sink) if self.cfg.memory_cap_mb and failure.lost_processes(e) else None
             if aborted:  # its allocator aborted a worker under the cap: out of memory
-                replicas = get_strategy(self.spec.kind).layout(self.spec.workers, self.cfg.threads, self.cfg.ps).replicas
+                replicas = self.spec.layout(self.cfg).replicas
                 code = [failure.abort_failure(aborted, self.recipe.per_replica(replicas), self.cfg.memory_cap_mb)]
             elif not code or failure.lost_processes(e):  # a lost process: Ray Train's budget decided
                 raise
@@ -194,7 +193,7 @@ class Trial:
         self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
         self.log_profile()
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.short,
-                           get_strategy(spec.kind).replicas_found)
+                           spec.strategy.replicas_found)
         memory, memory_tags = self.peak_memory()
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
         self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
@@ -226,7 +225,7 @@ class Trial:
             return
         got = ray.get(self.sink.profiled.remote(), timeout=60)
         if got is None:
-            why = ("has no profiler hook" if get_strategy(self.spec.kind).ps_roles else
+            why = ("has no profiler hook" if self.spec.strategy.ps_roles else
                    "reached no steady window to profile (fewer steps than the warm-up and one window)")
             self.tracker.set_tags(self.run_id, {"profiled": f"no: {self.spec.kind} {why}"})
             return
@@ -322,7 +321,7 @@ def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, sh
     from raylab.driver import batchsize
 
     found, search, failed = batchsize.find(recipe, cfg, spec, ds, shared, nodes, log=console.get().line, groups=groups)
-    replicas = get_strategy(spec.kind).layout(spec.workers, cfg.threads, cfg.ps).replicas
+    replicas = spec.layout(cfg).replicas
     run = max(1, int(found * batchsize.MARGIN)) if failed else found
     over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"
     console.get().line(f"[{spec.name}] batch search: {found} per replica is the largest that passed{over}; the "
