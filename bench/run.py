@@ -39,7 +39,7 @@ RUNS = {
 
 def machine() -> str:
     sys.path.insert(0, str(ROOT))
-    from raylab.record.tracking import driver_versions, git_commit
+    from raylab.record.provenance import driver_versions, git_commit
     from raylab.loop.worker_config import host_facts
 
     facts, v = host_facts(), driver_versions()

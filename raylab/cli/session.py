@@ -21,7 +21,8 @@ def connect(cfg: C.Settings, address: str | None):
     start, and Ray is stopped again if the store fails. A server's store is reached before Ray starts."""
     from raylab.driver import cluster
     from raylab.driver.resources import check_resources
-    from raylab.record.tracking import Tracker, check_local_store
+    from raylab.record.tracking import Tracker
+    from raylab.record.uri import check_local_store
 
     if not check_local_store(cfg.tracking_uri):
         tracker = Tracker(cfg.tracking_uri, cfg.experiment)
@@ -73,7 +74,7 @@ def stoppable(command) -> int:
 
 
 def run_tags(recipe_file: str | None) -> dict:
-    from raylab.record.tracking import driver_versions, git_commit
+    from raylab.record.provenance import driver_versions, git_commit
     from raylab.loop.worker_config import host_facts
 
     where = Path(recipe_file).resolve().parent if recipe_file else Path.cwd()

@@ -8,55 +8,21 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import time
 import uuid
-from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlparse
 
 from raylab.errors import UserError
-from raylab.registry import frameworks
+from raylab.record.uri import check_sqlite, check_scheme
 
 ROLE = "raylab.role"  # "parent" or "trial"
 PARENT = "mlflow.parentRunId"
 MAX_TAG = 5000  # MLflow allows 8000 characters in a tag value; leave room
-
-
-def package_version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def git_commit(where: Path) -> str:
-    if os.environ.get("RAYLAB_GIT_COMMIT"):
-        return os.environ["RAYLAB_GIT_COMMIT"]
-    try:
-        out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    if out.returncode != 0:
-        return "unknown"
-    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-
-
-def driver_versions() -> dict:
-    """Versions as installed on the driver; workers report what they actually imported."""
-    return {
-        "version.python": platform.python_version(),
-        "version.ray": package_version("ray"),
-        "version.mlflow": package_version("mlflow"),
-        **{f"version.{fw.package}": package_version(fw.package) for fw in frameworks()},
-    }
 
 
 def error_summary(error: str) -> str:
@@ -76,34 +42,6 @@ def error_summary(error: str) -> str:
     if died and died not in text:  # a process that vanished (killed, OOM) rather than raised
         text += f" {died}"
     return text[:1000]
-
-
-def _check_sqlite(uri: str) -> None:
-    path = Path(urlparse(uri).path if uri.startswith("sqlite:////") else uri[len("sqlite:///"):])
-    if not path.parent.is_dir():
-        raise UserError(f"the MLflow store {uri} is in a directory that does not exist ({path.parent}); "
-                        "create it or pass another --tracking-uri.")
-
-
-def check_local_store(uri: str) -> bool:
-    """True for a sqlite store whose path checks out (UserError if it does not): it can be opened beside Ray's
-    start. False for any other store."""
-    if not uri.startswith("sqlite:"):
-        return False
-    check_scheme(uri)
-    _check_sqlite(uri)
-    return True
-
-
-def check_scheme(uri: str) -> None:
-    """An MLflow tracking URI whose scheme MLflow has a store for; UserError otherwise (before anything runs)."""
-    from mlflow.tracking._tracking_service.utils import _tracking_store_registry
-
-    scheme = urlparse(uri).scheme
-    known = sorted(k for k in _tracking_store_registry._registry if k)
-    if scheme and len(scheme) > 1 and scheme not in known:  # one letter: a Windows drive, i.e. a path
-        raise UserError(f"the MLflow tracking URI {uri} has scheme '{scheme}', which MLflow has no store for; "
-                        f"use one of {', '.join(s + '://' for s in known if s not in ('file',))} or a path.")
 
 
 def outage(error: Exception) -> bool:
@@ -128,7 +66,7 @@ class Tracker:
         self.uri = uri
         check_scheme(uri)
         if uri.startswith("sqlite:"):
-            _check_sqlite(uri)
+            check_sqlite(uri)
         if uri.startswith("file:") or (urlparse(uri).scheme == "" and not uri.startswith("sqlite")):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3.17 refuses it otherwise
         self.remote = uri.startswith(("http://", "https://"))

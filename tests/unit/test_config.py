@@ -235,7 +235,7 @@ def test_recipe_main_missing_data_exit_2(no_ray, tmp_path, monkeypatch, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(empty))
-    monkeypatch.setattr(data, "data_search_path", lambda subdir: [empty])
+    monkeypatch.setattr(data.readers, "data_search_path", lambda subdir: [empty])
     line = _main_fails(capsys, ["--quick"])
     assert "fashion-mnist data not found" in line and "train-images-idx3-ubyte.gz" in line
 

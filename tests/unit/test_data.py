@@ -102,7 +102,7 @@ def test_search_path_order(tmp_path, monkeypatch):
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(tmp_path / "d"))
     assert data.data_search_path("fm") == [
         tmp_path / "d" / "fm", tmp_path / "d", tmp_path / "home" / ".keras" / "datasets" / "fm",
-        data.Path("/usr/share/datasets/fm"),
+        data.readers.Path("/usr/share/datasets/fm"),
     ]
     monkeypatch.delenv("RAYLAB_DATA_DIR")
     assert data.data_search_path("fm")[0] == tmp_path / "home" / ".keras" / "datasets" / "fm"
@@ -138,7 +138,7 @@ def test_not_found_names_the_four_files_and_where(tmp_path, monkeypatch):
     """Missing Fashion-MNIST is a UserError naming all four files and every place looked in."""
     empty = tmp_path / "empty"
     empty.mkdir()
-    monkeypatch.setattr(data, "data_search_path", lambda subdir: [empty / subdir, empty])
+    monkeypatch.setattr(data.readers, "data_search_path", lambda subdir: [empty / subdir, empty])
     with pytest.raises(UserError) as e:
         fashion_mnist()
     msg = str(e.value)

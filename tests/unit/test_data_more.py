@@ -23,7 +23,7 @@ MARKS = [(b, 7 + b, b % 3, 5 + b, 9 + 2 * b, 200 + b) for b in range(6)]
 def no_system_datasets(monkeypatch):
     """Whatever this machine has under /usr/share/datasets stays out of these tests."""
     real = data.data_search_path
-    monkeypatch.setattr(data, "data_search_path", lambda subdir: [p for p in real(subdir) if SYSTEM not in p.parents])
+    monkeypatch.setattr(data.readers, "data_search_path", lambda subdir: [p for p in real(subdir) if SYSTEM not in p.parents])
 
 
 # --- MNIST ------------------------------------------------------------------------------
