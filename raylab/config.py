@@ -1,7 +1,6 @@
-"""Typed run configuration, parsed and validated once, at the door.
-
-Every user mistake becomes a UserError (one sentence: the problem and the fix) before
-Ray starts or any worker runs.
+"""Typed run configuration: what one invocation's command line settled (`Settings`) and each trial of its matrix
+(`TrialSpec`, which resolves its kind's Strategy once). raylab/cli/ builds them at the door, its values checked
+in raylab/cli/expand.py: every user mistake is a UserError before Ray starts or any worker runs.
 """
 
 from __future__ import annotations
@@ -12,8 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raylab.errors import UserError
-from raylab.registry import Strategy, framework_of, get_strategy, kinds
+from raylab.registry import Strategy, framework_of, get_strategy
 
 # Training steps between host reads. bench/step_loop.py measured it on this repository's 2-core
 # machine (docs/results.md, "Steps per host read"): the MLP at batch 32 gains little past 32.
@@ -152,130 +150,6 @@ def _compile_root(cfg: Settings) -> Path:
     return Path(tempfile.gettempdir()) / "raylab-compile" / cfg.invocation_key
 
 
-def split_trial(item: str) -> tuple[str, int | None]:
-    """'tf:mwms x2' -> ('tf:mwms', 2): a trial as raylab names it fixes its worker count; 'tf:mwms' -> None."""
-    kind, _, count = " ".join(item.split()).partition(" x")
-    if count and not count.isdigit() or count == "0":
-        raise UserError(f"trial '{item}': write a worker count as 'KIND xN', e.g. 'tf:mwms x2'.")
-    return kind, int(count) if count else None
-
-
-def parse_trials(text: str) -> list[str]:
-    """framework:strategy items, each optionally ' xN' (its own worker count, instead of --workers)."""
-    items = [" ".join(t.split()) for t in text.split(",") if t.strip()]
-    if not items:
-        raise UserError("--trials is empty; give a comma-separated list such as tf:mwms,torch:ddp.")
-    for item in items:
-        if split_trial(item)[0] not in kinds():
-            known = ", ".join(sorted(kinds()))
-            raise UserError(f"unknown trial '{item}'; choose from {known} (framework:strategy, optionally ' xN').")
-    check_installed(items)
-    return list(dict.fromkeys(items))
-
-
-def installed(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
-
-
-def check_installed(items: list[str]) -> None:
-    """UserError naming the extra to install when a trial's framework is not in this Python."""
-    for item in items:
-        fw = framework_of(split_trial(item)[0])
-        if not installed(fw.package):
-            raise UserError(f"trial '{item}' needs {fw.title}, which is not installed in this Python; install it with "
-                            f"`scripts/setup.sh {fw.extra}` (or `pip install -e '.[{fw.extra}]'`).")
-
-
-def parse_counts(text: str, flag: str, example: str) -> list[int]:
-    """A comma-separated list of positive integers (--workers, --batch), deduplicated in order."""
-    try:
-        counts = [int(w) for w in text.split(",") if w.strip()]
-    except ValueError:
-        raise UserError(f"{flag} '{text}' is not a list of integers; use e.g. {flag} {example}.") from None
-    if not counts or min(counts) < 1:
-        raise UserError(f"{flag} '{text}' must list counts of at least 1, e.g. {flag} {example}.")
-    return list(dict.fromkeys(counts))
-
-
-def parse_workers(text: str) -> list[int]:
-    return parse_counts(text, "--workers", "1,2")
-
-
-def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("best",),
-                  device: str = "cpu") -> list[TrialSpec]:
-    """The trial matrix: per batch size of a sweep, every kind on every worker count it supports, in the order given,
-    each in every execution --compile asks that it has (one trial per distinct execution: jax:none is jit both ways),
-    or, under --compile best, once, its execution chosen before the trials run (raylab/driver/best.py)."""
-    import dataclasses
-
-    specs = []
-    for item in kinds:
-        kind, fixed = split_trial(item)
-        strategy = get_strategy(kind)
-        asked = [fixed] if fixed else workers
-        fits = [w for w in asked if strategy.max_workers is None or w <= strategy.max_workers]
-        if not fits:
-            raise UserError(
-                f"{kind} runs on at most {strategy.max_workers} worker(s), but it was asked for "
-                f"{','.join(map(str, asked))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
-            )
-        if len(fits) < len(asked):
-            notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
-                         f"{','.join(str(w) for w in asked if w not in fits)}")
-        fw, st = kind.split(":")
-        best = list(compiles) == ["best"]
-        runs = [None] if best else executions(strategy, compiles, device, notes)
-        specs += [TrialSpec(fw, st, w, execution=e, best=best) for w in fits for e in runs]
-    return [dataclasses.replace(s, batch=b) for b in batches for s in specs]
-
-
-def executions(strategy, compiles, device: str, notes: list[str]) -> list[str | None]:
-    """The distinct executions a kind runs for the --compile values asked (None: its --compile off one); UserError
-    where it can run none of them, a note for each it skips."""
-    off = strategy.executions["off"]
-    runs, skipped = [], []
-    for asked in compiles:
-        label, why = strategy.execution(asked, device)
-        if label is None:
-            skipped.append(why)
-        elif (None if label == off else label) not in runs:
-            runs.append(None if label == off else label)
-    if not runs:
-        raise UserError(f"{skipped[0]}; drop it from --trials or choose another --compile.")
-    notes += [f"{why}: skipped" for why in skipped]
-    return runs
-
-
-def parse_compile(values: str, modes: str) -> list[str]:
-    """--compile best, or off,on x --compile-mode: the compile axis ("off", "on", "on:max-autotune", ...), in order;
-    ["best"]: each kind's execution measured before the trials (raylab/driver/best.py)."""
-    from raylab.registry import COMPILE_MODES
-
-    asked = [v.strip() for v in values.split(",") if v.strip()]
-    chosen = [m.strip() for m in modes.split(",") if m.strip()]
-    if "best" in asked and (len(asked) > 1 or modes != "default"):
-        raise UserError(f"--compile '{values}' --compile-mode '{modes}': best chooses each framework's execution "
-                        "itself; give --compile best alone, or force executions with --compile off, on or off,on.")
-    if asked == ["best"]:
-        return asked
-    bad = [v for v in asked if v not in ("off", "on")] + [m for m in chosen if m not in COMPILE_MODES]
-    if bad or not asked or not chosen:
-        raise UserError(f"--compile '{values}' --compile-mode '{modes}': give --compile best, off, on or off,on and "
-                        f"--compile-mode one or more of {', '.join(COMPILE_MODES)}.")
-    if "on" not in asked and modes != "default":
-        raise UserError("--compile-mode applies to compiled trials; add --compile on (or off,on).")
-    return list(dict.fromkeys(v if v == "off" else ("on" if m == "default" else f"on:{m}")
-                              for v in asked for m in (chosen if v == "on" else ["default"])))
-
-
 def default_tracking_uri() -> str:
     """MLFLOW_TRACKING_URI if set, else a sqlite store in the working directory."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
-
-
-def check_positive(name: str, value: int) -> int:
-    if value < 1:
-        raise UserError(f"--{name} is {value}; it must be at least 1.")
-    return value

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from raylab import config as C
+from raylab.cli.expand import check_positive, parse_trials
 from raylab.cli import flags as F
 from raylab.errors import UserError
 
@@ -33,14 +34,14 @@ def bench_parser(bench) -> argparse.ArgumentParser:
 def bench_config(bench, args) -> C.Settings:
     from raylab.driver.stepbench import check_trials
 
-    kinds = C.parse_trials(args.trials)
+    kinds = parse_trials(args.trials)
     check_trials(bench, kinds)
     return C.Settings(trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds], epochs=1,
-                       threads=C.check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
+                       threads=check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
                        tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
                        json_path=args.json, precision=args.precision, device=args.device,
-                       steps_per_epoch=C.check_positive("iterations", args.iterations),
-                       repeats=C.check_positive("repeats", args.repeats))
+                       steps_per_epoch=check_positive("iterations", args.iterations),
+                       repeats=check_positive("repeats", args.repeats))
 
 
 def bench_main(bench, argv: list[str] | None = None) -> int:

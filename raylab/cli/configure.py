@@ -12,7 +12,9 @@ import json
 
 from raylab import config as C
 from raylab.errors import UserError
+from raylab.cli.expand import check_positive, expand_trials, parse_compile, parse_trials, parse_workers, split_trial
 from raylab.cli.overrides import parse_batches, set_fields
+from raylab.registry import get_strategy
 from raylab.tpu import parse_topology, parse_tpu_type
 
 # What --resume may be given beside it: where to look and where to run; the rest is the recorded command's.
@@ -51,15 +53,15 @@ def make_config(recipe, args) -> C.Settings:
 
 def _trials(recipe, args, notes: list[str]) -> list[C.TrialSpec]:
     """The trial matrix (--trials x --workers x a --batch sweep), checked against the recipe's models and batch."""
-    kinds = C.parse_trials(args.trials)
-    workers = C.parse_workers(args.workers)
+    kinds = parse_trials(args.trials)
+    workers = parse_workers(args.workers)
     batches = parse_batches(args.batch)
-    missing = sorted({C.get_strategy(C.split_trial(k)[0]).models for k in kinds} - set(recipe.models))
+    missing = sorted({get_strategy(split_trial(k)[0]).models for k in kinds} - set(recipe.models))
     if missing:
         raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
                         f"choose trials of {', '.join(sorted(recipe.models))}.")
-    compiles = C.parse_compile(args.compile, args.compile_mode)
-    trials = C.expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None], compiles, args.device)
+    compiles = parse_compile(args.compile, args.compile_mode)
+    trials = expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None], compiles, args.device)
     uneven = [s.name for s in trials if recipe.global_batch and recipe.with_batch(s.batch).global_batch % s.workers]
     if uneven:
         raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
@@ -70,7 +72,7 @@ def _trials(recipe, args, notes: list[str]) -> list[C.TrialSpec]:
 def _task_settings(recipe, args) -> dict:
     """Epochs, steps, seed and precision: the flag, else a --set, else --quick's or the recipe's default."""
     epochs = chosen(recipe, args, "epochs")
-    epochs = C.check_positive("epochs", epochs if epochs is not None else (1 if args.quick else recipe.epochs))
+    epochs = check_positive("epochs", epochs if epochs is not None else (1 if args.quick else recipe.epochs))
     steps = chosen(recipe, args, "steps_per_epoch")
     steps = steps if steps is not None else (None if args.quick else recipe.steps_per_epoch)
     if steps is not None and steps < 0:
@@ -78,25 +80,25 @@ def _task_settings(recipe, args) -> dict:
     seed, precision = chosen(recipe, args, "seed"), chosen(recipe, args, "precision")
     return {"epochs": epochs, "steps_per_epoch": steps or None,
             "seed": recipe.seed if seed is None else seed, "precision": precision or recipe.precision,
-            "window": 1 if args.step_latency else C.check_positive("window", args.window)}
+            "window": 1 if args.step_latency else check_positive("window", args.window)}
 
 
 def _run_settings(args) -> dict:
     """Where the trials run, where they are recorded, and how they survive failures."""
     return {
-        "threads": C.check_positive("threads", args.threads), "quick": args.quick, "device": args.device,
+        "threads": check_positive("threads", args.threads), "quick": args.quick, "device": args.device,
         "tracking_uri": args.tracking_uri or C.default_tracking_uri(), "experiment": args.experiment,
         "json_path": args.json, "tpu_fallback": args.tpu_fallback,
-        "precision_fallback": args.precision_fallback, "ps": C.check_positive("ps", args.ps),
+        "precision_fallback": args.precision_fallback, "ps": check_positive("ps", args.ps),
         "tpu_type": parse_tpu_type(args.tpu_type), "tpu_topology": parse_topology(args.tpu_topology),
-        "repeats": C.check_positive("repeats", args.repeats), "baseline": args.baseline,
+        "repeats": check_positive("repeats", args.repeats), "baseline": args.baseline,
         "max_failures": check_failures(args.max_failures),
         "checkpoint_every_min": check_minutes(args.checkpoint_every), "storage": args.storage,
         "keep_checkpoints": args.keep_checkpoints,
         "concurrency": args.concurrency, "compile_cache": args.compile_cache, "race_again": args.race_again,
         "fresh_processes": args.fresh_processes,
         "profile": args.profile, "batch_max": (args.batch or "").strip() == "max",
-        "memory_cap_mb": None if args.memory_cap_mb is None else C.check_positive("memory-cap-mb", args.memory_cap_mb),
+        "memory_cap_mb": None if args.memory_cap_mb is None else check_positive("memory-cap-mb", args.memory_cap_mb),
     }
 
 

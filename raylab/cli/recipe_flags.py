@@ -6,6 +6,7 @@ import argparse
 
 from raylab import config as C
 from raylab.cli import flags as F
+from raylab.registry import kinds
 from raylab.task import OPTIMIZERS
 
 
@@ -31,7 +32,7 @@ def _what_to_run(g, recipe) -> None:
     g.add_argument("--trials", default=",".join(recipe.default_trials),
                    help="comma-separated framework:strategy list, each on every --workers count it supports, "
                         "or with its own count: 'tf:none,tf:mwms x2' (default: %(default)s); "
-                        f"known: {', '.join(sorted(C.kinds()))}")
+                        f"known: {', '.join(sorted(kinds()))}")
     g.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
                    help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
     g.add_argument("--ps", type=F.integer, default=1,

@@ -74,9 +74,9 @@ def import_seconds(statement: str) -> float:
 
 
 def installed_frameworks() -> list[str]:
-    from raylab.config import installed
+    import importlib.util
 
-    return [fw.name for fw in frameworks() if installed(fw.package)]
+    return [fw.name for fw in frameworks() if importlib.util.find_spec(fw.package) is not None]
 
 
 def measure(rounds: int = 3, poll_s: float | None = None) -> dict:

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from raylab.config import TrialSpec, expand_trials, parse_compile
+from raylab.cli.expand import expand_trials, parse_compile
+from raylab.config import TrialSpec
 from raylab.driver import best
 from raylab.compare import stats
 from raylab.compare import table as compare

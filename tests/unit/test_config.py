@@ -11,7 +11,8 @@ import pytest
 import ray
 
 from raylab import cli, data
-from raylab.config import TrialSpec, expand_trials, parse_trials, parse_workers
+from raylab.cli.expand import expand_trials, parse_trials, parse_workers
+from raylab.config import TrialSpec
 from raylab.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,10 +201,10 @@ def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
 def test_trial_of_a_framework_not_installed_exits_2_naming_the_extra(no_ray, capsys, monkeypatch, trial, module, extra):
     """An install without that framework (scripts/setup.sh torch has no TensorFlow): one line naming what to
     install, before Ray. (This Python has every framework: the probe is told one is missing.)"""
-    from raylab import config
+    from raylab.cli import expand
 
-    real = config.installed
-    monkeypatch.setattr(config, "installed", lambda name: name != module and real(name))
+    real = expand.installed
+    monkeypatch.setattr(expand, "installed", lambda name: name != module and real(name))
     line = _main_fails(capsys, ["--trials", trial])
     assert f"trial '{trial}' needs" in line and f"scripts/setup.sh {extra}" in line and f".[{extra}]" in line
 
@@ -263,7 +264,7 @@ def test_recipe_main_argparse_errors_exit_2(no_ray, capsys, argv):
 def test_compile_axis_runs_each_kind_in_each_of_its_executions_once():
     """--compile off,on: torch and tf:none both ways, named by what runs; jax:none once (jit either way); a kind
     without a compiled step runs its own way, with a note saying what was skipped."""
-    from raylab.config import parse_compile
+    from raylab.cli.expand import parse_compile
 
     notes = []
     specs = expand_trials(["torch:none", "tf:none", "jax:none", "tf:mwms"], [1], notes, compiles=parse_compile("off,on", "default"))
@@ -275,7 +276,7 @@ def test_compile_axis_runs_each_kind_in_each_of_its_executions_once():
 
 
 def test_compile_modes_are_their_own_trials_and_cuda_graphs_need_a_gpu():
-    from raylab.config import parse_compile
+    from raylab.cli.expand import parse_compile
 
     compiles = parse_compile("on", "default,max-autotune")
     assert compiles == ["on", "on:max-autotune"]
@@ -292,7 +293,7 @@ def test_compile_modes_are_their_own_trials_and_cuda_graphs_need_a_gpu():
 @pytest.mark.parametrize("values,modes", [("yes", "default"), ("", "default"), ("on", "fast"),
                                           ("off", "max-autotune")])
 def test_bad_compile_flags_are_one_sentence(values, modes):
-    from raylab.config import parse_compile
+    from raylab.cli.expand import parse_compile
 
     with pytest.raises(UserError, match="--compile"):
         parse_compile(values, modes)
