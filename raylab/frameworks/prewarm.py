@@ -7,7 +7,7 @@ as a process has connected, before its first task: raylab's hook (set per trial 
 `worker_runtime_env`) starts those imports on a background thread, so they fill the waits. The training
 function's own imports then find the modules loaded, or wait on Python's import lock for the rest.
 
-Each worker loop's first act is `hello`: it tells the trial's sink the process's pid, so the console can file the
+Each worker loop's first act is `hello` (raylab/loop/start.py): it tells the trial's sink the process's pid, so the console can file the
 process's output under its trial when several trials run at once (raylab/driver/console.py), and what the process found in
 its environment when it started (read from /proc/self/environ, which later changes to os.environ do not touch):
 the trial records it as the tag `worker_start_env`. (Not from the hook: calling an actor there, before the
@@ -23,12 +23,6 @@ import threading
 import time
 
 ENV_IMPORTS = "RAYLAB_PREWARM"  # comma-separated modules to import at process start
-
-# What each framework's worker loop imports first is its FRAMEWORK.imports; what it reads at import, set from the
-# start of the process (the worker loops set the same again), its FRAMEWORK.import_env and its kind's worker_env
-# (XLA's PJRT device and flags). What a worker reports of its environment at process start: what raylab sets there (raylab/driver/trainer.py worker_env).
-START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS", "PJRT_NPROC",
-             "XLA_PYTHON_CLIENT_PREALLOCATE", "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")
 
 started: dict[str, float] = {}  # module -> seconds its import took on the hook's thread (for tests and phases)
 _thread: threading.Thread | None = None  # the hook's import thread, in a process whose hook ran
@@ -76,30 +70,6 @@ def settled(timeout: float = 300.0) -> None:
     module ("cannot import name ... from partially initialized module"), so it waits first."""
     if _thread is not None:
         _thread.join(timeout)
-
-
-def hello(sink) -> None:
-    """A worker process tells its trial's sink who it is (its output then goes to the trial's log)."""
-    if sink is None:
-        return
-    import ray
-
-    try:
-        sink.hello.remote(os.getpid(), ray.util.get_node_ip_address())
-        sink.started_env.remote(os.getpid(), start_env())
-    except Exception:  # noqa: BLE001 - attribution of output is a nicety; the trial must not depend on it
-        pass
-
-
-def start_env(path: str = "/proc/self/environ") -> dict:
-    """The START_ENV variables this process was started with (os.environ where /proc is not there)."""
-    try:
-        with open(path, "rb") as f:
-            pairs = (item.decode(errors="replace").partition("=") for item in f.read().split(b"\0") if item)
-            env = {k: v for k, _, v in pairs}
-    except OSError:
-        env = dict(os.environ)
-    return {k: env[k] for k in START_ENV if k in env}
 
 
 def _import(modules: list[str]) -> None:

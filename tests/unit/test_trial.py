@@ -1,5 +1,5 @@
 """A trial's driver side without Ray or MLflow: what it records (raylab/driver/trial.py), its workers' start
-environment (raylab/driver/trainer.py, raylab/frameworks/prewarm.py) and the sink's roles (raylab/record/sink.py)."""
+environment (raylab/driver/trainer.py, raylab/loop/start.py) and the sink's roles (raylab/record/sink.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from raylab.frameworks import prewarm
+from raylab.loop import start as worker_start
 from raylab.record.sink import Attempts, ServerRegistry, TrialLog
 from raylab.driver.trainer import worker_env
 from raylab.record.figures import agreement, start_env_tag, trial_record
@@ -79,7 +79,7 @@ def test_a_process_reports_the_environment_it_started_with(tmp_path, monkeypatch
     environ = tmp_path / "environ"
     environ.write_bytes(b"PATH=/bin\0CUDA_VISIBLE_DEVICES=\0PJRT_DEVICE=CPU\0")
     monkeypatch.setenv("PJRT_DEVICE", "TPU")  # set later in the process: not what it started with
-    assert prewarm.start_env(str(environ)) == {"CUDA_VISIBLE_DEVICES": "", "PJRT_DEVICE": "CPU"}
+    assert worker_start.start_env(str(environ)) == {"CUDA_VISIBLE_DEVICES": "", "PJRT_DEVICE": "CPU"}
     assert start_env_tag([{"CUDA_VISIBLE_DEVICES": "", "A": "1"}] * 2) == "A=1,CUDA_VISIBLE_DEVICES="
     assert start_env_tag([]) == "none"
 

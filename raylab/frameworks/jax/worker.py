@@ -15,34 +15,28 @@ the loss and metrics on float32 outputs; the optimizer updates the float32 param
 from __future__ import annotations
 
 import os
-import pickle
 
 import numpy as np
 
 from raylab.frameworks.jax.layers import model_settings
+from raylab.frameworks.jax.state import SavedKey, StateHolder, checksum, jax_saver, local_copy  # noqa: F401 - SavedKey:
+# checkpoints pickled before jax/state.py existed name it here
 
 FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losses)
 
 
 def jax_worker_loop(config: dict) -> None:
-    from raylab.data.shard import evaluation, read_early, stream_stats
-    from raylab.frameworks.prewarm import hello
-    from raylab.timing import Phases
+    """A jax trial's worker: the loop's start (raylab/loop/start.py), jax's mesh, the data, the Flax NNX model split
+    into its graph and state, then the shared loop (raylab/loop/epochs.py run_epochs) over a jitted step."""
+    from raylab.data.shard import evaluation, stream_stats
+    from raylab.loop.start import start
 
-    cfg = config["cfg"]
-    phases = Phases(cfg.trial_start)
-    hello(cfg.sink)
-    read_early(cfg)
-    import jax
-    import ray.train
+    cfg, phases, ctx, jax = start(config, jax_imports)
     from flax import nnx
 
     from raylab.frameworks.jax.compiles import watch
     from raylab.loop import StepContext, Training, run_epochs
 
-    configure(jax, cfg.compile_cache)
-    phases.mark("imports")
-    ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     if jax.process_count() != world:
         raise RuntimeError(f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
@@ -86,6 +80,15 @@ def jax_worker_loop(config: dict) -> None:
         extra=lambda: {**compiles.figures(), **(stats() if stats else {})}))
 
 
+def jax_imports(cfg):
+    """jax and Flax imported, jax's compilation cache set; jax itself returned."""
+    import jax
+    from flax import nnx  # noqa: F401 - timed with the imports
+
+    configure(jax, cfg.compile_cache)
+    return jax
+
+
 def facts(cfg, devices, world: int, params, precision: str, built: dict, data) -> dict:
     """What the trial records of what ran."""
     import jax
@@ -115,13 +118,6 @@ def configure(jax, directory: str | None) -> None:
         jax.config.update("jax_compilation_cache_dir", f"{directory}/jax")
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-class StateHolder:
-    """The train state (parameters, rest, optimizer state): the step donates it and the holder keeps the new one."""
-
-    def __init__(self, state):
-        self.state = state
 
 
 def global_mesh(short: str, asked: str):
@@ -311,72 +307,6 @@ def inference(graph_eval, holder: StateHolder):
         return params, rest
 
     return forward, current
-
-
-def local_copy(tree):
-    """This process's copy of a replicated tree (its first device's)."""
-    import jax
-
-    return jax.tree.map(lambda a: a.addressable_data(0), tree)
-
-
-def checksum(state) -> float:
-    """Sum of |parameters and batch statistics|: equal on every replica that holds the same model."""
-    import jax
-    import jax.numpy as jnp
-
-    params, rest, _ = local_copy(state)
-    leaves = [a for a in jax.tree.leaves((params, rest)) if jnp.issubdtype(a.dtype, jnp.floating)]
-    return float(sum(np.abs(np.asarray(a, np.float64)).sum() for a in leaves))
-
-
-class SavedKey:
-    """A PRNG key array in a checkpoint: its key data and its implementation's name."""
-
-    def __init__(self, data, impl: str):
-        self.data, self.impl = data, impl
-
-
-def to_host(tree):
-    """The state as numpy (PRNG keys as SavedKey), for a checkpoint."""
-    import jax
-
-    def one(a):
-        a = a.addressable_data(0) if hasattr(a, "addressable_data") else a
-        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
-            return SavedKey(np.asarray(jax.random.key_data(a)), str(jax.random.key_impl(a)))
-        return np.asarray(a)
-
-    return jax.tree.map(one, tree)
-
-
-def from_host(tree, like):
-    """A checkpoint's state with its keys made keys again (of `like`'s implementations)."""
-    import jax
-
-    def one(saved, old):
-        return jax.random.wrap_key_data(saved.data, impl=jax.random.key_impl(old)) if isinstance(saved, SavedKey) else saved
-
-    return jax.tree.map(one, tree, like, is_leaf=lambda v: isinstance(v, SavedKey))
-
-
-def jax_saver(holder: StateHolder, feed: Feed):
-    """Checkpoints as a pickle of the state's numpy arrays (parameters, batch statistics, dropout keys, optimizer
-    state): rank 0 writes, every rank loads it and replicates it again (every process holds the same state)."""
-    from raylab.loop import Saver
-
-    def save(directory: str, rank: int) -> None:
-        host = to_host(holder.state)  # every rank reads its own copy: nothing waits on another process
-        if rank == 0:
-            with open(os.path.join(directory, "jax_state.pkl"), "wb") as f:
-                pickle.dump(host, f)
-
-    def load(directory: str) -> None:
-        with open(os.path.join(directory, "jax_state.pkl"), "rb") as f:
-            saved = pickle.load(f)
-        holder.state = feed.replicate(from_host(saved, local_copy(holder.state)))
-
-    return Saver(save, load)
 
 
 def comm_backend(platform: str, world: int) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 from raylab.data import num_items
 from raylab.frameworks.tf.worker import _threads, shuffled_dataset, tf_facts
 from raylab.loop.batches import BatchSource
-from raylab.frameworks.prewarm import hello
+from raylab.loop.start import hello
 
 SERVE_WAIT_S = 3600.0  # the longest a ps/worker server waits for its chief
 

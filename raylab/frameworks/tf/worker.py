@@ -149,16 +149,17 @@ def replica_checksums(dist, model) -> list[float]:
 
 
 def tf_worker_loop(config: dict) -> None:
-    cfg, phases, tf = _start(config)
-    import ray.train
+    """A TF trial's worker: the loop's start (raylab/loop/start.py), its distribution strategy, Keras, the data and
+    the model in the strategy's scope, then the shared loop (raylab/loop/epochs.py run_epochs)."""
+    from raylab.loop.start import start
 
+    cfg, phases, ctx, tf = start(config, tf_imports)
     from raylab.data.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
     from raylab.frameworks.tf import loss_scale
     from raylab.frameworks.tf.profile import capture
     from raylab.frameworks.tf.task import TFTask
     from raylab.loop import StepContext, Training, combined, run_epochs
 
-    ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     threads = _threads(tf, cfg.threads, cfg.replicas // world)
     dist, ran, fallback = _strategy_for(tf, cfg, cfg.replicas // world)
@@ -233,27 +234,17 @@ def training(tf, dist, task, model, optimizer, batches, cfg, ran: str, streamed:
     return (xla.timed(train) if xla else train), xla, execution
 
 
-def _start(config: dict):
-    """(cfg, phases, tf) for a TF worker: the environment TF reads at import set, the import timed."""
-    from raylab.data.shard import read_early
-    from raylab.frameworks.prewarm import hello
-    from raylab.timing import Phases
-
-    cfg = config["cfg"]
-    phases = Phases(cfg.trial_start)
-    hello(cfg.sink)
-    read_early(cfg)
+def tf_imports(cfg):
+    """TensorFlow imported with the environment it reads at import set; float32 matmuls in float32 (TF runs them in
+    TF32 on Ampere and later by default; torch does not): both frameworks do the same arithmetic, recorded as
+    float32_matmul. tf itself returned."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if cfg.device == "cpu":  # what ran is what's recorded: no GPU may sneak in (and no cuInit noise)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    import ray.train  # noqa: F401 - timed with the imports
     import tensorflow as tf
 
-    # float32 matmuls in float32 (TF runs them in TF32 on Ampere and later by default; torch does not):
-    # both frameworks do the same arithmetic, recorded as float32_matmul
     tf.config.experimental.enable_tensor_float_32_execution(False)
-    phases.mark("imports")
-    return cfg, phases, tf
+    return tf
 
 
 def _train_fn(tf, dist, task, replica_step, batches, cfg):

@@ -172,7 +172,7 @@ def ps_saver(servers: list, group: str, sink):
 
 
 def torch_ps_loop(config: dict) -> None:
-    from raylab.frameworks.prewarm import hello
+    from raylab.loop.start import hello
 
     hello(config["cfg"].sink)
     import ray.train

@@ -84,6 +84,9 @@ def batch_source(data, batch: int, seed: int, steps_per_epoch: int, device=None)
 
 
 def torch_worker_loop(config: dict) -> None:
+    """A torch trial's worker (torch:none, torch:ddp): the loop's start (start_worker), the device, the data, the
+    model (DDP around it for torch:ddp; torch.compile under --compile on), then the shared loop
+    (raylab/loop/epochs.py run_epochs)."""
     cfg, phases, ctx = start_worker(config)
     import torch
     import torch.distributed as dist
@@ -165,27 +168,24 @@ def step_context(precision: str, device, optimizer, profile=None):
 
 
 def start_worker(config: dict):
-    """(cfg, phases, Ray Train context) for a torch-family worker: threads set, seeded, imports timed."""
-    from raylab.data.shard import read_early
-    from raylab.frameworks.prewarm import hello
-    from raylab.timing import Phases
+    """(cfg, phases, Ray Train context) for a torch-family worker: the loop's start (raylab/loop/start.py) with
+    torch imported, its threads set and seeded."""
+    from raylab.loop.start import start
 
-    phases = Phases(config["cfg"].trial_start)
-    hello(config["cfg"].sink)
-    read_early(config["cfg"])
-    import ray.train
+    cfg, phases, ctx, _ = start(config, torch_imports)
+    return cfg, phases, ctx
+
+
+def torch_imports(cfg) -> None:
     import torch
 
     from raylab.frameworks.torch.compiled import set_cache
 
-    cfg = config["cfg"]
-    phases.mark("imports")
     # Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than
     # 1 at batch 32 on a 2-core machine.
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's)
     set_cache(cfg.compile_cache)
-    return cfg, phases, ray.train.get_context()
 
 
 def shard_and_task(cfg, ctx, xla: bool = False):

@@ -16,6 +16,7 @@ def sync_path(pjrt: str, world: int) -> str:
 
 
 def xla_worker_loop(config: dict) -> None:
+    """A torch_xla trial's worker: torch's start and data (torch/worker.py), the XLA device, the shared loop."""
     from raylab.data.shard import data_facts, evaluation, stream_stats
     from raylab.frameworks import cpu_threads
     from raylab.frameworks.torch.worker import param_checksum, shard_and_task, start_worker, torch_facts
@@ -27,6 +28,7 @@ def xla_worker_loop(config: dict) -> None:
     import torch_xla.debug.metrics as met
 
     from raylab.loop import StepContext, Training, run_epochs
+    from raylab.frameworks.xla.profile import capture
     from raylab.loop.compiles import CompileWatch
 
     phases.mark("imports")
@@ -35,8 +37,6 @@ def xla_worker_loop(config: dict) -> None:
     path = sync_path(pjrt, world)
     device = _device(pjrt, ctx)
     # autocast bf16 is TPU-only in torch_xla 2.9
-    from raylab.frameworks.xla.profile import capture
-
     profile = capture(False) if cfg.profile else None
     step = (StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16), profile=profile)
             if cfg.precision == "bf16" and pjrt == "TPU" else StepContext(profile=profile))
