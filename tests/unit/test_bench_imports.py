@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit.test_architecture_doc import module_names
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = sorted((ROOT / "bench").glob("*.py"))
 
@@ -21,16 +23,7 @@ def defined(module: str) -> set[str] | None:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         return None
-    names = set()
-    for node in ast.parse(Path(spec.origin).read_text()).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    names = module_names(ast.parse(Path(spec.origin).read_text()))
     if spec.submodule_search_locations:
         for where in spec.submodule_search_locations:
             names |= {p.stem for p in Path(where).glob("*.py")} | {p.name for p in Path(where).iterdir() if p.is_dir()}
