@@ -285,7 +285,7 @@ def test_rank0_reads_the_test_split_once_ahead_and_again_only_where_it_is_too_la
     import pandas as pd
 
     from raylab.data import deliver
-    from raylab.data.shard import TestPass, TestRead
+    from raylab.data.held_out import TestPass, TestRead
     from raylab.data.stream import open_stream, parquet
 
     x = np.arange(3000 * 4, dtype=np.float32).reshape(3000, 4)
