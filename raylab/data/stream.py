@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from raylab.data.image_folders import IMAGES_PER_TASK, classes, decoder, listing
 from raylab.data.shuffle import aligned_shards, blocks_per_pass, per_pass
 from raylab.errors import UserError
 
@@ -210,17 +211,13 @@ def npy(train: dict[str, str], test: dict[str, str], *, inputs="x", targets="y",
                   "files in the source's order (the columns' shards do not line up file for file)")
 
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
-IMAGES_PER_TASK = 1024  # files one Ray Data task decodes (bench/delivery.py: 256 per task decoded 7k images/s, 1024 9k)
-
-
 def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", name: str | None = None,
            pipeline=None) -> Stream:
     """An image folder per split, one sub-folder per class (sorted names are classes 0, 1, ...): columns x
     (uint8, size x channels) and y (the class). The files are listed on the driver (names only); Ray Data's
     tasks decode IMAGES_PER_TASK of them at a time with PIL (converted to `mode`, resized to `size` where they
     differ). `ray.data.read_images` decoded 1,100-1,300 images/s here, a task per 1,024 files 9,000-11,000."""
-    classes = _classes(train)
+    found = classes(train)
     listed: dict = {}  # listed when the driver opens the stream (not when a recipe module is imported)
 
     def make(split, seed):
@@ -228,7 +225,7 @@ def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", n
         import ray.data
 
         if split not in listed:
-            listed[split] = _listing(train if split == "train" else test, classes)
+            listed[split] = listing(train if split == "train" else test, found)
         paths, labels = listed[split]
         table = pa.table({"path": paths, "y": labels})
         if split == "train":  # files mixed across classes (a folder lists one class after another)
@@ -237,52 +234,12 @@ def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", n
         ds = ray.data.from_arrow(parts)
         if split == "train":
             ds = blocks_per_pass(ds, seed)  # and the blocks of file names in a new order every pass (before decoding)
-        return ds.map_batches(_decoder(size, mode), batch_size=IMAGES_PER_TASK, batch_format="numpy")
+        return ds.map_batches(decoder(size, mode), batch_size=IMAGES_PER_TASK, batch_format="numpy")
 
     folder = Path(train).parent.name if Path(train).name.lower() in SPLIT_NAMES + ("training",) else Path(train).name
-    return Stream(name or folder, make, f"images in {train}, {test} ({len(classes)} classes)", "x", "y",
+    return Stream(name or folder, make, f"images in {train}, {test} ({len(found)} classes)", "x", "y",
                   pipeline=pipeline, check=lambda: _exists(train, test),
                   order=f"files mixed across classes once, blocks of {IMAGES_PER_TASK} in a new seeded order every pass")
-
-
-def _listing(folder: str, classes: list[str]) -> tuple[list[str], np.ndarray]:
-    """Every image file under folder/CLASS/ (sorted), and its class's index."""
-    import os
-
-    if not Path(folder).is_dir():
-        raise UserError(f"images(): {folder} is not a directory; give a folder holding one sub-folder per class.")
-    paths, labels = [], []
-    for i, c in enumerate(classes):
-        if not (Path(folder) / c).is_dir():
-            continue  # a class with no images in this split
-        files = sorted(e.path for e in os.scandir(Path(folder) / c) if e.name.lower().endswith(IMAGE_SUFFIXES))
-        paths += files
-        labels += [i] * len(files)
-    if not paths:
-        raise UserError(f"images(): {folder} holds no image files ({', '.join(IMAGE_SUFFIXES)}) in its class folders.")
-    return paths, np.array(labels, np.int64)
-
-
-def _decoder(size: tuple[int, int], mode: str):
-    h, w = size
-
-    def decode(batch: dict) -> dict:
-        from PIL import Image
-
-        paths = batch["path"]
-        out = None
-        for i, path in enumerate(paths):
-            with Image.open(path) as im:
-                im = im if im.mode == mode else im.convert(mode)
-                if im.size != (w, h):
-                    im = im.resize((w, h))
-                a = np.asarray(im)
-            if out is None:
-                out = np.empty((len(paths), *a.shape), np.uint8)
-            out[i] = a
-        return {"x": out, "y": batch["y"]}
-
-    return decode
 
 
 def generator(fn: Callable[[np.ndarray, str], dict], train_items: int, test_items: int, *, inputs="x", targets="y",
@@ -343,18 +300,6 @@ def _exists(*paths: str) -> None:
     for p in paths:
         if "://" not in p and not Path(p).exists():
             raise UserError(f"{p} does not exist; point the stream at a directory of files (or a gs:// / s3:// URI).")
-
-
-def _classes(folder: str) -> list[str]:
-    if "://" in folder:
-        raise UserError(f"images(): {folder}: class folders are listed locally; copy the images to a local or "
-                        "mounted path, or build a ray_dataset() with your own labels.")
-    if not Path(folder).is_dir():
-        raise UserError(f"images(): {folder} is not a directory; give a folder holding one sub-folder per class.")
-    classes = sorted(d.name for d in Path(folder).iterdir() if d.is_dir())
-    if not classes:
-        raise UserError(f"images(): {folder} has no sub-folders; put each class's images in a sub-folder of its own.")
-    return classes
 
 
 def read_manifest(path: Path) -> dict:
