@@ -7,7 +7,7 @@ from pathlib import Path
 
 RAYLAB = Path(__file__).resolve().parents[2] / "raylab"
 MAX_FUNCTION_LINES = 60
-MAX_MODULE_LINES = 420
+MAX_MODULE_LINES = 350  # a module that grows past it splits where its concepts part (420 before the house was sorted)
 
 
 def modules() -> dict[str, Path]:
