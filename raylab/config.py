@@ -13,7 +13,7 @@ from pathlib import Path
 
 from raylab.registry import Strategy, framework_of, get_strategy
 
-# Training steps between host reads. bench/step_loop.py measured it on this repository's 2-core
+# Training steps between host reads. bench/studies/step_loop.py measured it on this repository's 2-core
 # machine (docs/results.md, "Steps per host read"): the MLP at batch 32 gains little past 32.
 DEFAULT_WINDOW = 32
 

@@ -61,7 +61,7 @@ class Chrono:
         self.trial_start = trial_start
         self.warmup = max(1, warmup)
         self.windows: list[tuple[float, int]] = []  # (seconds, steps)
-        self.ends: list[float] = []  # each window's end, wall clock (bench/paired.py lines runs up by it)
+        self.ends: list[float] = []  # each window's end, wall clock (bench/studies/paired.py lines runs up by it)
         self.startup_s: float | None = None
         self.carried: dict | None = None  # what earlier attempts of a restarted trial timed (state())
         self._t0 = 0.0

@@ -10,7 +10,7 @@ import numpy as np
 from raylab.errors import UserError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
-IMAGES_PER_TASK = 1024  # files one Ray Data task decodes (bench/delivery.py: 256 per task decoded 7k images/s, 1024 9k)
+IMAGES_PER_TASK = 1024  # files one Ray Data task decodes (bench/studies/delivery.py: 256 per task decoded 7k images/s, 1024 9k)
 
 
 def listing(folder: str, classes: list[str]) -> tuple[list[str], np.ndarray]:

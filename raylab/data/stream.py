@@ -173,7 +173,7 @@ def parquet(path: str | None = None, *, train: str | None = None, test: str | No
 @contextmanager
 def parquet_reader():
     """Ray 2.60's default Parquet reader (DataSource V2: a ListFiles task, then ReadFiles) takes 1.1-1.2 s to start
-    each pass over a few files on this 2-CPU machine, its V1 reader 0.12-0.16 s (bench/delivery.py); every epoch
+    each pass over a few files on this 2-CPU machine, its V1 reader 0.12-0.16 s (bench/studies/delivery.py); every epoch
     is a pass, so raylab reads with V1 unless RAY_DATA_USE_DATASOURCE_V2 says otherwise."""
     from ray.data import DataContext
 

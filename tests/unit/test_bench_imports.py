@@ -1,7 +1,8 @@
-"""Every script under bench/ still finds what it imports of raylab: a module that moved or a name that went breaks
-this test, not a benchmark someone runs months later. Read from the sources (no script runs, no framework imports):
-each `import raylab.X` and `from raylab.X import name`, at any depth of the script, including the recipes its
-f-strings write (read as code where they parse)."""
+"""Every script under bench/ (the maintained tools and bench/studies/) still imports: a module that moved, a name that
+went or a path a script builds from its own place breaks this test, not a benchmark someone runs months later.
+Read from the sources: each `import raylab.X` and `from raylab.X import name`, at any depth of the script, including
+the recipes its f-strings write (read as code where they parse); and every script imported as a module (its
+`__main__` body not run) in one child process."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from tests.unit.test_architecture_doc import module_names
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted((ROOT / "bench").glob("*.py"))
+SCRIPTS = sorted((ROOT / "bench").rglob("*.py"))
 
 
 def defined(module: str) -> set[str] | None:
@@ -72,6 +73,29 @@ def test_the_check_finds_a_moved_module_and_a_name_that_went(tmp_path):
     assert missing(script) == ["old.py:1: no module raylab.driver.stats", "old.py:2: raylab.compare.stats has no no_such"]
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+@pytest.mark.parametrize("script", SCRIPTS, ids=[str(p.relative_to(ROOT / "bench")) for p in SCRIPTS])
 def test_every_bench_script_finds_what_it_imports_of_raylab(script):
     assert missing(script) == []
+
+
+def test_every_bench_script_imports_as_a_module():
+    """Each script loaded under a name of its own, as `python bench/...` would before its main body: the top of the
+    script runs (its ROOT, what it puts on sys.path, its module-level imports), nothing else."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib.util, sys, traceback\n"
+        "bad = []\n"
+        "for i, path in enumerate(sys.argv[1:]):\n"
+        "    spec = importlib.util.spec_from_file_location(f'bench_script_{i}', path)\n"
+        "    try:\n"
+        "        spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "    except BaseException:\n"
+        "        bad.append(path + ': ' + traceback.format_exc(limit=2).splitlines()[-1])\n"
+        "print('\\n'.join(bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, *map(str, SCRIPTS)], capture_output=True, text=True, timeout=300,
+                         cwd=ROOT / "bench")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == ""

@@ -78,7 +78,7 @@ class TorchTask(TaskBuilder):
         else:
             # capturable on XLA: step count and bias corrections stay on the device. On the host they reach
             # XLA as new scalars each step, and where one rounds to another scalar of the graph (steps 6212
-            # and 16628 for the MLP) the step compiles again (bench/xla_recompiles.py).
+            # and 16628 for the MLP) the step compiles again (bench/studies/xla_recompiles.py).
             kw = dict(lr=opt.lr, betas=(a["beta_1"], a["beta_2"]), eps=a["epsilon"], capturable=self.xla,
                       **fused)
             built = O.AdamW(params, weight_decay=a["weight_decay"], **kw) if opt.name == "adamw" else O.Adam(params, **kw)

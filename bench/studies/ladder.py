@@ -24,8 +24,8 @@ the rung below it, which says where a cost appears. Also the CPU the rest of the
 trained (cores, from /proc/stat, the trained process's own share taken out where it is known): Ray's processes
 share the 2 cores with the step.
 
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/ladder.py --frameworks torch,tf --rounds 9
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/ladder.py --frameworks torch --rounds 9 --rungs plain,task,train
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks torch,tf --rounds 9
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks torch --rounds 9 --rungs plain,task,train
 
 Results in bench/results.md ("The ladder").
 """
@@ -45,8 +45,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench"  # loop_cost.py, whose plain loop every rung runs
 TRIAL = {"torch": "torch:none", "tf": "tf:none", "jax": "jax:none"}
 RUNGS = ("plain", "task", "train", "trial")
 

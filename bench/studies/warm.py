@@ -1,8 +1,8 @@
 """Warm worker groups against fresh processes: the same invocation both ways, interleaved (W F F W ...).
 
-    .venv/bin/python bench/warm.py                                   # torch:none, tf:none, jax:none; 3 repeats
-    .venv/bin/python bench/warm.py --trials "torch:ddp x2" --rounds 2
-    .venv/bin/python bench/warm.py --full          # the whole data set, the recipe's epochs: steady figures
+    .venv/bin/python bench/studies/warm.py                                   # torch:none, tf:none, jax:none; 3 repeats
+    .venv/bin/python bench/studies/warm.py --trials "torch:ddp x2" --rounds 2
+    .venv/bin/python bench/studies/warm.py --full          # the whole data set, the recipe's epochs: steady figures
 
 --quick trains 256 steps per trial (a fraction of a second for jax): enough for start-up and wall time, too few for
 a steady-state samples/s within a few percent; --full trains the recipe's whole data set.
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def invocation(trials: str, repeats: int, fresh: bool, where: Path, extra: list[str]) -> tuple[float, list[dict]]:

@@ -2,10 +2,10 @@
 steady step time, samples/s, compile time and test accuracy, side by side in one invocation per model; then what
 the compile cache saves (the same compiled trial twice in one invocation, warm cache against cold).
 
-    python bench/compile.py                          # every model: fashion MLP, two-input MLP, fashion CNN, ResNet-UNet
-    python bench/compile.py --models mlp,cnn         # some of them
-    python bench/compile.py --cache                  # the compile cache: second trial against first, warm and cold
-    python bench/compile.py --why                    # the MLP's torch step eager and compiled, in one process
+    python bench/studies/compile.py                          # every model: fashion MLP, two-input MLP, fashion CNN, ResNet-UNet
+    python bench/studies/compile.py --models mlp,cnn         # some of them
+    python bench/studies/compile.py --cache                  # the compile cache: second trial against first, warm and cold
+    python bench/studies/compile.py --why                    # the MLP's torch step eager and compiled, in one process
 
 Every trial is one worker with --threads (default 1; the ResNet-UNet 2, as its recipe runs it) on this machine's
 CPUs. Figures into bench/results.md ("Compiled against eager").
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRIALS = "torch:none,tf:none,jax:none"
 # model -> (recipe file, its arguments): a few hundred steps where a step is quick, the recipe's --quick otherwise
 MODELS = {

@@ -20,8 +20,8 @@ the step wait (the GIL held by Ray's own threads, a worker descheduled) would sh
 time; a host that added work would show more CPU time per step than the others, round after round.
 Random data of Fashion-MNIST's shape: the step does not depend on the values.
 
-    python bench/hosting.py --rounds 3
-    python bench/hosting.py --rounds 3 --framework xla
+    python bench/studies/hosting.py --rounds 3
+    python bench/studies/hosting.py --rounds 3 --framework xla
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HOSTS = ("process", "thread", "actor", "actor-thread", "ray-train")
 
 

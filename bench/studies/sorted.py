@@ -7,8 +7,8 @@ recipe (an MLP 20-64-5, Adam 1e-3, batch 64, 3 epochs) is run twice through its 
 the file (`stream.parquet(train=..., test=...)`) and with the same rows in memory. Prints each trial's test
 accuracy both ways, the difference, the `shuffle` each recorded and any WARNING line raylab printed.
 
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/sorted.py
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/sorted.py --trials torch:none --seeds 0,1
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/sorted.py
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/sorted.py --trials torch:none --seeds 0,1
 
 Before issue 49 (rows shuffled within chunks of 2,048) the streamed trials ended at 0.72-0.75 here, in memory at
 0.94-0.97 (bench/results.md, "A streamed epoch is a shuffled epoch").
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 WORK = Path(os.environ.get("RAYLAB_BENCH_DIR", tempfile.gettempdir())) / "raylab-bench-sorted"
 ROWS, TEST_ROWS, FEATURES, CLASSES = 12_000, 2_000, 20, 5
@@ -51,7 +51,7 @@ def make_table() -> Path:
     return WORK
 
 
-RECIPE = '''"""The label-sorted table (bench/sorted.py): streamed from its Parquet file, or the same rows in memory."""
+RECIPE = '''"""The label-sorted table (bench/studies/sorted.py): streamed from its Parquet file, or the same rows in memory."""
 import os
 
 import numpy as np

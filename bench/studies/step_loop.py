@@ -8,8 +8,8 @@ one tf.function call, so window 1 is also one step per call. It then measures th
 single-thread sgemm peak (torch.mm, 1024^3, best of 20) and gives each batch's TF and torch MLP
 as a fraction of it (the MLP's training FLOPs per sample are counted below).
 
-    python bench/step_loop.py                                        # windows 1 and 32, batches 32 and 1024
-    python bench/step_loop.py --windows 1,8,32,128 --batches 32      # what chose the default window
+    python bench/studies/step_loop.py                                        # windows 1 and 32, batches 32 and 1024
+    python bench/studies/step_loop.py --windows 1,8,32,128 --batches 32      # what chose the default window
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # The MLP (raylab/models/mlp.py): Dense 784->128, Dense 128->10. Multiply-adds per sample: forward
 # 784*128 + 128*10; backward the weight gradients of both layers and the input gradient of the second

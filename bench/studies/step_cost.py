@@ -11,8 +11,8 @@ process, in blocks of 6 windows of 32 steps, the blocks alternating and every ot
 Prints the median ms per step of each (the first two blocks left out) and the ratio of their speeds. Run it
 with another tree first on PYTHONPATH to measure that tree's step (e.g. a `git worktree` of an older commit):
 
-    .venv/bin/python bench/step_cost.py --rounds 16
-    PYTHONPATH=/tmp/raylab-before-ba2c97c .venv/bin/python bench/step_cost.py --rounds 16
+    .venv/bin/python bench/studies/step_cost.py --rounds 16
+    PYTHONPATH=/tmp/raylab-before-ba2c97c .venv/bin/python bench/studies/step_cost.py --rounds 16
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

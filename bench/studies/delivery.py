@@ -21,21 +21,21 @@ cut into batches; PIL decodes each image; the generator's function called on eac
 Prints samples/s of each side per round, the median ratio raylab per data CPU / plain (1 data CPU, so the same
 figure), and the time to the first batch.
 
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/delivery.py --rounds 3
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/delivery.py --rounds 3
 
 --trials runs whole trials instead, through the recipes' real command line: the pandas table (TABLE_RECIPE, an
 MLP on its 20 features, 5 epochs) and the Fashion-MNIST MLP on its export (3 epochs); it prints each trial's
 samples/s, input_wait_share, the step's wait for its first batch after the model was built
 (stream_first_wait_s) and the start-up phases.
 
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/delivery.py --trials tf:none,torch:none
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/delivery.py --trials tf:none,torch:none
 
 --cutter times the worker's reader and cutter threads alone, without Ray (raylab/data/deliver.py over passes of
 in-memory chunks shaped as the exported, pandas and image sources' rows, cut into torch batches): what the shuffle
 costs the delivery, on whichever raylab is imported (PYTHONPATH), so two trees can be run in turn; `window` is the
 same with the shuffle window held to a quarter of the split (WINDOW_BYTES), where raylab has one.
 
-    .venv/bin/python bench/delivery.py --cutter --rounds 5
+    .venv/bin/python bench/studies/delivery.py --cutter --rounds 5
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
 WORK = Path(os.environ.get("RAYLAB_BENCH_DIR", tempfile.gettempdir())) / "raylab-bench-delivery"
@@ -293,7 +293,7 @@ def raylab_rate(stream, passes: int) -> dict:
     return json.loads(out.read_text())
 
 
-TABLE_RECIPE = '''"""A 5-class, 20-feature table pandas wrote (a list<float> column, four files), streamed (bench/delivery.py)."""
+TABLE_RECIPE = '''"""A 5-class, 20-feature table pandas wrote (a list<float> column, four files), streamed (bench/studies/delivery.py)."""
 import os
 
 from raylab import Recipe, main, optimizer

@@ -1,7 +1,7 @@
 """fp32, bf16 and fp16 training steps side by side, in torch and TF, in one process per framework, 1 thread.
 
-    .venv/bin/python bench/precision.py                       # fashion MLP, fashion CNN, ResNet-UNet
-    .venv/bin/python bench/precision.py --models mlp,cnn --cap-s 30
+    .venv/bin/python bench/studies/precision.py                       # fashion MLP, fashion CNN, ResNet-UNet
+    .venv/bin/python bench/studies/precision.py --models mlp,cnn --cap-s 30
 
 One plain step per precision as a careful user writes it: torch under `torch.autocast` (fp16 with
 `torch.amp.GradScaler` and a fused Adam), Keras under the `mixed_bfloat16` / `mixed_float16` policy (fp16 with a
@@ -30,7 +30,7 @@ def builders(name: str):
     if name == "mlp":
         from raylab.models.mlp import tf_model, torch_model
     elif name == "cnn":
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes"))
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "recipes"))
         from fashion_cnn import RECIPE
 
         return RECIPE.models["tf"], RECIPE.models["torch"]

@@ -8,8 +8,8 @@ when it computes its bias corrections on the host (the default; they change ever
 `--capturable` keeps Adam's step count and bias corrections on the device, as the xla trials and
 raylab/frameworks/plain.py do.
 
-    python bench/xla_recompiles.py --steps 17000                 # compiles again at steps 6212 and 16628
-    python bench/xla_recompiles.py --steps 17000 --capturable    # only the 2 warm-up compilations
+    python bench/studies/xla_recompiles.py --steps 17000                 # compiles again at steps 6212 and 16628
+    python bench/studies/xla_recompiles.py --steps 17000 --capturable    # only the 2 warm-up compilations
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:

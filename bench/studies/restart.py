@@ -7,7 +7,7 @@ The figures are the trial's own, from MLflow: `recovery_s` (the failure to the f
 processes, imports, data, model, the checkpoint restored), `lost_s` (training done again: from the last
 checkpoint to the failure) and, for scale, `startup_s` (the first attempt's start to its first step).
 
-    python bench/restart.py --trial torch:ddp --workers 1,2 --rounds 2
+    python bench/studies/restart.py --trial torch:ddp --workers 1,2 --rounds 2
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def train_workers(home: Path) -> list[int]:

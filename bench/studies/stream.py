@@ -5,19 +5,19 @@ the memory a streamed trial holds as the dataset on disk grows.
               trials on in-memory arrays, same seed, epochs and batch; one process per side, the order
               alternating between rounds. Prints each trial's test accuracy on both sides, the difference,
               steady samples/s on both sides and their ratio, and the streamed side's input_wait_share.
-                flock /tmp/raylab-heavy.lock .venv/bin/python bench/stream.py parity --epochs 2
-                flock /tmp/raylab-heavy.lock .venv/bin/python bench/stream.py parity --recipe fashion_cnn \
+                flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/stream.py parity --epochs 2
+                flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/stream.py parity --recipe fashion_cnn \
                     --trials torch:none,tf:none --steps-per-epoch 300
     delivery  samples/s a 1-worker Ray Train group takes from a stream with a step that does nothing (the
               same StreamShard and StreamBatches a torch trial uses): the 1.2M-scene generator and the
               exported Fashion-MNIST Parquet.
-                flock /tmp/raylab-heavy.lock .venv/bin/python bench/stream.py delivery
+                flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/stream.py delivery
     memory    Parquet datasets of 64x64x3 uint8 images (random) of about --sizes GB on disk, each streamed
               through a 1-worker torch:none and tf:none trial (--steps steps of batch 64); the driver's peak
               RSS (its own getrusage) and, polled from /proc while it runs, the peak RSS (VmHWM, which counts
               object-store pages a process maps) and peak private memory (RssAnon) of the training worker
               and of the largest other Ray process (Ray Data's read and map tasks).
-                flock /tmp/raylab-heavy.lock .venv/bin/python bench/stream.py memory --sizes 2,16
+                flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/stream.py memory --sizes 2,16
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 PY = sys.executable
 WORK = Path(os.environ.get("RAYLAB_BENCH_DIR", tempfile.gettempdir())) / "raylab-bench-stream"

@@ -5,7 +5,7 @@ driver and Ray's own processes live there), then the same recipe command twice p
 order: without --concurrency and with `--concurrency auto`. Each trial's nodes and times come back from MLflow
 and are checked: no two trials that overlapped in time held a common node.
 
-    python bench/concurrency.py --rounds 2
+    python bench/studies/concurrency.py --rounds 2
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRIALS = "torch:none,tf:none,torch:ddp x1,tf:mwms x1"
 
 

@@ -14,7 +14,7 @@ stamped) that ended inside those same epochs give the plain one's. So neither is
 other starts up or after it ended. Both share the machine's 2 cores, memory bandwidth and caches:
 the ratio says what raylab costs a step under the same conditions, not what either does alone.
 
-    python bench/paired.py --framework torch --epochs 12 --rounds 3
+    python bench/studies/paired.py --framework torch --epochs 12 --rounds 3
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRIAL = {"torch": "torch:none", "tf": "tf:none", "xla": "xla:single"}
 MARGIN_S = 1.0  # an epoch's "done" line arrives up to this long after its training ended (eval, polling)
 

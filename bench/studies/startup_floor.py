@@ -9,7 +9,7 @@
 Each figure is the median of --rounds, side by side in one run. `raylab floor` measures the same with raylab's
 poll and keeps it for the trials to record beside their `startup_s`.
 
-    python bench/startup_floor.py --rounds 3
+    python bench/studies/startup_floor.py --rounds 3
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
     precision  each recipe's torch:none and tf:none trials at fp32 and at bf16, one invocation per precision
                (the order alternating between rounds): steady samples/s, its bf16/fp32 ratio, and the workers'
                peak RSS. On a CPU without bf16 instructions (AVX512-BF16, AMX), bf16 is emulated and slower.
-                 flock /tmp/raylab-heavy.lock .venv/bin/python bench/hardware.py precision
+                 flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/hardware.py precision
     batchmax   `--batch max --memory-cap-mb CAP` on the ResNet-UNet in torch:none and tf:none: the batch each
                framework's search found, the size above it that ran out of memory in its probe, every size
                tried, and the trial at the size found (FINISHED, its peak RSS).
-                 flock /tmp/raylab-heavy.lock .venv/bin/python bench/hardware.py batchmax --cap 6000
+                 flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/hardware.py batchmax --cap 6000
 
 Each run prints a JSON line per trial and a table; the figures quoted in bench/results.md come from these.
 """
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 
 # recipe -> the arguments that keep a round short: a few steady steps, a small test split

@@ -6,8 +6,8 @@ log_monitor, ...), Ray workers by their process title (`ray::RayTrainWorker`, `r
 `ray::IDLE` = a worker process still starting), raylab's plain baselines (`raylab.frameworks.plain`). On a
 2-core machine this shows what a Ray Train trial pays besides its own training step.
 
-    python bench/cpu_by_process.py -- python recipes/fashion.py --trials tf:none --epochs 1 --threads 1
-    python bench/cpu_by_process.py --timeline -- python recipes/fashion.py --quick
+    python bench/studies/cpu_by_process.py -- python recipes/fashion.py --trials tf:none --epochs 1 --threads 1
+    python bench/studies/cpu_by_process.py --timeline -- python recipes/fashion.py --quick
 
 Linux only (/proc). A process's CPU after its last sample (all of it, for one that lives less
 than an interval) is missed, so the totals are a lower bound.
