@@ -7,7 +7,7 @@ The figures are the trial's own, from MLflow: `recovery_s` (the failure to the f
 processes, imports, data, model, the checkpoint restored), `lost_s` (training done again: from the last
 checkpoint to the failure) and, for scale, `startup_s` (the first attempt's start to its first step).
 
-    python bench/studies/restart.py --trial torch:ddp --workers 1,2 --rounds 2
+    python bench/restart.py --trial torch:ddp --workers 1,2 --rounds 2
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def train_workers(home: Path) -> list[int]:
@@ -38,14 +38,14 @@ def train_workers(home: Path) -> list[int]:
     return pids
 
 
-def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path) -> dict:
+def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path, device: str = "cpu") -> dict:
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp}/mlflow.db"
     env = {**os.environ, "HOME": str(tmp), "RAY_USAGE_STATS_ENABLED": "0"}
     cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", trial, "--workers",
            str(workers), "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--checkpoint-every", "0",
-           "--tracking-uri", uri, "--experiment", "restart"]
+           "--device", device, "--tracking-uri", uri, "--experiment", "restart"]
     proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     killed, lines = None, []
@@ -80,6 +80,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2, help="rounds; each runs every worker count once (default 2)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps", type=int, default=300, help="steps per epoch (default 300)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="what each replica runs on (default cpu)")
     args = p.parse_args()
     counts = [int(w) for w in args.workers.split(",")]
     figures: dict[int, list[dict]] = {w: [] for w in counts}
@@ -87,7 +88,7 @@ def main() -> None:
         for w in counts if r % 2 == 0 else counts[::-1]:  # alternate the order: drift hits both alike
             with tempfile.TemporaryDirectory(prefix="raylab-restart-") as tmp:
                 t0 = time.monotonic()
-                figures[w].append(one_round(args.trial, w, args.epochs, args.steps, Path(tmp)))
+                figures[w].append(one_round(args.trial, w, args.epochs, args.steps, Path(tmp), args.device))
                 print(f"  round {r + 1} x{w}: {figures[w][-1]} ({time.monotonic() - t0:.0f} s)", flush=True)
     print(f"\n{args.trial}, worker SIGKILLed after epoch 1 of {args.epochs} ({args.steps} steps/epoch), "
           f"medians over {args.rounds} round(s):")
