@@ -15,6 +15,8 @@ set -u
 out=${1:?usage: [DRY=1] bash bench/gpu.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$out" || exit 2  # each invocation's chart lands beside its log
 export MLFLOW_TRACKING_URI="sqlite:///$out/mlflow.db" PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 all="facts mlp mlp_bf16 mlp_fp16 cnn cnn_bf16 cnn_fp16 compile best profile stream restart batch_max"
@@ -41,7 +43,7 @@ step() {  # step NAME SECONDS COMMAND...: run under timeout, log to OUTDIR/NAME.
 
 recipe() {  # recipe NAME SECONDS RECIPE ARGS...: one invocation on $dev, its summary in OUTDIR/NAME.json
   local name=$1 limit=$2 file=$3; shift 3
-  step "$name" "$limit" "$py" "recipes/$file" --device "$dev" --experiment "gpu-$name" --json "$out/$name.json" "$@"
+  step "$name" "$limit" "$py" "$root/recipes/$file" --device "$dev" --experiment "gpu-$name" --json "$out/$name.json" "$@"
 }
 
 for s in $steps; do
@@ -50,7 +52,7 @@ for s in $steps; do
       step facts 60 bash -c "(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo no GPU);
         nproc; $py -c 'import sys, torch, jax, ray, mlflow; print(sys.version.split()[0], \"torch\", torch.__version__,
         \"cuda\", torch.version.cuda, \"jax\", jax.__version__, jax.devices(), \"ray\", ray.__version__,
-        \"mlflow\", mlflow.__version__)'; git rev-parse HEAD 2>/dev/null || echo \"commit: \$RAYLAB_GIT_COMMIT\"" ;;
+        \"mlflow\", mlflow.__version__)'; git -C $root rev-parse HEAD 2>/dev/null || echo \"commit: \$RAYLAB_GIT_COMMIT\"" ;;
     mlp)  # the fashion MLP, torch and JAX, twice each: the second repeat runs warm in its group's processes
       recipe mlp 150 fashion.py --trials torch:none,jax:none --repeats 2 --epochs 3 "${tiny[@]}" ;;
     mlp_bf16)
@@ -71,11 +73,11 @@ for s in $steps; do
     profile)  # one steady window profiled: CUDA activity in the summary on a GPU
       recipe profile 90 fashion.py --trials torch:none,jax:none --profile --epochs 1 "${tiny[@]}" ;;
     stream)  # Fashion-MNIST exported to Parquet, then streamed through Ray Data
-      step stream_export 60 "$py" -m raylab data export recipes/fashion.py "$out/fashion-parquet"
+      step stream_export 60 "$py" -m raylab data export "$root/recipes/fashion.py" "$out/fashion-parquet"
       recipe stream 120 fashion.py --trials torch:none,jax:none --data "$out/fashion-parquet" --epochs 1 \
         "${tiny[@]}" ;;
     restart)  # a worker SIGKILLed mid-trial, the group restarted from its checkpoint (restarts = 1)
-      step restart 150 "$py" bench/restart.py --trial torch:ddp --workers 1 --rounds 1 --epochs 3 \
+      step restart 150 "$py" "$root/bench/restart.py" --trial torch:ddp --workers 1 --rounds 1 --epochs 3 \
         --steps "$restart_steps" --device "$dev" ;;
     batch_max)  # the largest batch that fits: on a GPU its edge is device memory, named as such
       recipe batch_max 150 fashion_cnn.py --trials torch:none --batch max --epochs 1 --steps-per-epoch 2 \
