@@ -33,7 +33,7 @@ CLOSE = 0.08  # a family matches within 8% of its spread
 STD_TOLERANCE = 1.10  # two initial spreads differ when one is over 1.1x the other (and sampling: _unlike)
 KURTOSIS_FROM = 1000  # values a parameter needs for its distribution's shape to be told
 SAMPLE = 100_000  # values of a parameter read at most (evenly spaced)
-TAG_LIMIT = 4900  # the tracker keeps a tag's first 5,000 characters (driver/tracking.py MAX_TAG)
+TAG_LIMIT = 4900  # the tracker keeps a tag's first 5,000 characters (record/tracking.py MAX_TAG)
 
 
 def distribution(a: np.ndarray) -> str:
