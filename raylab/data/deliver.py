@@ -29,6 +29,8 @@ import numpy as np
 from raylab.data.shuffle import SortedLook, Window, describe, window_rows
 from raylab.errors import UserError
 
+PREFETCH_BATCHES = 2  # Ray Data batches fetched ahead of the step (ray's default is 1)
+
 READ_AHEAD_BYTES = 256 << 20  # dense chunks a worker reads ahead of the cutter (at least two chunks)
 READY_BATCHES = 4  # prepared batches waiting for the step
 MIN_CHUNK_ROWS = 2048

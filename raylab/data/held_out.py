@@ -16,7 +16,7 @@ from raylab.data.stream import StreamInfo
 class TestRange:
     """The built report's test-input range, read off rank 0's evaluations when the trial reports."""
 
-    def __init__(self, data: StreamShard):
+    def __init__(self, data):  # a raylab/data/shard.py StreamShard
         self.data = data
 
     def summary(self) -> str:
@@ -50,7 +50,8 @@ class TestRead:
         self._thread.start()
 
     def _read(self) -> None:
-        from raylab.data.deliver import READ_AHEAD_BYTES, TEST_READ, TEST_READ_DONE, nbytes, numpy_block, rows
+        from raylab.data.deliver import (PREFETCH_BATCHES, READ_AHEAD_BYTES, TEST_READ, TEST_READ_DONE, nbytes,
+                                         numpy_block, rows)
 
         try:
             for block in self.dataset.iter_batches(batch_size=self.rows, batch_format="pyarrow",
@@ -118,7 +119,7 @@ class TestPass:
             yield {k: a[start:start + step] for k, a in whole.items()}
 
     def _read(self):
-        from raylab.data.deliver import chunk_rows, numpy_block
+        from raylab.data.deliver import PREFETCH_BATCHES, chunk_rows, numpy_block
 
         names = tuple(dict.fromkeys(self.info.names()))
         for block in self.dataset.iter_batches(batch_size=chunk_rows(self.size), batch_format="pyarrow",

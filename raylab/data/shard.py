@@ -12,14 +12,12 @@ read-ahead, never its split.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 from raylab.data import num_items, shard_indices, tree_map
 from raylab.data.held_out import TestPass, TestRange, TestRead
 from raylab.data.stream import StreamInfo
 
-PREFETCH_BATCHES = 2  # Ray Data batches fetched ahead of the step (ray's default is 1)
 
 
 def is_streamed(cfg) -> bool:
@@ -150,7 +148,7 @@ _early: dict = {}  # the train split's Reader and rank 0's TestRead, started as 
 
 def train_reader(shard, info: StreamInfo, batch: int):
     """A Reader of this worker's train split, in Arrow chunks of chunk_rows(batch) rows."""
-    from raylab.data.deliver import Reader, chunk_rows
+    from raylab.data.deliver import PREFETCH_BATCHES, Reader, chunk_rows
 
     def start_pass():
         return shard.iter_batches(batch_size=chunk_rows(batch), batch_format="pyarrow", prefetch_batches=PREFETCH_BATCHES)

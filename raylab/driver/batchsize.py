@@ -106,7 +106,6 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> t
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
     from raylab.data import num_items
 
-    strategy = spec.strategy
     layout = spec.layout(cfg)
     limit = num_items(ds.x_train) // layout.replicas  # a replica's shard: no step takes more
     task = recipe.task(ds.target_names)

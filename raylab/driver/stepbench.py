@@ -15,7 +15,6 @@ import time
 
 from raylab.errors import UserError
 from raylab.registry import framework as frameworks_named
-from raylab.registry import frameworks
 from raylab.task.recipe import BenchContext, StepBench, single_kinds
 
 
