@@ -22,11 +22,17 @@ py=${PYTHON:-python3}
 all="facts mlp mlp_bf16 mlp_fp16 cnn cnn_bf16 cnn_fp16 compile best profile stream restart batch_max"
 steps=${STEPS:-$all}
 
-if [ -n "${DRY:-}" ]; then  # the CPU rehearsal: the same command lines, a few steps of each
-  dev=cpu; modes=default; tiny=(--quick --steps-per-epoch 3); cnn_epochs=(--quick --steps-per-epoch 2)
+if [ -n "${DRY:-}" ]; then  # the CPU rehearsal: the same command lines, a few small steps of each
+  dev=cpu; modes=default; tiny=(--quick --steps-per-epoch 3); cnn_epochs=(--quick --steps-per-epoch 2 --batch 64)
+  # --compile best races inductor's first compile (20-60 s a model and precision here) in every step: on the CPU
+  # only the steps about compiling compile; on a GPU each step runs the default, measured before its trials
+  as_is=(--compile off)
+  # --batch max's edge under a cap on the process's data segment (RLIMIT_DATA: a torch worker maps about 2.5 GB
+  # before its first batch); on a GPU the edge is device memory
+  cap=(--memory-cap-mb 3500)
   scale=4; restart_steps=2000
 else
-  dev=gpu; modes=default,reduce-overhead; tiny=(); cnn_epochs=(--epochs 1 --steps-per-epoch 0)
+  dev=gpu; modes=default,reduce-overhead; tiny=(); cnn_epochs=(--epochs 1 --steps-per-epoch 0); as_is=(); cap=()
   scale=1; restart_steps=3000
 fi
 
@@ -54,34 +60,34 @@ for s in $steps; do
         \"cuda\", torch.version.cuda, \"jax\", jax.__version__, jax.devices(), \"ray\", ray.__version__,
         \"mlflow\", mlflow.__version__)'; git -C $root rev-parse HEAD 2>/dev/null || echo \"commit: \$RAYLAB_GIT_COMMIT\"" ;;
     mlp)  # the fashion MLP, torch and JAX, twice each: the second repeat runs warm in its group's processes
-      recipe mlp 150 fashion.py --trials torch:none,jax:none --repeats 2 --epochs 3 "${tiny[@]}" ;;
+      recipe mlp 150 fashion.py --trials torch:none,jax:none --repeats 2 --epochs 3 "${tiny[@]}" "${as_is[@]}" ;;
     mlp_bf16)
-      recipe mlp_bf16 90 fashion.py --trials torch:none,jax:none --precision bf16 --epochs 2 "${tiny[@]}" ;;
+      recipe mlp_bf16 90 fashion.py --trials torch:none,jax:none --precision bf16 --epochs 2 "${tiny[@]}" "${as_is[@]}" ;;
     mlp_fp16)  # torch only: optax applies no loss scaling (jax's trials refuse fp16 at the door)
-      recipe mlp_fp16 60 fashion.py --trials torch:none --precision fp16 --epochs 2 "${tiny[@]}" ;;
+      recipe mlp_fp16 60 fashion.py --trials torch:none --precision fp16 --epochs 2 "${tiny[@]}" "${as_is[@]}" ;;
     cnn)  # the fashion CNN, one pass: jax's first epoch (it finished none in 100 s on an H200 on 2026-11-26)
-      recipe cnn 180 fashion_cnn.py --trials torch:none,jax:none "${cnn_epochs[@]}" ;;
+      recipe cnn 180 fashion_cnn.py --trials torch:none,jax:none "${cnn_epochs[@]}" "${as_is[@]}" ;;
     cnn_bf16)
-      recipe cnn_bf16 120 fashion_cnn.py --trials torch:none,jax:none --precision bf16 "${cnn_epochs[@]}" ;;
+      recipe cnn_bf16 120 fashion_cnn.py --trials torch:none,jax:none --precision bf16 "${cnn_epochs[@]}" "${as_is[@]}" ;;
     cnn_fp16)
-      recipe cnn_fp16 60 fashion_cnn.py --trials torch:none --precision fp16 "${cnn_epochs[@]}" ;;
+      recipe cnn_fp16 60 fashion_cnn.py --trials torch:none --precision fp16 "${cnn_epochs[@]}" "${as_is[@]}" ;;
     compile)  # --compile on in each mode the device has (reduce-overhead's CUDA graphs on a GPU only)
       recipe compile 150 fashion_cnn.py --trials torch:none,jax:none --compile on --compile-mode "$modes" \
         "${cnn_epochs[@]}" ;;
     best)  # --compile best measured on this device, not taken from a kept answer
       recipe best 120 fashion_cnn.py --trials torch:none --compile best --race-again "${cnn_epochs[@]}" ;;
     profile)  # one steady window profiled: CUDA activity in the summary on a GPU
-      recipe profile 90 fashion.py --trials torch:none,jax:none --profile --epochs 1 "${tiny[@]}" ;;
+      recipe profile 90 fashion.py --trials torch:none,jax:none --profile --epochs 1 "${tiny[@]}" "${as_is[@]}" ;;
     stream)  # Fashion-MNIST exported to Parquet, then streamed through Ray Data
       step stream_export 60 "$py" -m raylab data export "$root/recipes/fashion.py" "$out/fashion-parquet"
       recipe stream 120 fashion.py --trials torch:none,jax:none --data "$out/fashion-parquet" --epochs 1 \
-        "${tiny[@]}" ;;
+        "${tiny[@]}" "${as_is[@]}" ;;
     restart)  # a worker SIGKILLed mid-trial, the group restarted from its checkpoint (restarts = 1)
       step restart 150 "$py" "$root/bench/restart.py" --trial torch:ddp --workers 1 --rounds 1 --epochs 3 \
         --steps "$restart_steps" --device "$dev" ;;
     batch_max)  # the largest batch that fits: on a GPU its edge is device memory, named as such
       recipe batch_max 150 fashion_cnn.py --trials torch:none --batch max --epochs 1 --steps-per-epoch 2 \
-        $([ -n "${DRY:-}" ] && echo --memory-cap-mb 2500) ;;
+        "${as_is[@]}" "${cap[@]}" ;;
     *) echo "unknown step $s; known: $all" >&2; exit 2 ;;
   esac
 done

@@ -38,14 +38,19 @@ def train_workers(home: Path) -> list[int]:
     return pids
 
 
+def fashion_args(trial: str, workers: int, epochs: int, steps: int, device: str, uri: str) -> list[str]:
+    """The recipe's command line a round runs (its path first)."""
+    return [str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", trial, "--workers", str(workers),
+            "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--checkpoint-every", "0", "--device", device,
+            "--tracking-uri", uri, "--experiment", "restart"]
+
+
 def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path, device: str = "cpu") -> dict:
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{tmp}/mlflow.db"
     env = {**os.environ, "HOME": str(tmp), "RAY_USAGE_STATS_ENABLED": "0"}
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", trial, "--workers",
-           str(workers), "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--checkpoint-every", "0",
-           "--device", device, "--tracking-uri", uri, "--experiment", "restart"]
+    cmd = [sys.executable, *fashion_args(trial, workers, epochs, steps, device, uri)]
     proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     killed, lines = None, []
@@ -73,7 +78,7 @@ def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path, devi
     return {k: m[k] for k in ("recovery_s", "lost_s", "startup_s", "checkpoint_s", "checkpoints")}
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trial", default="torch:ddp", help="trial kind (default torch:ddp)")
     p.add_argument("--workers", default="1,2", help="worker counts, comma-separated (default 1,2)")
@@ -81,7 +86,11 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps", type=int, default=300, help="steps per epoch (default 300)")
     p.add_argument("--device", default="cpu", choices=("cpu", "gpu"), help="what each replica runs on (default cpu)")
-    args = p.parse_args()
+    return p
+
+
+def main() -> None:
+    args = parser().parse_args()
     counts = [int(w) for w in args.workers.split(",")]
     figures: dict[int, list[dict]] = {w: [] for w in counts}
     for r in range(args.rounds):
