@@ -1,5 +1,7 @@
 """The driver SIGKILLed mid-matrix (a crash, a lost head node), then `--resume last`: the finished trial is not
-run again, the interrupted one goes on from its last checkpoint, all under the first invocation's parent run."""
+run again, the interrupted one goes on from its last checkpoint, all under the first invocation's parent run.
+The kill lands while the second trial is held mid-epoch by its own model (tests/e2e/held_recipe.py), whatever
+this machine's speed."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pytest
 from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 
 pytestmark = pytest.mark.e2e
-RAY_TRAIN_STARTS = 3  # the first driver's two trials, the resumed one
+RAY_TRAIN_STARTS = 2  # the first driver's warm group (both repeats), the resumed trial
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,23 +46,29 @@ def nothing_left(home: Path, timeout: float = 150) -> None:
 def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp_path):
     env = user_env(tmp_path)
     uri, client = sqlite_store(tmp_path)
-    recipe = [sys.executable, str(ROOT / "recipes" / "fashion.py")]
+    recipe = [sys.executable, str(ROOT / "tests" / "e2e" / "held_recipe.py")]
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
-    # The second trial is the slower framework (TF's steps of the fashion MLP are slower than torch's fused ones)
-    # with epochs long enough (2,000 steps) that it is still training when its first epoch shows up in MLflow: the
-    # driver logs epochs every 2 s, the test reads every second, so the kill lands up to about 3 s after that epoch,
-    # and the trial has 3 more to go. (torch:none second, 1,000 steps an epoch, finished first on one machine.)
-    first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "torch:none,tf:none", "--epochs", "4",
-                              "--steps-per-epoch", "2000", "--checkpoint-every", "0", *where], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    # Two trials (torch:none's two repeats, in one warm group), each held mid-epoch 2 by its model
+    # (tests/e2e/held_recipe.py): the first is let go on and finishes; the driver is SIGKILLed while the second
+    # is held, past its first epoch's checkpoint. No race with the machine's speed: the second cannot end first.
+    first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "torch:none", "--repeats", "2",
+                              "--epochs", "4", "--steps-per-epoch", "200", "--checkpoint-every", "0", *where],
+                             cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)}, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        def second_trial_past_epoch_1():
+        wait_for(lambda: (gate / "held-1").exists(), 480, "the first trial held mid-epoch 2")
+        (gate / "release-1").touch()
+        wait_for(lambda: (gate / "held-2").exists(), 480, "the second trial held mid-epoch 2")
+
+        def second_trial_past_epoch_1():  # the driver logs epochs every 2 s: the held trial's first is on its way
             exp = client.get_experiment_by_name("crashed")
-            runs = client.search_runs([exp.experiment_id]) if exp else []
-            second = [r for r in runs if r.info.run_name.startswith("tf:none")]
+            runs = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("raylab.role") == "trial"]
+            second = [r for r in runs if r.info.status == "RUNNING"]
             return second and client.get_metric_history(second[0].info.run_id, "val_accuracy")
 
-        wait_for(second_trial_past_epoch_1, 480, "the second trial's first epoch in MLflow")
+        wait_for(second_trial_past_epoch_1, 120, "the held trial's first epoch in MLflow")
         first.kill()  # SIGKILL to the driver alone: nothing of raylab's runs after it
         first.communicate(timeout=60)
         # The driver is MLflow's only writer: what it left is what the store holds now. (Its in-process cluster's
@@ -70,7 +78,7 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
         assert sorted(r.info.status for r in before.values()) == ["FINISHED", "RUNNING", "RUNNING"]
 
         resumed = subprocess.run([*recipe, "--resume", "last", *where], cwd=tmp_path, env=env,
-                                 capture_output=True, text=True, timeout=600)
+                                 capture_output=True, text=True, timeout=600)  # no gate: nothing is held
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     finally:
         if first.poll() is None:
@@ -84,6 +92,9 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     for run in trials:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert sorted(steps) == [1, 2, 3, 4], (run.info.run_name, steps)
-    torch_run = next(r for r in trials if r.info.run_name.startswith("torch:none"))
-    assert torch_run.info.end_time == before[torch_run.info.run_id].info.end_time  # finished before: not re-run
+    done_before = [r for r in trials if before[r.info.run_id].info.status == "FINISHED"]
+    assert len(done_before) == 1 and done_before[0].info.end_time == before[done_before[0].info.run_id].info.end_time
+    resumed_trial = next(r for r in trials if r not in done_before)
+    # it went on from its first epoch's checkpoint (200 steps), where it was held (step 300) being past it
+    assert resumed_trial.data.metrics.get("resumed_from_step") == 200, resumed_trial.data.metrics
     nothing_left(tmp_path)  # the killed driver's cluster and the resumed one's: every process that HOME started

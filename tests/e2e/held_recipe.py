@@ -1,0 +1,76 @@
+"""A user's recipe that holds its training at a known point: the fashion MLP in torch, whose model waits at one
+training step of each trial until the test lets it go on. A test that acts on a trial mid-epoch (kills its
+driver, its worker) acts while the trial is held there, however fast this machine runs the steps: the trial
+cannot end first, and the act cannot land before the point.
+
+With RAYLAB_TEST_GATE=DIR in the driver's environment (Ray's worker processes inherit it), each trial's model, at
+its HOLD_AT-th training step (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
+DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds. Without it,
+the recipe trains as recipes/fashion.py does (the model is the same, wrapped).
+
+    RAYLAB_TEST_GATE=/tmp/gate python tests/e2e/held_recipe.py --trials torch:none --steps-per-epoch 200
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from raylab import main
+from raylab.models.mlp import torch_model as mlp
+
+ROOT = Path(__file__).resolve().parents[2]
+HOLD_S = 600  # a held trial nobody releases goes on after this (its driver is usually gone long before)
+
+
+def steps_per_epoch() -> int:
+    argv = sys.argv
+    return int(argv[argv.index("--steps-per-epoch") + 1]) if "--steps-per-epoch" in argv else 200
+
+
+def hold(gate: Path) -> None:
+    n = len(list(gate.glob("held-*"))) + 1
+    (gate / f"held-{n}").write_text(str(os.getpid()))
+    deadline = time.monotonic() + HOLD_S
+    while not (gate / f"release-{n}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def torch_model(hold_at: int = 0):
+    from torch import nn
+
+    gate = os.environ.get("RAYLAB_TEST_GATE")
+
+    class Held(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net, self.steps = mlp(), 0
+
+        def forward(self, x):
+            if self.training and gate:
+                self.steps += 1
+                if self.steps == hold_at:
+                    hold(Path(gate))
+            return self.net(x)
+
+    return Held()
+
+
+def recipe():
+    import importlib.util
+    from functools import partial
+
+    spec = importlib.util.spec_from_file_location("fashion", ROOT / "recipes" / "fashion.py")
+    fashion = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fashion)
+    hold_at = steps_per_epoch() * 3 // 2
+    return fashion.RECIPE.variant(name="held", models={"torch": partial(torch_model, hold_at)},
+                                  default_trials=("torch:none",), default_workers=(1,))
+
+
+RECIPE = recipe()
+
+if __name__ == "__main__":
+    main(RECIPE)
