@@ -9,7 +9,7 @@ now and then): a change that breaks one of its steps fails here, not on the next
 - Two steps run for real on this CPU (`DRY=1`): the facts, and torch fp16 on the MLP (its summary, log and
   steps.tsv line where the script puts them).
 
-The whole rehearsal, every step on this CPU, is `DRY=1 bash bench/gpu.sh OUT` (about 16 minutes here: more than the
+The whole rehearsal, every step on this CPU, is `DRY=1 bash bench/gpu.sh OUT` (about 22 minutes here: more than the
 suite's time allows; bench/README.md).
 """
 
