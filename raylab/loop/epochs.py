@@ -37,6 +37,11 @@ class Training:
     can check that every replica ended with the same model. syncs(), where given, counts every
     device-to-host read of the process (the framework's own counter). extra() adds backend figures to the
     result; phases holds the start-up breakdown the backend marked.
+
+    Given `data` (the worker's input: raylab/data/shard.py's MemoryShard or StreamShard), evaluate is the
+    framework's evaluator of (x, y) batches, and the loop writes once what every framework records of its input:
+    evaluation over that data's test split, the input's facts among what ran, Ray Data's statistics with a streamed
+    trial's result (`over_data`). Without it (the parameter-server chiefs), evaluate() is called as it is.
     """
 
     steps_per_epoch: int
@@ -52,8 +57,21 @@ class Training:
     syncs: Callable[[], int] | None = None
     extra: Callable[[], dict] | None = None
     phases: Phases | None = None
+    data: Any = None
 
 
+def over_data(training: Training, rank: int) -> Training:
+    """The Training as the loop runs it: with `data`, evaluation over its test split, its facts and its statistics."""
+    if training.data is None:
+        return training
+    import dataclasses
+
+    from raylab.data.shard import data_facts, evaluation, stream_stats
+
+    data = training.data
+    return dataclasses.replace(training, data=None, evaluate=evaluation(data, training.evaluate),
+                               actual={**training.actual, **data_facts(data)},
+                               extra=combined(stream_stats(data, rank), training.extra))
 
 
 def combined(*extras: Callable[[], dict] | None) -> Callable[[], dict] | None:
@@ -75,7 +93,7 @@ def run_epochs(cfg: WorkerConfig, rank: int, training: Training) -> None:
     import logging
 
     logging.getLogger("ray.train").setLevel(logging.WARNING)  # a line per report and checkpoint otherwise
-    Loop(cfg, rank, training).run()
+    Loop(cfg, rank, over_data(training, rank)).run()
 
 
 class Loop:

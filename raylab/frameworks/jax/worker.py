@@ -28,7 +28,6 @@ FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losse
 def jax_worker_loop(config: dict) -> None:
     """A jax trial's worker: the loop's start (raylab/loop/start.py), jax's mesh, the data, the Flax NNX model split
     into its graph and state, then the shared loop (raylab/loop/epochs.py run_epochs) over a jitted step."""
-    from raylab.data.shard import evaluation, stream_stats
     from raylab.loop.start import start
 
     cfg, phases, ctx, jax = start(config, jax_imports)
@@ -65,19 +64,17 @@ def jax_worker_loop(config: dict) -> None:
     step = StepContext("bf16" if bf16 else "fp32", profile=capture() if cfg.profile else None)
     holder = StateHolder(state)
     train, first = train_fn(task, graph, tx, holder, batches, feed, bf16, compiles)
-    evaluate = evaluation(data, compiles.apart(task.evaluator(*inference(graph_eval, holder))))
     built = {**task.built(data.sample()), "model_settings": model_settings(model)}  # read before the first step
     actual = facts(cfg, devices, world, params, step.precision, built, data)
-    stats = stream_stats(data, rank)
 
     def read(sums):
         first.read(actual)
         return np.asarray(sums.addressable_data(0), dtype=np.float64)
 
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, evaluate, task.results, actual, lambda: checksum(holder.state), read=read,
-        batches=batches, step=step, saver=jax_saver(holder, feed), phases=phases,
-        extra=lambda: {**compiles.figures(), **(stats() if stats else {})}))
+        steps_per_epoch, train, compiles.apart(task.evaluator(*inference(graph_eval, holder))), task.results, actual,
+        lambda: checksum(holder.state), read=read, batches=batches, step=step, saver=jax_saver(holder, feed),
+        phases=phases, extra=compiles.figures, data=data))
 
 
 def jax_imports(cfg):
@@ -93,8 +90,6 @@ def facts(cfg, devices, world: int, params, precision: str, built: dict, data) -
     """What the trial records of what ran."""
     import jax
 
-    from raylab.data.shard import data_facts
-
     device = devices[0]
     order = ("each process streams its own split; the global batch joins their batches" if data.streamed
              else "global batches, each process feeds its slice")
@@ -103,7 +98,7 @@ def facts(cfg, devices, world: int, params, precision: str, built: dict, data) -
         "device_kind": device.platform, **({"device_name": device.device_kind} if device.platform != "cpu" else {}),
         "comm_backend": comm_backend(device.platform, world), "replicas_in_sync": len(devices),
         "local_replicas": len(jax.local_devices()) if cfg.short == "dp" else 1,
-        **jax_facts(params, cfg), "precision_applied": precision, **built, **data_facts(data), "input_order": order,
+        **jax_facts(params, cfg), "precision_applied": precision, **built, "input_order": order,
         **({} if data.streamed else {"input": "in memory (object store, the whole split in every worker)"}),
         "execution": cfg.execution,
     }

@@ -154,7 +154,7 @@ def tf_worker_loop(config: dict) -> None:
     from raylab.loop.start import start
 
     cfg, phases, ctx, tf = start(config, tf_imports)
-    from raylab.data.shard import data_facts, evaluation, items_per_worker, stream_stats, worker_data
+    from raylab.data.shard import items_per_worker, worker_data
     from raylab.frameworks.tf import loss_scale
     from raylab.frameworks.tf.profile import capture
     from raylab.frameworks.tf.task import TFTask
@@ -187,7 +187,6 @@ def tf_worker_loop(config: dict) -> None:
     train, xla, execution = training(tf, dist, task, model, optimizer, batches, cfg, ran, data.streamed,
                                      local_replicas)
     scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
-    evaluate = evaluation(data, task.evaluator(model))
     actual = {
         "actual_strategy": ran, **fallback, "replicas_in_sync": dist.num_replicas_in_sync,
         "local_replicas": local_replicas, "global_batch": cfg.global_batch, "steps_per_call": cfg.window,
@@ -195,14 +194,13 @@ def tf_worker_loop(config: dict) -> None:
         **task.built(getattr(optimizer, "inner_optimizer", optimizer), data.sample()),
         "precision_applied": {v: k for k, v in POLICIES.items()}.get(keras.mixed_precision.global_policy().name,
                                                                      "fp32"),
-        **data_facts(data), "execution": execution,
+        "execution": execution,
     }
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, evaluate, task.results, actual, lambda: replica_checksums(dist, model),
-        read=lambda sums: sums.numpy() * scale,
+        steps_per_epoch, train, task.evaluator(model), task.results, actual, lambda: replica_checksums(dist, model),
+        read=lambda sums: sums.numpy() * scale, data=data,
         batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases,
-        extra=combined(stream_stats(data, rank), loss_scale.figures(optimizer) if cfg.precision == "fp16" else None,
-                       xla.figures if xla else None),
+        extra=combined(loss_scale.figures(optimizer) if cfg.precision == "fp16" else None, xla.figures if xla else None),
         step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import sys
 
-from raylab.data.shard import data_facts, evaluation, stream_stats
-
 
 def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0):
     """Index batches over a shard of n samples, endlessly: each pass a new permutation cut into n // batch
@@ -84,10 +82,12 @@ def batch_source(data, batch: int, seed: int, steps_per_epoch: int, device=None)
 
 
 def torch_worker_loop(config: dict) -> None:
-    """A torch trial's worker (torch:none, torch:ddp): the loop's start (start_worker), the device, the data, the
+    """A torch trial's worker (torch:none, torch:ddp): the loop's start with torch's imports, the device, the data, the
     model (DDP around it for torch:ddp; torch.compile under --compile on), then the shared loop
     (raylab/loop/epochs.py run_epochs)."""
-    cfg, phases, ctx = start_worker(config)
+    from raylab.loop.start import start
+
+    cfg, phases, ctx, _ = start(config, torch_imports)
     import torch
     import torch.distributed as dist
 
@@ -110,7 +110,6 @@ def torch_worker_loop(config: dict) -> None:
     from raylab.frameworks.torch.profile import capture
 
     step, scale = step_context(cfg.precision, device, optimizer, capture(device.type == "cuda") if cfg.profile else None)
-    evaluate = evaluation(data, counted(compiles, task.evaluator(compiled, device)))
     actual = {
         "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
         "device_kind": device.type,
@@ -119,7 +118,7 @@ def torch_worker_loop(config: dict) -> None:
         "comm_backend": dist.get_backend() if cfg.short == "ddp" and dist.is_initialized() else "none",
         "replicas_in_sync": ctx.get_world_size(),
         **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, data.sample()),
-        **data_facts(data), "execution": cfg.execution,
+        "execution": cfg.execution,
         **({"recompile_steps": compiles.late_steps} if compiles else {}),  # filled in as training runs, as xla's
     }
     reads = [0]  # the loop's reads, counted where GradScaler reads too (a recipe's optimizer under fp16)
@@ -130,12 +129,12 @@ def torch_worker_loop(config: dict) -> None:
 
     run_epochs(cfg, rank, Training(
         steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step, scale,
-                                  mean_loss(task, cfg.execution), compiles), evaluate,
-        task.results, actual, lambda: param_checksum(module), read=read, batches=batches, step=step,
+                                  mean_loss(task, cfg.execution), compiles),
+        counted(compiles, task.evaluator(compiled, device)), task.results, actual, lambda: param_checksum(module),
+        read=read, batches=batches, step=step, data=data,
         saver=torch_saver(module, optimizer, scheduler, device, scale), phases=phases,
         syncs=(lambda: reads[0] + scale.reads) if scale is not None and not scale.on_device else None,
-        extra=combined(stream_stats(data, rank), scale.figures if scale is not None else None,
-                       compile_figures(compiles))))
+        extra=combined(scale.figures if scale is not None else None, compile_figures(compiles))))
 
 
 def build_model(task, cfg, device):
@@ -167,16 +166,8 @@ def step_context(precision: str, device, optimizer, profile=None):
     return step, LossScale(optimizer, device) if precision == "fp16" else None
 
 
-def start_worker(config: dict):
-    """(cfg, phases, Ray Train context) for a torch-family worker: the loop's start (raylab/loop/start.py) with
-    torch imported, its threads set and seeded."""
-    from raylab.loop.start import start
-
-    cfg, phases, ctx, _ = start(config, torch_imports)
-    return cfg, phases, ctx
-
-
 def torch_imports(cfg) -> None:
+    """A torch-family worker's imports at the loop's start (raylab/loop/start.py): torch, its threads set, seeded."""
     import torch
 
     from raylab.frameworks.torch.compiled import set_cache

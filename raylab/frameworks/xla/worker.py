@@ -17,11 +17,11 @@ def sync_path(pjrt: str, world: int) -> str:
 
 def xla_worker_loop(config: dict) -> None:
     """A torch_xla trial's worker: torch's start and data (torch/worker.py), the XLA device, the shared loop."""
-    from raylab.data.shard import data_facts, evaluation, stream_stats
     from raylab.frameworks import cpu_threads
-    from raylab.frameworks.torch.worker import param_checksum, shard_and_task, start_worker, torch_facts
+    from raylab.frameworks.torch.worker import param_checksum, shard_and_task, torch_facts, torch_imports
+    from raylab.loop.start import start
 
-    cfg, phases, ctx = start_worker(config)
+    cfg, phases, ctx, _ = start(config, torch_imports)
     import torch
     import torch.distributed as dist
     import torch_xla
@@ -57,7 +57,6 @@ def xla_worker_loop(config: dict) -> None:
                             count=lambda: met.counter_value("UncachedCompile") or 0)  # a cheap counter, read every step
     train = xla_train(task, model, optimizer, scheduler, batches, path, step, compiles, device)
 
-    evaluate = evaluation(data, compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)))
     actual = {
         "strategy_class": "xla+gloo-allreduce" if path == "gloo-cpu" else ("xla-ddp" if world > 1 else "xla"),
         "replicas_in_sync": world,
@@ -67,13 +66,12 @@ def xla_worker_loop(config: dict) -> None:
         **torch_facts(model), "precision_applied": step.precision,
         "torch_xla_version": torch_xla.__version__, "execution": cfg.execution,
         "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
-        **task.built(optimizer, scheduler, data.sample()), **data_facts(data),
+        **task.built(optimizer, scheduler, data.sample()),
     }
-    stats = stream_stats(data, rank)
     run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, evaluate, task.results, actual, lambda: param_checksum(model),
-        read=lambda sums: sums.double().cpu().numpy(), batches=batches, step=step, syncs=lambda: device_reads(met),
-        extra=lambda: {**compiles.figures(), **(stats() if stats else {})}, phases=phases,
+        steps_per_epoch, train, compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)), task.results,
+        actual, lambda: param_checksum(model), read=lambda sums: sums.double().cpu().numpy(), batches=batches,
+        step=step, syncs=lambda: device_reads(met), extra=compiles.figures, phases=phases, data=data,
         saver=xla_saver(model, optimizer, scheduler, device, rank)))
 
 
