@@ -12,7 +12,7 @@ machine's drift falls on both sides alike), each as its own process:
   (its own in-process Ray cluster), its steady-state samples/s as the trial records it (raylab/timing.py
   Chrono: windows of 32 steps from one host read to the next, after the warm-up, evaluation left out);
 - the plain script a careful user writes, no Ray and no raylab loop, same model, data, loss, optimizer,
-  batch, seed and intra-op threads (the task as raylab.driver.baseline hands it to raylab/frameworks/plain.py):
+  batch, seed and intra-op threads (the task as raylab.driver.plain_runs hands it to raylab/frameworks/plain.py):
   - torch: the usual loop keeping the running loss and accuracy sums on the device (`loss_sum +=
     loss.detach()`, `correct += (logits.argmax(1) == y).sum()`) and reading them once every 32 steps,
     as Keras fit does, its optimizer fused (`fused=True`: torch's fastest Adam, AdamW and SGD); defined below
@@ -162,7 +162,7 @@ def run_trial(framework: str, args, tmp: Path) -> dict:
 
 
 def run_plain(framework: str, args, tmp: Path, data, execution: str | None = None) -> dict:
-    from raylab.driver.baseline import plain_env
+    from raylab.driver.plain_runs import plain_env
 
     spec = {"framework": framework, "task": str(tmp / "task.pkl"), "threads": args.threads, "epochs": args.epochs,
             "steps_per_epoch": None, "batch": args.batch, "seed": 0, "warmup": data["warmup"], "window": 32,

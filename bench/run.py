@@ -1,13 +1,13 @@
 """The measurement protocol on the recipes, side by side in one run; writes bench/results.md.
 
 For each recipe it runs the recipe's own command line with --repeats (interleaved, alternating
-order) and, for training recipes, --baseline: each framework's 1-worker trial beside a plain
+order) and, for training recipes, --plain: each framework's 1-worker trial beside a plain
 single-process script of the same job (raylab/frameworks/plain.py: no Ray, no raylab). The report it keeps is
 `raylab compare`'s: medians with their min..max range, which differences are significant, scaling,
 the overhead ratios against their targets (whole-job wall <= 1.05x, steady samples/s >= 0.97x),
 startup per phase and the parity report. Benchmarks, not tests: the numbers are for reading.
 
-    python bench/run.py                                  # fashion MLP, 1 epoch, 3 repeats, with baselines
+    python bench/run.py                                  # fashion MLP, 1 epoch, 3 repeats, with plain scripts
     python bench/run.py --recipes fashion,conv_bench --repeats 5
     python bench/run.py --epochs 3                       # a longer steady state: its own section, "fashion (3 epochs)"
 
@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # recipe -> its flags here: the 1-worker trials that mirror the plain scripts, one epoch
 RUNS = {
-    "fashion": ["--trials", "tf:none,torch:none,xla:single", "--workers", "1", "--epochs", "1", "--baseline"],
-    "mnist": ["--trials", "tf:none,tf:mirrored,torch:none,torch:ddp", "--epochs", "1", "--baseline"],
-    "fashion_cnn": ["--trials", "tf:none,torch:none", "--epochs", "1", "--steps-per-epoch", "20", "--baseline"],
+    "fashion": ["--trials", "tf:none,torch:none,xla:single", "--workers", "1", "--epochs", "1", "--plain"],
+    "mnist": ["--trials", "tf:none,tf:mirrored,torch:none,torch:ddp", "--epochs", "1", "--plain"],
+    "fashion_cnn": ["--trials", "tf:none,torch:none", "--epochs", "1", "--steps-per-epoch", "20", "--plain"],
     "conv_bench": [],
     "resunet": [],
 }
@@ -109,7 +109,7 @@ def main() -> None:
     kept.update(done)
     head = ["# raylab measured by its own protocol", "",
             "Each section is one `bench/run.py` run of one recipe: the recipe's own command line with --repeats "
-            "(and --baseline for training recipes), and the `raylab compare` report it printed.", ""]
+            "(and --plain for training recipes), and the `raylab compare` report it printed.", ""]
     lines = head + [line for name in kept for line in kept[name]]
     args.out.write_text("\n".join(lines) + ("\n## Earlier" + earlier if earlier else ""))
     print(f"wrote {args.out}")

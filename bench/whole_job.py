@@ -2,7 +2,7 @@
 
 raylab: `python recipes/fashion.py --trials F:none --epochs E` in a fresh process (its own in-process Ray
 cluster, MLflow store, data, Ray Train, training, evaluation, the end table and chart), from launch to exit.
-Plain: the same job as raylab's plain script (`python -m raylab.frameworks.plain`, what --baseline runs: Keras `fit` with
+Plain: the same job as raylab's plain script (`python -m raylab.frameworks.plain`, what --plain runs: Keras `fit` with
 steps_per_execution, or a torch loop reading back on log steps; same model, data, batch, threads, seed), from
 launch to exit. Rounds alternate the order; medians are reported.
 
@@ -38,7 +38,7 @@ def raylab_job(framework: str, epochs: int, tmp: Path) -> float:
 def plain_job(framework: str, epochs: int, tmp: Path) -> float:
     from fashion import RECIPE
 
-    from raylab.driver.baseline import run_plain
+    from raylab.driver.plain_runs import run_plain
     from raylab.config import Settings, TrialSpec
 
     cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,

@@ -57,6 +57,7 @@ HOUSE = {
     "raylab.overrides": "raylab.cli.overrides",
     "raylab.recipe": "raylab.task.recipe",
     "raylab.prewarm": "raylab.frameworks.prewarm",
+    "raylab.driver.baseline": "raylab.driver.plain_runs",  # one word for the yardstick: plain (--plain)
 }
 # old package -> where its contents went (the package itself is an empty module)
 MOVED_PACKAGES = {"raylab.backends": "raylab.frameworks"}

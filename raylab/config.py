@@ -64,7 +64,7 @@ class TrialSpec:
     @property
     def strategy(self) -> Strategy:
         """Its kind's Strategy, resolved once (the driver, the trainer, the groups and the record all ask this); a
-        plain baseline's ("torch:plain") is the one its framework's plain script mirrors. Not pickled: a process
+        plain script's ("torch:plain") is the one its framework's plain script mirrors. Not pickled: a process
         that receives the spec resolves its own."""
         found = self.__dict__.get("_resolved")
         if found is None:
@@ -104,7 +104,7 @@ class Settings:
     tpu_topology: str | None = None  # e.g. "2x2x1": with tpu_type, how Ray reserves a slice for several workers
     steps_per_epoch: int | None = None  # None: an epoch is one pass over each worker's shard
     repeats: int = 1  # each trial runs this many times, interleaved, each its own child run
-    baseline: bool = False  # also run each framework's job as a plain script (no Ray, no raylab)
+    plain: bool = False  # also run each framework's job as a plain script (no Ray, no raylab)
     window: int = DEFAULT_WINDOW  # training steps between host reads
     max_failures: int = 1  # worker-group restarts Ray Train may make per trial, from the last checkpoint
     checkpoint_every_min: float = 10.0  # checkpoints inside long epochs this often (0: at epoch ends only)

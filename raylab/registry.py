@@ -3,7 +3,7 @@ each framework package provides (`Framework`, its parts) and what each of its tr
 
 Each framework is a folder, `raylab/frameworks/<name>/`, with the same modules (PARTS): `__init__.py` holds its
 `FRAMEWORK` (what raylab knows of it without importing it), `kinds.py` its trial kinds, then its task builder,
-worker loop, profiler, memory reading, plain baseline and step-benchmark set-up. Adding a framework is adding a
+worker loop, profiler, memory reading, plain script and step-benchmark set-up. Adding a framework is adding a
 folder with those parts and its name in NAMES below. The code outside the folders asks a `Framework` or a
 `Strategy`, never a framework's name (tests/unit/test_frameworks.py), and imports the folders only through
 this module, lazily: framework imports happen inside worker functions, so a TensorFlow trial never imports torch
@@ -152,7 +152,7 @@ PARTS = {
     "worker": ("reset",),
     "profile": ("capture",),  # capture(cuda) -> a context around one window writing the framework's trace
     "memory": ("device_peak_mb",),  # the process's peak accelerator memory, MB, or None
-    "plain": ("run", "env"),  # the plain baseline script (raylab/frameworks/plain.py) and its subprocess environment
+    "plain": ("run", "env"),  # the plain script (raylab/frameworks/plain.py) and its subprocess environment
     # A step benchmark's (raylab/driver/stepbench.py) worker environment from the run config, and its threads, seed and
     # device set on the worker (set_up returns compiled() -> (compilations, seconds) so far, or None).
     "stepbench": ("env", "set_up"),

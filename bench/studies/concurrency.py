@@ -65,7 +65,7 @@ def ceiling(framework: str, epochs: int, tmp: Path) -> float:
     sys.path.insert(0, str(ROOT / "recipes"))
     from fashion import RECIPE
 
-    from raylab.driver.baseline import run_plain
+    from raylab.driver.plain_runs import run_plain
     from raylab.config import Settings, TrialSpec
 
     cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,

@@ -3,7 +3,7 @@
 Runs the command, samples every process's user+system time once a second, and attributes the
 difference to a role: the command itself (`driver`), Ray's daemons (gcs_server, raylet, dashboard,
 log_monitor, ...), Ray workers by their process title (`ray::RayTrainWorker`, `ray::TrainController`,
-`ray::IDLE` = a worker process still starting), raylab's plain baselines (`raylab.frameworks.plain`). On a
+`ray::IDLE` = a worker process still starting), raylab's plain scripts (`raylab.frameworks.plain`). On a
 2-core machine this shows what a Ray Train trial pays besides its own training step.
 
     python bench/studies/cpu_by_process.py -- python recipes/fashion.py --trials tf:none --epochs 1 --threads 1

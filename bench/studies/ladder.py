@@ -91,7 +91,7 @@ def run_rung(rung: str, spec_path: str) -> None:
         return
     import ray
 
-    from raylab.driver.baseline import plain_env
+    from raylab.driver.plain_runs import plain_env
 
     env = {k: v for k, v in plain_env(spec["framework"], spec["threads"]).items() if os.environ.get(k) != v}
     # as raylab's own in-process cluster (raylab/driver/cluster.py), workers at normal priority

@@ -4,7 +4,7 @@ Sequential repeats on a shared machine see it change between runs (on the 2-core
 script ran at 2,502 and then 1,322 samples/s ten minutes apart). Here each round runs
 `recipes/fashion.py` with one 1-worker trial (its own in-process Ray cluster) and, once the trial's
 first progress line shows its steady state has begun, the same job as raylab's plain script
-(`python -m raylab.frameworks.plain`, exactly as `--baseline` runs it: Keras fit with steps_per_execution, a
+(`python -m raylab.frameworks.plain`, exactly as `--plain` runs it: Keras fit with steps_per_execution, a
 torch loop reading back on log steps) beside it, 1 intra-op thread each.
 
 Only the seconds both spend training count. The trial's epochs that ran wholly inside the plain
@@ -40,7 +40,7 @@ def one_round(framework: str, epochs: int, tmp: Path) -> tuple[float, float, int
     from fashion import RECIPE
     from mlflow.tracking import MlflowClient
 
-    from raylab.driver.baseline import run_plain
+    from raylab.driver.plain_runs import run_plain
     from raylab.config import Settings, TrialSpec
 
     ds = RECIPE.data()

@@ -91,7 +91,7 @@ def _run_settings(args) -> dict:
         "json_path": args.json, "tpu_fallback": args.tpu_fallback,
         "precision_fallback": args.precision_fallback, "ps": check_positive("ps", args.ps),
         "tpu_type": parse_tpu_type(args.tpu_type), "tpu_topology": parse_topology(args.tpu_topology),
-        "repeats": check_positive("repeats", args.repeats), "baseline": args.baseline,
+        "repeats": check_positive("repeats", args.repeats), "plain": args.plain,
         "max_failures": check_failures(args.max_failures),
         "checkpoint_every_min": check_minutes(args.checkpoint_every), "storage": args.storage,
         "keep_checkpoints": args.keep_checkpoints,
@@ -103,8 +103,8 @@ def _run_settings(args) -> dict:
 
 
 def _check_combinations(args) -> None:
-    if args.baseline and args.device != "cpu":
-        raise UserError("--baseline runs the plain scripts on CPU only; drop --baseline or use --device cpu.")
+    if args.plain and args.device != "cpu":
+        raise UserError("--plain runs the plain scripts on CPU only; drop --plain or use --device cpu.")
     if args.json is not None and not args.json.parent.resolve().is_dir():
         raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")
 

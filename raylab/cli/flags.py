@@ -36,6 +36,24 @@ def parser(name: str, doc: str | None) -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+class Renamed(argparse.Action):
+    """A flag's old name, kept for a release: sets what the new one sets (a switch: True) and says the new name once,
+    as a DeprecationWarning and on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import sys
+        import warnings
+
+        message = f"{option_string} is now {self.new}; the old name goes in 0.4.0"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        print(f"raylab: note: {message}", file=sys.stderr)
+        setattr(namespace, self.dest, True if values == [] else values)
+
+
 def add_repeats(group) -> None:
     group.add_argument("--repeats", type=integer, default=1, metavar="N",
                        help="run every trial N times, interleaved (A B B A ...), each its own MLflow run; the "

@@ -44,9 +44,11 @@ def _what_to_run(g, recipe) -> None:
     g.add_argument("--quick", action="store_true",
                    help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch")
     F.add_repeats(g)
-    g.add_argument("--baseline", action="store_true",
+    g.add_argument("--plain", action="store_true",
                    help="also run each framework's 1-worker job as a plain script (no Ray, no raylab; same model, "
                         "data, batch, threads, seed), beside the trials: the comparison shows raylab's overhead")
+    g.add_argument("--baseline", dest="plain", nargs=0, action=F.Renamed, new="--plain",
+                   help="the old name of --plain (goes in 0.4.0)")
     g.add_argument("--window", type=F.integer, default=C.DEFAULT_WINDOW, metavar="K",
                    help="training steps between host reads: loss and metrics add up on the device and are read "
                         "once per K steps (and at each epoch's end); TF runs the K steps as one tf.function call "

@@ -95,6 +95,6 @@ def check_streamed(cfg: C.Settings) -> None:
         if spec.strategy.ps_roles:
             raise UserError(f"{spec.kind} reads in-memory data only (its parameter-server workers take their own "
                             "shards outside Ray Train's dataset splits); drop it from --trials or run without --data.")
-    if cfg.baseline:
-        raise UserError("--baseline runs plain scripts on in-memory arrays; run it without --data (or a streamed "
-                        "recipe), or drop --baseline.")
+    if cfg.plain:
+        raise UserError("--plain runs plain scripts on in-memory arrays; run it without --data (or a streamed "
+                        "recipe), or drop --plain.")

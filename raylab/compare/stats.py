@@ -2,7 +2,7 @@
 
 Pure functions over `raylab compare` rows (dicts): repeats folded into median and spread,
 whether two trials differ beyond that spread, the parity report, scaling efficiency and
-raylab's overhead against the plain baselines. Nothing here talks to MLflow or Ray.
+raylab's overhead against the plain scripts. Nothing here talks to MLflow or Ray.
 """
 
 from __future__ import annotations

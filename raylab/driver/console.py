@@ -198,7 +198,7 @@ class Console:
                 self.pending.clear()
 
     def trial_text(self, path: Path, text: str) -> None:
-        """Output captured by raylab itself (a plain baseline's subprocess) into a trial's log."""
+        """Output captured by raylab itself (a plain script's subprocess) into a trial's log."""
         with self.lock:
             out = self._open(path)
             out.write(text if text.endswith("\n") or not text else text + "\n")

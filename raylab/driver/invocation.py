@@ -3,7 +3,7 @@
 The driver reads the data once and puts it in the object store (raylab/data/__init__.py), or opens a stream of it
 (raylab/data/stream.py), then runs every trial of the
 matrix, one after another or (--concurrency) several at once on separate nodes (raylab/driver/matrix.py); a trial
-that fails is recorded FAILED and the others still run (raylab/driver/trial.py, raylab/driver/baseline.py).
+that fails is recorded FAILED and the others still run (raylab/driver/trial.py, raylab/driver/plain_runs.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
 from raylab.driver import best, cluster, console, matrix
-from raylab.driver.baseline import baseline_specs, run_baseline
+from raylab.driver.plain_runs import plain_specs, run_plain_item
 from raylab.driver.retention import Kept
 from raylab.driver.outcome import INTERRUPTS, TrialOutcome
 from raylab.driver.resources import need
@@ -37,7 +37,7 @@ def logged_epochs(client, run) -> list[dict]:
 
 def earlier_trials(tracker: Tracker, parent: str) -> tuple[dict, dict]:
     """What an interrupted invocation left: ({trial key: finished run}, {trial key: (run id, logged epochs)} of
-    trials to go on with). A plain baseline that did not finish runs again from the start: its old run ends KILLED."""
+    trials to go on with). A plain script that did not finish runs again from the start: its old run ends KILLED."""
     children = tracker.client.search_runs([tracker.experiment_id],
                                           filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
     finished, unfinished = {}, {}
@@ -80,7 +80,7 @@ class Invocation:
         if not cfg.resume:
             params = {"recipe": self.recipe.name, "trials": ",".join(s.name for s in cfg.trials),
                       "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick,
-                      "device": cfg.device, "repeats": cfg.repeats, "baseline": cfg.baseline, "data": ds.name,
+                      "device": cfg.device, "repeats": cfg.repeats, "plain": cfg.plain, "data": ds.name,
                       "max_failures": cfg.max_failures, "concurrency": limit, "cluster_nodes": len(nodes)}
             name = f"{self.recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
             self.parent = self.tracker.start_run(name, params, self.tags)
@@ -94,13 +94,13 @@ class Invocation:
         return {key: finished_outcome(*specs[key], run) for key, run in finished.items() if key in specs}
 
     def plain(self) -> list[TrialSpec]:
-        return baseline_specs(self.cfg) if self.cfg.baseline else []
+        return plain_specs(self.cfg) if self.cfg.plain else []
 
     def run_item(self, repeat: int, item: TrialSpec, key: str, nodes: list | None, started) -> TrialOutcome:
-        """One matrix item: a plain baseline, or a trial (going on from its checkpoint under --resume)."""
+        """One matrix item: a plain script, or a trial (going on from its checkpoint under --resume)."""
         tags = {**self.tags, "raylab.trial_key": key}
         if item.short == "plain":
-            return run_baseline(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
+            return run_plain_item(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
                                 started=started)
         return run_trial(self.recipe, self.cfg, item, self.ds, self.shared, self.tracker, self.parent, tags, repeat,
                          resume=self.unfinished.get(key), nodes=nodes, started=started, groups=self.groups,

@@ -5,13 +5,13 @@ holds whole nodes: it takes free nodes, largest first, until its worker processe
 are pinned there (Ray's `ray.io/node-id` label); no other trial is placed on those nodes until it ends, so no
 two trials share cores and each trial's timings stay comparable with a trial run alone. Trials start in the
 matrix's order (repeats keep their A B B A interleaving); a trial waits for enough free nodes rather than being
-overtaken. A plain baseline runs on the driver's machine outside Ray: it holds every node. On a single-node
+overtaken. A plain script runs on the driver's machine outside Ray: it holds every node. On a single-node
 cluster, or with --concurrency 1, trials run one after another as before, each holding the whole cluster.
 
 Each trial records the nodes it held (`nodes_held`, `node_ids_held`) and the trials it overlapped with
 (`overlapped_with`).
 
-`Matrix` runs the items of a schedule (trials and plain baselines; what runs one item is handed to it), each
+`Matrix` runs the items of a schedule (trials and plain scripts; what runs one item is handed to it), each
 in a thread of its own when trials run at once; on Ctrl-C / SIGTERM the runs still open end KILLED.
 """
 
@@ -137,10 +137,10 @@ def overlaps(spans: dict[str, tuple[float, float]]) -> dict[str, list[str]]:
 
 
 def schedule(cfg: Settings, plain: list[TrialSpec]) -> list[tuple[int, TrialSpec]]:
-    """(repeat, trial spec or plain baseline's spec) in run order.
+    """(repeat, trial spec or plain script's spec) in run order.
 
     Repeats are interleaved (A B A B ...), every other repeat in reverse (A B B A), so drift on a
-    shared machine falls on every trial alike; the plain baselines sit beside the trials.
+    shared machine falls on every trial alike; the plain scripts sit beside the trials.
     """
     order = []
     for r in range(1, cfg.repeats + 1):

@@ -1,4 +1,4 @@
-"""What one child run (a trial, a plain baseline, a step benchmark) ended as, and the guard that records it.
+"""What one child run (a trial, a plain script, a step benchmark) ended as, and the guard that records it.
 
 Whatever happens inside `recorded`, the MLflow run ends: FINISHED, FAILED with the error in a tag
 (printed, and the next trial still runs), or KILLED on Ctrl-C / SIGTERM (which goes on up; Ray Train's

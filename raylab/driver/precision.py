@@ -40,7 +40,7 @@ def check(cfg) -> dict[str, str]:
             fix = "drop it from --trials, or add --precision-fallback fp32 to run it in fp32 (recorded as such)"
             raise UserError(f"--precision {cfg.precision}: {spec.name} cannot apply it ({reason}); {fix}.")
         fallen[spec.name] = reason
-    if cfg.precision != "fp32" and cfg.baseline:
-        raise UserError(f"--precision {cfg.precision} with --baseline: the plain scripts run fp32, so the overhead "
-                        "ratio would compare two precisions; drop --baseline or run fp32.")
+    if cfg.precision != "fp32" and cfg.plain:
+        raise UserError(f"--precision {cfg.precision} with --plain: the plain scripts run fp32, so the overhead "
+                        "ratio would compare two precisions; drop --plain or run fp32.")
     return fallen

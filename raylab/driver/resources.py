@@ -67,7 +67,7 @@ def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
 
 
 def need(cfg: Settings, item: TrialSpec) -> matrix.Need:
-    """The nodes a matrix item needs: its worker processes' resources; a plain baseline, every node."""
+    """The nodes a matrix item needs: its worker processes' resources; a plain script, every node."""
     if item.short == "plain":
         return matrix.Need(whole=True)
     strategy = item.strategy

@@ -1,6 +1,6 @@
-"""The plain baseline: a trial's job as the best plain single-process script, no Ray and none of raylab's loop.
+"""The plain script: a trial's job as the best plain single-process script, no Ray and none of raylab's loop.
 
-`--baseline` runs `python -m raylab.frameworks.plain SPEC.json` beside the trials, so the comparison shows
+`--plain` runs `python -m raylab.frameworks.plain SPEC.json` beside the trials, so the comparison shows
 what raylab costs. Same task (cloudpickled by the driver: model builder, loss, optimizer, schedule,
 metrics, preprocessing, built by raylab.task's framework builders, which only construct the
 framework's own objects), data (the 1-worker shard, i.e. all of it), batch, threads and seed as the

@@ -1,4 +1,4 @@
-"""The MLflow params every child run of an invocation shares, trials and plain baselines alike."""
+"""The MLflow params every child run of an invocation shares, trials and plain scripts alike."""
 
 from __future__ import annotations
 

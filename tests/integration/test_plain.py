@@ -1,11 +1,11 @@
-"""The plain scripts `--baseline` runs: Keras fit with steps_per_execution, torch reading back on log steps."""
+"""The plain scripts `--plain` runs: Keras fit with steps_per_execution, torch reading back on log steps."""
 
 from __future__ import annotations
 
 import pytest
 
 from raylab.config import Settings, TrialSpec
-from raylab.driver.baseline import run_plain
+from raylab.driver.plain_runs import run_plain
 from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration

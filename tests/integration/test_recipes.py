@@ -10,7 +10,7 @@ import pytest
 from tests.integration.conftest import ROOT, load_recipe, shared_run
 
 pytestmark = pytest.mark.integration
-# fashion_cnn 1, cifar10 1, the baseline's trial twice, resunet_train 4; mnist in bf16 is the shared run's (the
+# fashion_cnn 1, cifar10 1, the plain script's trial twice, resunet_train 4; mnist in bf16 is the shared run's (the
 # step benchmarks run in Ray tasks, not Ray Train)
 RAY_TRAIN_STARTS = 7  # the --repeats 2 trial's second repeat runs warm
 
@@ -109,10 +109,10 @@ def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
     assert "val_acc" not in out  # nor in the per-epoch progress lines
 
 
-def test_baseline_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
-    """--baseline --repeats 2: trial and plain script interleaved (A B B A), folded to medians, overhead shown."""
+def test_plain_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
+    """--plain --repeats 2: trial and plain script interleaved (A B B A), folded to medians, overhead shown."""
     code, summary, client = run_recipe(load_recipe("fashion"), "--quick", "--trials", "torch:none",
-                                       "--baseline", "--repeats", "2")
+                                       "--plain", "--repeats", "2")
     assert code == 0, capsys.readouterr().err[-2000:]
     runs = children(client, summary)
     assert [(r.info.run_name, r.data.params["repeat"]) for r in runs] == [

@@ -124,7 +124,7 @@ def test_make_config_flags(tmp_path, monkeypatch):
         (["--trials", "tf:none", "--workers", "2"], "at most 1 worker"),
         (["--repeats", "0"], "--repeats is 0"),
         (["--steps-per-epoch", "-1"], "--steps-per-epoch is -1"),
-        (["--baseline", "--device", "gpu"], "--baseline runs the plain scripts on CPU only"),
+        (["--plain", "--device", "gpu"], "--plain runs the plain scripts on CPU only"),
     ],
 )
 def test_make_config_rejects(argv, words):
@@ -134,10 +134,12 @@ def test_make_config_rejects(argv, words):
 
 
 def test_make_config_protocol_flags():
-    """--repeats, --baseline and --steps-per-epoch (0 = one pass) reach the run config."""
-    cfg = config("--repeats", "3", "--baseline", "--steps-per-epoch", "7")
-    assert (cfg.repeats, cfg.baseline, cfg.steps_per_epoch) == (3, True, 7)
+    """--repeats, --plain and --steps-per-epoch (0 = one pass) reach the run config."""
+    cfg = config("--repeats", "3", "--plain", "--steps-per-epoch", "7")
+    assert (cfg.repeats, cfg.plain, cfg.steps_per_epoch) == (3, True, 7)
     assert config("--steps-per-epoch", "0").steps_per_epoch is None
+    with pytest.warns(DeprecationWarning, match="--baseline is now --plain"):
+        assert config("--baseline").plain  # 0.2.0's name of the flag works until 0.4.0
     cnn = RECIPE.variant(global_batch=1024, steps_per_epoch=100)
     parse = lambda *a: cli.make_config(cnn, cli.recipe_parser(cnn).parse_args(list(a)))  # noqa: E731
     assert parse().steps_per_epoch == 100 and parse("--quick").steps_per_epoch is None  # quick: one pass
@@ -188,7 +190,7 @@ def _main_fails(capsys, argv) -> str:
         (["--trials", "tf:none", "--workers", "2"], "at most 1 worker"),
         (["--repeats", "0"], "--repeats is 0"),
         (["--steps-per-epoch", "-1"], "--steps-per-epoch is -1"),
-        (["--baseline", "--device", "gpu"], "--baseline runs the plain scripts on CPU only"),
+        (["--plain", "--device", "gpu"], "--plain runs the plain scripts on CPU only"),
     ],
 )
 def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
@@ -299,7 +301,7 @@ def test_bad_compile_flags_are_one_sentence(values, modes):
         parse_compile(values, modes)
 
 
-def test_a_plain_baseline_executes_as_its_framework_single_kind():
+def test_a_plain_script_executes_as_its_framework_single_kind():
     assert TrialSpec("torch", "plain", 1).executes() == "eager"
     assert TrialSpec("torch", "plain", 1, execution="inductor").compiled()
     assert TrialSpec("tf", "plain", 1, execution="xla").name == "tf:plain x1 xla"

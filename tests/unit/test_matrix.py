@@ -37,7 +37,7 @@ def test_trials_never_share_a_node_and_wait_for_free_ones():
     assert [n.id for n in got[0]] == [n.id for n in a]
 
 
-def test_a_plain_baseline_and_a_too_wide_trial_hold_every_node():
+def test_a_plain_script_and_a_too_wide_trial_hold_every_node():
     held = Nodes(nodes(1, 1), limit=None)
     a = held.take(Need(1, {"CPU": 1}), "a")
     with pytest.raises(TimeoutError):

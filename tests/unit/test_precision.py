@@ -38,7 +38,7 @@ def test_what_cannot_be_applied_stops_unless_a_fallback_is_asked():
                                     "--precision-fallback", "fp32"))
     assert list(fallen) == ["xla:single x1"]
     with pytest.raises(UserError, match="the plain scripts run fp32"):
-        precision.check(config("--trials", "torch:none", "--precision", "bf16", "--baseline"))
+        precision.check(config("--trials", "torch:none", "--precision", "bf16", "--plain"))
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -149,7 +149,7 @@ def test_a_streamed_trial_leaves_a_cpu_to_ray_data():
 
 @pytest.mark.parametrize("argv,message", [
     (["--trials", "tf:ps", "--data", "{dir}"], "tf:ps reads in-memory data only"),
-    (["--trials", "torch:none", "--baseline", "--data", "{dir}"], "--baseline runs plain scripts on in-memory"),
+    (["--trials", "torch:none", "--plain", "--data", "{dir}"], "--plain runs plain scripts on in-memory"),
     (["--trials", "torch:none", "--data", "{dir}/absent"], "no such directory"),
 ])
 def test_what_cannot_stream_exits_2_with_one_line_before_ray(no_ray, tmp_path, argv, message, capsys):  # noqa: F811

@@ -1,4 +1,4 @@
-"""JAX's plain baseline (raylab/frameworks/plain.py): a jitted step a careful user writes, the train state donated,
+"""JAX's plain script (raylab/frameworks/plain.py): a jitted step a careful user writes, the train state donated,
 numpy batches of a shuffled permutation, running loss and metric sums kept on the device and read on log steps
 (the trial's window edges, every K steps)."""
 

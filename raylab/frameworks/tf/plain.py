@@ -1,4 +1,4 @@
-"""TensorFlow's plain baseline (raylab/frameworks/plain.py): Keras `compile(steps_per_execution=K)` and `fit`, K = the
+"""TensorFlow's plain script (raylab/frameworks/plain.py): Keras `compile(steps_per_execution=K)` and `fit`, K = the
 trial's --window, loss only (no training metrics: less work than the trial does); `jit_compile` set as the trial
 executes (False beside tf.function, True beside XLA) and recorded."""
 

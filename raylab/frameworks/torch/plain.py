@@ -1,4 +1,4 @@
-"""torch's plain baseline (raylab/frameworks/plain.py): the usual loop, reading the loss back only on log steps (the
+"""torch's plain script (raylab/frameworks/plain.py): the usual loop, reading the loss back only on log steps (the
 trial's window edges, every K steps)."""
 
 from __future__ import annotations

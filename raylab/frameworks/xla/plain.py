@@ -1,4 +1,4 @@
-"""PyTorch/XLA's plain baseline (raylab/frameworks/plain.py): torch's loop on the XLA device (`torch_xla.sync()` per step),
+"""PyTorch/XLA's plain script (raylab/frameworks/plain.py): torch's loop on the XLA device (`torch_xla.sync()` per step),
 its batches from a DataLoader behind MpDeviceLoader, as the xla trials take them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`--baseline`: each framework's 1-worker job as the best plain script (raylab/frameworks/plain.py), beside the trials.
+"""`--plain`: each framework's 1-worker job as the best plain script (raylab/frameworks/plain.py), beside the trials.
 
 The driver writes the data and the cloudpickled model builder to a temporary directory, runs
 `python -m raylab.frameworks.plain` in a subprocess with the trial's thread settings, times the whole
@@ -23,11 +23,11 @@ from raylab.driver.outcome import TrialOutcome, recorded
 from raylab.record.tracking import Tracker
 from raylab.task.recipe import Recipe
 
-PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain baseline may run
+PLAIN_TIMEOUT_S = 6 * 3600  # the longest a plain script may run
 
 
-def baseline_specs(cfg: Settings) -> list[TrialSpec]:
-    """One plain baseline per framework among the trials (xla beside torch: its own loop), batch size and execution
+def plain_specs(cfg: Settings) -> list[TrialSpec]:
+    """One plain script per framework among the trials (xla beside torch: its own loop), batch size and execution
     (a compiled trial's plain script compiles the same way)."""
     return list(dict.fromkeys(TrialSpec(s.framework, "plain", 1, s.batch, s.execution) for s in cfg.trials))
 
@@ -64,7 +64,7 @@ def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdi
     return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
 
 
-def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, repeat: int) -> dict:
+def plain_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, repeat: int) -> dict:
     """The same param names as a trial's (raylab/driver/trial.py trial_params), for one plain process."""
     from raylab.record.params import common_params
 
@@ -72,7 +72,7 @@ def baseline_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec,
     return {**common_params(recipe, cfg, ds), "trial": f"{framework}:plain", "framework": framework,
             "execution": spec.executes(), "compiled": spec.compiled(),
             "strategy": "plain", "requested_strategy": "plain", "workers": 1, "ray_workers": 0,
-            "batch_per_replica": batch, "global_batch": batch, "oversubscribed": False, "baseline": True,
+            "batch_per_replica": batch, "global_batch": batch, "oversubscribed": False, "plain": True,
             "repeat": repeat}
 
 
@@ -93,12 +93,12 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
     return result
 
 
-def run_baseline(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
+def run_plain_item(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
                  tags: dict, repeat: int = 1, started=None):
     """A plain script as a child run; started: told the outcome once the run exists (the driver ends it KILLED
     if the invocation is interrupted while it runs beside others)."""
     recipe, framework = recipe.with_batch(spec.batch), spec.framework
-    run_id = tracker.start_run(spec.name, baseline_params(recipe, cfg, ds, spec, repeat), tags, parent=parent_id)
+    run_id = tracker.start_run(spec.name, plain_params(recipe, cfg, ds, spec, repeat), tags, parent=parent_id)
     print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
           f"(MLflow run {run_id}) ===", flush=True)
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
@@ -110,7 +110,7 @@ def run_baseline(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, tr
         console.get().end_trial(log)
         tracker.log_artifact(run_id, log)
 
-    with recorded(outcome, tracker, after_end=after_end, log=log):  # a failed baseline is recorded, the trials run
+    with recorded(outcome, tracker, after_end=after_end, log=log):  # a failed plain script is recorded, the trials run
         with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
             result = run_plain(recipe, cfg, ds, framework, Path(tmp), log=log, execution=spec.execution)
         outcome.result, outcome.ran = record_plain(tracker, run_id, result, recipe.target(ds)), "plain"
