@@ -69,7 +69,8 @@ class Strategy:
     worker_env: Callable[[object, object], dict] | None = None
     # How its steps execute for each --compile value ("off", "on", "on:<mode>"): the label it runs and records as
     # `execution` ("eager", "tf.function", "inductor", "xla", "jit", ...). A value it has no key for, it cannot run;
-    # a kind that always compiles (jax, torch_xla) maps every value to the same label.
+    # a kind that always compiles (jax, torch_xla) maps every value to the same label. The label "xla" is the XLA
+    # compiler (TF's jit_compile, TF on TPUs, torch_xla), never the framework of that name (NAMES: torch_xla).
     executions: dict = field(default_factory=lambda: {"off": "eager"})
     # Why an execution label cannot run on a device ("cpu", "gpu", "tpu"), or None: execution_check(label, device).
     execution_check: Callable[[str, str], str | None] | None = None
