@@ -53,18 +53,32 @@ OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "c
 # "[low_level_alloc.cc : 569] RAW: mmap error: 12", the same search at 608). The driver sees the line in the worker's
 # output (raylab/driver/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
 ALLOCATOR_ABORT_TEXT = ("std::bad_alloc", "st9bad_alloc", "check failed: buffer_.isconcrete()", "raw: mmap error: 12")
+# A bare segmentation fault: the signal handler Ray installs in its workers prints "*** SIGSEGV received at time=...",
+# and nothing before it says why (TF's CNN at batch 584 under a 2,500 MB cap, 2026-11-27: native code that used a
+# failed allocation without checking it). Under --memory-cap-mb that is likely out of memory, and named so, as
+# likely; the allocator's own lines above come first when there are any (the sink keeps the first line it is told).
+SEGFAULT_TEXT = ("sigsegv received",)
 
 
 def allocator_abort(line: str) -> bool:
-    """Whether a line of a worker's output is its allocator aborting the process."""
-    return any(m in line.lower() for m in ALLOCATOR_ABORT_TEXT)
+    """Whether a line of a worker's output is its allocator aborting the process (or a bare SIGSEGV: likely that)."""
+    return any(m in line.lower() for m in ALLOCATOR_ABORT_TEXT + SEGFAULT_TEXT)
+
+
+def abort_cause(line: str) -> str:
+    """What the worker's death is taken to be, from the line it printed (allocator_abort's)."""
+    seen = line.strip()[-200:]
+    if any(m in line.lower() for m in ALLOCATOR_ABORT_TEXT):
+        return f"out of host memory: the worker's allocator aborted the process ({seen})"
+    return (f"likely out of host memory: the worker died of a segmentation fault with no other word, as native code "
+            f"does that uses an allocation the cap refused ({seen}); run it without --memory-cap-mb to tell")
 
 
 def abort_failure(line: str, batch: int, cap_mb: int | None) -> CodeFailure:
     """The trial's failure when its worker died of an allocator's abort (`line`, from its output)."""
-    return CodeFailure(f"out of host memory at batch {batch} per replica under --memory-cap-mb {cap_mb}: the "
-                       f"worker's allocator aborted the process ({line.strip()[-200:]}); not restarted: it would run "
-                       "out again. Lower the batch (or find the largest with --batch max).",
+    what, _, why = abort_cause(line).partition(": ")
+    return CodeFailure(f"{what} at batch {batch} per replica under --memory-cap-mb {cap_mb}: {why}; not restarted: "
+                       "it would run out again. Lower the batch (or find the largest with --batch max).",
                        "out_of_memory", "the worker's native code")
 # The host's part of a traceback: frames here are not the recipe's.
 _LIBRARY_ROOTS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})

@@ -160,13 +160,14 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
                 raise KeyboardInterrupt("the batch search was interrupted") from e
             code = failure.code_failures(e)
             aborted = abort_line_of(sink) if cfg.memory_cap_mb else None
-            if not code and aborted:  # its allocator aborted the worker: out of memory, counted at once
-                return {"ok": False, "memory": "host", "error": f"the allocator aborted the worker: {aborted}",
-                        "peak_rss_mb": 0.0}
+            cause = failure.abort_cause(aborted) if aborted else None
+            if not code and cause and cause.startswith("out of"):  # its allocator aborted it: counted at once
+                return {"ok": False, "memory": "host", "error": cause, "peak_rss_mb": 0.0}
             if not code and cfg.memory_cap_mb and failure.lost_processes(e):
-                # Under a cap, an allocation in native code can abort the worker rather than raise: the process
-                # is gone with no Python error. fits() retries such a size once before it counts as no fit.
-                return {"ok": False, "memory": "host", "died": True, "error": failure.describe(e),
+                # Under a cap, an allocation in native code can abort the worker rather than raise (or a bare
+                # SIGSEGV, likely the same): the process is gone with no Python error. fits() retries such a size
+                # once before it counts as no fit.
+                return {"ok": False, "memory": "host", "died": True, "error": cause or failure.describe(e),
                         "peak_rss_mb": 0.0}
             if not code or code[0].kind != "out_of_memory":
                 raise RuntimeError(f"the batch search's probe at {batch} per replica failed: "

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from raylab._ray import ControllerCallback, DefaultFailurePolicy, FailureDecision, WorkerGroupCallback
-from raylab.failure import code_failures, describe, lost_processes
+from raylab.failure import abort_cause, code_failures, describe, lost_processes
 
 ABORT_WAIT_S = 5.0  # how long the policy waits for the dead worker's last lines to reach the driver
 
@@ -25,7 +25,7 @@ class Policy(DefaultFailurePolicy):
         if code and not lost:
             decision, why = FailureDecision.RAISE, "not restarted: the trial's own code raised"
         elif aborted:
-            decision, why = FailureDecision.RAISE, f"not restarted: out of host memory (the allocator aborted: {aborted})"
+            decision, why = FailureDecision.RAISE, f"not restarted: {abort_cause(aborted)}"
         else:
             decision = super().make_decision(training_failed_error)
             why = ("restarted from the last checkpoint" if decision == FailureDecision.RETRY

@@ -103,3 +103,10 @@ def test_a_watched_trial_is_told_its_workers_allocator_aborts_and_nothing_else(t
     line = abort_failure(told[0], 512, 2500)
     assert line.kind == "out_of_memory" and line.line.startswith(
         "out of host memory at batch 512 per replica under --memory-cap-mb 2500: the worker's allocator aborted")
+    # A bare SIGSEGV (Ray's signal handler, nothing before it: TF at batch 584 under 2,500 MB) is named as likely.
+    segv = "(pid=11, ip=10.0.0.1) *** SIGSEGV received at time=1764230097 on cpu 1 ***"
+    assert allocator_abort(segv) and not allocator_abort("received SIGTERM, stopping")
+    line = abort_failure(segv, 584, 2500)
+    assert line.kind == "out_of_memory" and line.line.startswith(
+        "likely out of host memory at batch 584 per replica under --memory-cap-mb 2500: the worker died of a "
+        "segmentation fault") and "SIGSEGV received" in line.line and "without --memory-cap-mb" in line.line
