@@ -1,14 +1,14 @@
 """A user's recipe that holds its training at a known point: the fashion MLP in torch, whose model waits at one
-training step of each trial until the test lets it go on. A test that acts on a trial mid-epoch (kills its
-driver, its worker) acts while the trial is held there, however fast this machine runs the steps: the trial
-cannot end first, and the act cannot land before the point.
+training step of each trial until whoever runs it lets it go on. A test or a tool that acts on a trial mid-epoch
+(kills its driver, its worker: tests/e2e/test_resume.py, bench/restart.py) acts while the trial is held there,
+however fast this machine runs the steps: the trial cannot end first, and the act cannot land before the point.
 
 With RAYLAB_TEST_GATE=DIR in the driver's environment (Ray's worker processes inherit it), each trial's model, at
-its HOLD_AT-th training step (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
+its HOLD_AT-th training step in a Ray Train worker (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
 DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds. Without it,
 the recipe trains as recipes/fashion.py does (the model is the same, wrapped).
 
-    RAYLAB_TEST_GATE=/tmp/gate python tests/e2e/held_recipe.py --trials torch:none --steps-per-epoch 200
+    RAYLAB_TEST_GATE=/tmp/gate python bench/held_recipe.py --trials torch:none --steps-per-epoch 200
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from raylab import main
 from raylab.models.mlp import torch_model as mlp
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 HOLD_S = 600  # a held trial nobody releases goes on after this (its driver is usually gone long before)
 
 
@@ -30,7 +30,18 @@ def steps_per_epoch() -> int:
     return int(argv[argv.index("--steps-per-epoch") + 1]) if "--steps-per-epoch" in argv else 200
 
 
+def in_train_worker() -> bool:
+    """Whether this process is a Ray Train worker (its title says so): a --compile best race's actor, which steps the
+    same model before the trials, never holds."""
+    try:
+        return Path("/proc/self/cmdline").read_bytes().startswith(b"ray::RayTrainWorker")
+    except OSError:
+        return False
+
+
 def hold(gate: Path) -> None:
+    if not in_train_worker():
+        return
     n = len(list(gate.glob("held-*"))) + 1
     (gate / f"held-{n}").write_text(str(os.getpid()))
     deadline = time.monotonic() + HOLD_S
