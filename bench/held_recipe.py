@@ -43,7 +43,14 @@ def hold(gate: Path) -> None:
     if not in_train_worker():
         return
     n = len(list(gate.glob("held-*"))) + 1
-    (gate / f"held-{n}").write_text(str(os.getpid()))
+    while True:  # the first free number, taken atomically: two ranks of one group hold at the same step
+        try:
+            fd = os.open(gate / f"held-{n}", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            break
+        except FileExistsError:
+            n += 1
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
     deadline = time.monotonic() + HOLD_S
     while not (gate / f"release-{n}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -22,7 +22,8 @@ Each trial is still its own MLflow run with everything it records cold, plus `st
 group, or a trial with processes of its own; warm: processes an earlier trial started) and `group_index` (its
 place in its group, 0 the first). A trial that fails or is killed ends its group: the next trial of its key starts
 a new group, cold. A lost worker restarts the group (Ray Train's restart budget, as for a cold trial), which goes
-on with the trial it was running, from that trial's own checkpoint.
+on with the trial it was running, from that trial's own checkpoint; lost while the group is idle, it ends the group
+(raylab/driver/policy.py: nothing to go on with), and the next trial of its key starts a new one, saying why.
 
 Reservations: on a single node, where raylab runs one trial at a time, a group's workers reserve 1/LIVE of their
 CPUs (and GPUs) in Ray's accounting, so up to LIVE groups stay alive at once (the A B B A order of --repeats is
@@ -117,6 +118,7 @@ class GroupQueue:
         self.failed: dict[int, str] = {}  # index -> what a --batch max probe ran into (the group went on)
         self.started_at: dict[int, float] = {}
         self.closed = False
+        self.lost: str | None = None  # what ended the group while no trial was running (Policy: not restarted)
         self.changed = asyncio.Condition()
 
     async def put(self, item) -> int:
@@ -160,10 +162,19 @@ class GroupQueue:
         return len(self.finished_by.get(index, ())) >= self.ranks
 
     def failure(self, when: float, what: str, why: str) -> None:
-        """A failure of the group's run, told to the trial it hit."""
+        """A failure of the group's run, told to the trial it hit; kept here when it hit no trial (idle)."""
         index = self.first_unfinished()
         if index < len(self.items):
             self.items[index][1].sink.failure.remote(when, what, why)
+        else:
+            self.lost = what
+
+    def running(self) -> bool:
+        """Whether a trial is handed over and not yet finished by every rank (False: the group is idle)."""
+        return self.first_unfinished() < len(self.items)
+
+    def lost_while_idle(self) -> str | None:
+        return self.lost
 
 
 @dataclass
@@ -193,6 +204,13 @@ class WarmGroup:
     @property
     def alive(self) -> bool:
         return self.thread is not None and self.thread.is_alive()
+
+    def lost_while_idle(self) -> str | None:
+        """What ended it between trials (a worker process lost while it waited: not restarted), else None."""
+        try:
+            return ray.get(self.queue.lost_while_idle.remote(), timeout=30)
+        except Exception:  # noqa: BLE001 - its queue is gone with it
+            return None
 
     def submit(self, kind: str, wcfg) -> int:
         self.trials += 1
@@ -235,6 +253,7 @@ class Groups:
     def __init__(self, cfg, one_node: bool, limit: int):
         self.cfg, self.one_node, self.limit = cfg, one_node, limit
         self.live: dict[tuple, WarmGroup] = {}
+        self.why_new: str | None = None  # why find()'s trial starts a new group, where an old one ended by itself
 
     def share(self) -> int:
         """The share of its resources a group's worker reserves (one node: LIVE groups fit beside each other)."""
@@ -243,13 +262,18 @@ class Groups:
     def find(self, spec, cfg=None) -> tuple[WarmGroup | None, str | None]:
         """(the live group the trial joins, or None: it starts one or runs cold; why it is cold, or None). cfg: its
         settings where they are not the invocation's (a --batch max probe's)."""
-        cfg = cfg or self.cfg
+        cfg, self.why_new = cfg or self.cfg, None
         reason = cold_reason(cfg, spec, self.one_node, self.limit)
         if reason:
             return None, reason
         group = self.live.get(group_key(cfg, spec, self.cfg.trials))
-        if group is not None and not group.alive:  # its last trial failed or was killed: the group ended
+        lost = group.lost_while_idle() if group is not None else None
+        if group is not None and (lost or not group.alive):  # it lost a process while idle, or its last trial failed
             self.live.pop(group.key)
+            group.close(timeout_s=END_WAIT_S)  # its queue goes too; Ray Train has ended its workers
+            if lost:
+                self.why_new = (f"its warm group ({group.setup}, {group.trials} trial(s)) lost a worker process while "
+                                f"idle and ended ({lost}): a new group")
             group = None
         return group, None
 

@@ -24,6 +24,9 @@ class Policy(DefaultFailurePolicy):
         aborted = self.allocator_abort() if lost and self.capped else None
         if code and not lost:
             decision, why = FailureDecision.RAISE, "not restarted: the trial's own code raised"
+        elif lost and not self.running():
+            decision, why = FailureDecision.RAISE, ("not restarted: its warm group was idle, no trial running (the "
+                                                    "next trial of its kind starts a new group, cold)")
         elif aborted:
             decision, why = FailureDecision.RAISE, f"not restarted: {abort_cause(aborted)}"
         else:
@@ -35,6 +38,15 @@ class Policy(DefaultFailurePolicy):
         except Exception:  # noqa: BLE001 - the record is best effort; the decision stands
             pass
         return decision
+
+    def running(self) -> bool:
+        """Whether a trial was running when the group failed (a warm group's queue knows; a cold trial's sink: yes)."""
+        import ray
+
+        try:
+            return ray.get(self.sink.running.remote(), timeout=10)
+        except Exception:  # noqa: BLE001 - no answer: as if it ran (Ray Train's own policy decides)
+            return True
 
     def allocator_abort(self) -> str | None:
         """The line a dead worker's allocator printed as it aborted (the driver passes it on), if it comes in time."""

@@ -132,7 +132,7 @@ class Trial:
             self.start = {"start": "warm", "group_index": self.group.trials}
         if why:
             self.groups.make_room(need=Groups.need(self.cfg, self.spec))
-        return {} if self.group is not None else {"cold_reason": why or FIRST}
+        return {} if self.group is not None else {"cold_reason": why or self.groups.why_new or FIRST}
 
     def group_trainer(self, queue, setup):
         from raylab.driver.trainer import build_group_trainer

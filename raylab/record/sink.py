@@ -193,6 +193,10 @@ class TrialSink:
     def failures(self):
         return list(self.tries.failures)
 
+    def running(self):
+        """A cold trial's group runs that trial whenever it fails (a warm group's queue may be idle: GroupQueue)."""
+        return True
+
     def set_interval(self, steps):
         self.tries.set_interval(steps)
 
