@@ -1,0 +1,21 @@
+"""The work of one training step in PyTorch, counted by torch's own FLOP counter (`torch.utils.flop_counter`): the
+matrix products and convolutions of the forward pass and of the gradients (2 FLOPs a multiply-add), on a copy of the
+model on the meta device, so that nothing is computed and the model is not touched."""
+
+from __future__ import annotations
+
+
+def count(task, module, x, y) -> int:
+    """FLOPs of the forward pass and the gradients of one training step on the batch (x, y) (tensors of the
+    recipe's inputs and targets, on any device): `module` the model as built (not DDP's wrapper nor compiled)."""
+    import copy
+
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    meta = copy.deepcopy(module).to("meta").train()
+    on_meta = lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t  # noqa: E731
+    x, y = (torch.utils._pytree.tree_map(on_meta, v) for v in (x, y))
+    with FlopCounterMode(display=False) as counter:
+        task.per_example_loss(y, meta(x)).mean().backward()
+    return counter.get_total_flops()
