@@ -163,6 +163,7 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     for key, label in PARITY:
         _same(trials, key, label, lines, mismatches)
     _execution(trials, lines, mismatches)
+    work(trials, lines, mismatches)
     shown, differences = model_settings.compare({r["trial"]: r.get("model_settings") for r in trials})
     lines += shown
     if differences:
@@ -289,6 +290,32 @@ def _optimizer_impl(trials: list[dict], lines: list, mismatches: list) -> None:
         lines.append(f"  ! optimizer implementation (within a framework): {listed}")
     else:
         lines.append(f"    optimizer implementation: {listed}")
+
+
+WORK_APART = 1.10  # counts of one step's work further apart than this: the models differ, or a counter misses an op
+
+
+def flops(value: float) -> str:
+    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.4g} {unit}"
+    return f"{value:.4g} FLOP"
+
+
+def work(trials: list[dict], lines: list, mismatches: list) -> None:
+    """Work per sample (one step's forward pass and gradients, each framework's own count): within 10% across the
+    trials, or a mismatch naming each trial's count."""
+    counted = {r["trial"]: r["flops_per_sample"] for r in trials if r.get("flops_per_sample")}
+    if not counted:
+        return
+    low, high = min(counted.values()), max(counted.values())
+    if high > WORK_APART * low:
+        mismatches.append("work per sample")
+        lines.append("  ! work per sample (forward and gradients, each framework's own counter) over 10% apart, the "
+                     "models differ or a counter misses an op: " + ", ".join(f"{t} {flops(v)}" for t, v in counted.items()))
+    else:
+        span = flops(low) if flops(low) == flops(high) else f"{flops(low)}..{flops(high)}"
+        lines.append(f"    work per sample (forward and gradients, each framework's own counter): {span}")
 
 
 def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: list) -> None:

@@ -58,6 +58,9 @@ class Training:
     extra: Callable[[], dict] | None = None
     phases: Phases | None = None
     data: Any = None
+    # flops(x, y): one training step's FLOPs on that batch of the data's prepared items, by the framework's own
+    # counter (raylab/frameworks/*/flops.py); with `data`, rank 0 counts once, after training (`work`)
+    flops: Callable[[Any, Any], int] | None = None
 
 
 def over_data(training: Training, rank: int) -> Training:
@@ -68,10 +71,39 @@ def over_data(training: Training, rank: int) -> Training:
 
     from raylab.data.shard import data_facts, evaluation, stream_stats
 
-    data = training.data
-    return dataclasses.replace(training, data=None, evaluate=evaluation(data, training.evaluate),
-                               actual={**training.actual, **data_facts(data)},
-                               extra=combined(stream_stats(data, rank), training.extra))
+    data, counted = training.data, {}
+    return dataclasses.replace(training, data=None, evaluate=evaluation(data, training.evaluate), flops=None,
+                               actual={**training.actual, **data_facts(data), "flops_count": lambda: counted.get("how", "not counted")},
+                               extra=combined(stream_stats(data, rank), training.extra,
+                                              work(training.flops, data, rank, counted)))
+
+
+WORK_ITEMS = 4  # test items one step's work is counted on (a sample's count does not depend on how many)
+
+
+def work(flops, data, rank: int, counted: dict) -> Callable[[], dict] | None:
+    """Rank 0's flops_per_sample, counted once after training on the first WORK_ITEMS of the in-memory test split (a
+    streamed split is not counted yet), and counted["how"]: the counter, or why there is no count."""
+    if flops is None or rank != 0:
+        return None
+
+    def figures() -> dict:
+        from raylab.data import num_items, tree_map
+
+        if data.streamed:
+            counted["how"] = "not counted: a streamed trial's test split is read in batches"
+            return {}
+        start = time.perf_counter()
+        x, y = (tree_map(lambda a: a[:WORK_ITEMS], v) for v in data.test())
+        try:
+            step = flops(x, y)
+        except Exception as e:  # noqa: BLE001 - a count is an extra: the trial stands without it
+            counted["how"] = f"not counted: {type(e).__name__}: {str(e)[:200]}"
+            return {}
+        counted["how"] = "forward and gradients, matrix products and convolutions (frameworks' own counters)"
+        return {"flops_per_sample": step / num_items(x), "flops_count_s": time.perf_counter() - start}
+
+    return figures
 
 
 def combined(*extras: Callable[[], dict] | None) -> Callable[[], dict] | None:
@@ -228,8 +260,12 @@ class Loop:
         carried = self.chrono.carried
         startup = carried["phases"] if carried else self.phases.summary(timing["startup_s"])
         device = device_peak_mb(self.cfg.framework)
+        extra = self.t.extra() if self.t.extra else {}
+        if "flops_per_sample" in extra:  # at the steady samples/s, every replica's work
+            extra["achieved_tflops"] = extra["flops_per_sample"] * timing["samples_per_sec"] / 1e12
         self.reporter.result({
-            **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **(self.t.extra() if self.t.extra else {}), **self.checkpointer.figures(self.state),
+            **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **extra,
+            **self.checkpointer.figures(self.state),
             **self.input_figures(),
             "steps_per_epoch": self.t.steps_per_epoch, "host_syncs": self.host.total,
             "steps_per_host_sync": self.state.done / max(self.host.total, 1), "actual": self.actual(where)})

@@ -153,3 +153,17 @@ def test_parity_treats_compile_off_on_as_an_axis():
     lines, mismatches = stats.parity(swept)
     assert mismatches == [] and any(line.startswith("    execution (swept: compare compiled with compiled)")
                                     for line in lines)
+
+
+def test_parity_compares_each_frameworks_count_of_the_work_per_sample():
+    """Counts within 10% are one model's (the counters' conventions differ a little: TF counts a few elementwise
+    ops); further apart, the models differ or a counter misses an op, and each trial's count is named."""
+    lines, mismatches = stats.parity([row("tf:none x1", 1, flops_per_sample=410_004.4),
+                                      row("torch:none x1", 1, flops_per_sample=409_088.0), row("tf:plain x1", 1)])
+    assert mismatches == []
+    assert "    work per sample (forward and gradients, each framework's own counter): 409.1 kFLOP..410 kFLOP" in lines
+    lines, mismatches = stats.parity([row("jax:none x1", 1, flops_per_sample=409_088.0),
+                                      row("torch:none x1", 1, flops_per_sample=492_770_304.0)])
+    assert mismatches == ["work per sample"]
+    assert any(line.startswith("  ! work per sample") and "jax:none x1 409.1 kFLOP, torch:none x1 492.8 MFLOP" in line
+               for line in lines)

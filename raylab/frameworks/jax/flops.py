@@ -64,3 +64,16 @@ def count(task, model, x, y) -> int:
         return nnx.value_and_grad(loss)(nnx.merge(graph, params, rest))
 
     return jaxpr_flops(jax.make_jaxpr(loss_and_grads)(params, rest, x, y))
+
+
+def of(task, graph, holder):
+    """flops(x, y) for the loop (raylab/loop/epochs.py Training.flops): the step of the model as it trains (its graph
+    and the state the holder keeps) on prepared numpy items."""
+
+    def flops(x, y) -> int:
+        from flax import nnx
+
+        params, rest, _ = holder.state
+        return count(task, nnx.merge(graph, params, rest), x, y)
+
+    return flops

@@ -34,6 +34,7 @@ def jax_worker_loop(config: dict) -> None:
     from flax import nnx
 
     from raylab.frameworks.jax.compiles import watch
+    from raylab.frameworks.jax import flops
     from raylab.loop import StepContext, Training, run_epochs
 
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -74,7 +75,7 @@ def jax_worker_loop(config: dict) -> None:
     run_epochs(cfg, rank, Training(
         steps_per_epoch, train, compiles.apart(task.evaluator(*inference(graph_eval, holder))), task.results, actual,
         lambda: checksum(holder.state), read=read, batches=batches, step=step, saver=jax_saver(holder, feed),
-        phases=phases, extra=compiles.figures, data=data))
+        phases=phases, extra=compiles.figures, data=data, flops=flops.of(task, graph, holder)))
 
 
 def jax_imports(cfg):

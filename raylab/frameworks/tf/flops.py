@@ -57,3 +57,8 @@ def count(task, model, x, y) -> int:
         except (ValueError, TypeError):  # an op with no statistic, or an unknown shape: counted as none
             continue
     return int(total)
+
+
+def of(task, model):
+    """flops(x, y) for the loop (raylab/loop/epochs.py Training.flops): the model's step on prepared numpy items."""
+    return lambda x, y: count(task, model, x, y)

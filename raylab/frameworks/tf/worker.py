@@ -155,7 +155,7 @@ def tf_worker_loop(config: dict) -> None:
 
     cfg, phases, ctx, tf = start(config, tf_imports)
     from raylab.data.shard import items_per_worker, worker_data
-    from raylab.frameworks.tf import loss_scale
+    from raylab.frameworks.tf import flops, loss_scale
     from raylab.frameworks.tf.profile import capture
     from raylab.frameworks.tf.task import TFTask
     from raylab.loop import StepContext, Training, combined, run_epochs
@@ -198,7 +198,7 @@ def tf_worker_loop(config: dict) -> None:
     }
     run_epochs(cfg, rank, Training(
         steps_per_epoch, train, task.evaluator(model), task.results, actual, lambda: replica_checksums(dist, model),
-        read=lambda sums: sums.numpy() * scale, data=data,
+        read=lambda sums: sums.numpy() * scale, data=data, flops=flops.of(task, model),
         batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases,
         extra=combined(loss_scale.figures(optimizer) if cfg.precision == "fp16" else None, xla.figures if xla else None),
         step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))

@@ -19,3 +19,14 @@ def count(task, module, x, y) -> int:
     with FlopCounterMode(display=False) as counter:
         task.per_example_loss(y, meta(x)).mean().backward()
     return counter.get_total_flops()
+
+
+def of(task, module):
+    """flops(x, y) for the loop (raylab/loop/epochs.py Training.flops): the module's step on prepared numpy items."""
+
+    def flops(x, y) -> int:
+        from raylab.frameworks.torch.task import to_tensors
+
+        return count(task, module, to_tensors(x), to_tensors(y))
+
+    return flops

@@ -91,6 +91,7 @@ def torch_worker_loop(config: dict) -> None:
     import torch
     import torch.distributed as dist
 
+    from raylab.frameworks.torch import flops
     from raylab.loop import Training, combined, run_epochs
 
     rank = ctx.get_world_rank()
@@ -131,7 +132,7 @@ def torch_worker_loop(config: dict) -> None:
         steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step, scale,
                                   mean_loss(task, cfg.execution), compiles),
         counted(compiles, task.evaluator(compiled, device)), task.results, actual, lambda: param_checksum(module),
-        read=read, batches=batches, step=step, data=data,
+        read=read, batches=batches, step=step, data=data, flops=flops.of(task, module),
         saver=torch_saver(module, optimizer, scheduler, device, scale), phases=phases,
         syncs=(lambda: reads[0] + scale.reads) if scale is not None and not scale.on_device else None,
         extra=combined(scale.figures if scale is not None else None, compile_figures(compiles))))

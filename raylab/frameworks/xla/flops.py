@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from raylab.frameworks.torch.flops import count
+from raylab.frameworks.torch.flops import count, of
 
-__all__ = ["count"]
+__all__ = ["count", "of"]

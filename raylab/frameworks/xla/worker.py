@@ -27,6 +27,7 @@ def xla_worker_loop(config: dict) -> None:
     import torch_xla
     import torch_xla.debug.metrics as met
 
+    from raylab.frameworks.xla import flops
     from raylab.loop import StepContext, Training, run_epochs
     from raylab.frameworks.xla.profile import capture
     from raylab.loop.compiles import CompileWatch
@@ -72,6 +73,7 @@ def xla_worker_loop(config: dict) -> None:
         steps_per_epoch, train, compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)), task.results,
         actual, lambda: param_checksum(model), read=lambda sums: sums.double().cpu().numpy(), batches=batches,
         step=step, syncs=lambda: device_reads(met), extra=compiles.figures, phases=phases, data=data,
+        flops=flops.of(task, model),
         saver=xla_saver(model, optimizer, scheduler, device, rank)))
 
 
