@@ -18,14 +18,16 @@ def dot_flops(eqn) -> int:
 
 def conv_flops(eqn) -> int:
     """A convolution's multiply-adds counted from its smaller side: its output positions x the kernel's window x its
-    input features, or its input positions x the window x its output features. A forward convolution's is the first
-    (its output, a padded one included), the input-gradient of an unpadded or strided one the second (jax writes it as
-    a convolution over the padded, dilated gradient): as torch's counter counts both."""
+    input features (less the window's taps on a dilated input's holes), or its input positions x the window x its
+    output features. A forward convolution's is the first (its output, a padded one included), the input-gradient of
+    an unpadded or strided one the second (jax writes it as a convolution over the padded, dilated gradient): as
+    torch's counter counts both."""
     lhs, rhs, out = (v.aval.shape for v in (*eqn.invars[:2], eqn.outvars[0]))
     dims = eqn.params["dimension_numbers"]
     window = math.prod(rhs[d] for d in dims.rhs_spec[2:])
     groups = eqn.params.get("feature_group_count", 1) * eqn.params.get("batch_group_count", 1)
-    from_out = math.prod(out) * window * rhs[dims.rhs_spec[1]]
+    # a dilated input's holes meet the window and multiply nothing (a transposed convolution, a strided one's gradients)
+    from_out = math.prod(out) * window * rhs[dims.rhs_spec[1]] // math.prod(eqn.params.get("lhs_dilation", (1,)))
     from_in = math.prod(lhs) * window * rhs[dims.rhs_spec[0]] // groups
     return 2 * min(from_out, from_in)
 

@@ -1,17 +1,22 @@
 """The work of one training step in TensorFlow, counted over the traced graph of the forward pass and the gradients
-with TF's own per-op FLOP statistics (what `tf.compat.v1.profiler`'s float operations add up): matrix products and
-convolutions (2 FLOPs a multiply-add), and the few elementwise ops it has a count for. Two differences from the
-profiler's sum, so that the count is the work the step does and compares with torch's and JAX's: only ops the
-gradients depend on count (the traced graph also holds gradients nothing asks for, such as the first layer's
-input-gradient, which grappler prunes before the step runs), and a convolution's gradient ops count from their
-smaller side, as torch's counter does (TF's statistic counts every input position, the padding an unpadded
-convolution's gradient never multiplies included: 12% more on the CIFAR-10 CNN). Tracing computes nothing."""
+with TF's own per-op FLOP statistics (what `tf.compat.v1.profiler`'s float operations add up) of its matrix products
+and convolutions (2 FLOPs a multiply-add). Three differences from the profiler's sum, so that the count is the work
+the step does and compares with torch's and JAX's: the ops counted are those (TF also counts a few elementwise ops,
+8.5% of docs/recipes.md's small regression MLP); only ops the gradients depend on count (the traced graph also
+holds gradients nothing asks for, such as the first layer's input-gradient, which grappler prunes before the step
+runs); and a convolution's gradient ops count from their smaller side, as torch's counter does (TF's statistic
+counts every input position, the padding an unpadded convolution's gradient never multiplies included: 12% more on
+the CIFAR-10 CNN). An op of those kinds TF has no statistic for (Einsum) counts nothing, and the parity report's
+comparison says so. Tracing computes nothing."""
 
 from __future__ import annotations
 
 import math
 
 CONV_GRADIENTS = ("Conv2DBackpropInput", "Conv2DBackpropFilter")
+COUNTED = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D", "DepthwiseConv2dNative",
+           "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropInput",
+           "DepthwiseConv2dNativeBackpropFilter", "Einsum")
 
 
 def live_ops(outputs) -> list:
@@ -51,6 +56,8 @@ def count(task, model, x, y) -> int:
     for op in live_ops(traced.outputs):
         if op.type in CONV_GRADIENTS:
             total += conv_gradient_flops(op)
+            continue
+        if op.type not in COUNTED:
             continue
         try:
             total += ops.get_stats_for_node_def(traced.graph, op.node_def, "flops").value or 0
