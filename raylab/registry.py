@@ -154,8 +154,9 @@ PARTS = {
     "profile": ("capture",),  # capture(cuda) -> a context around one window writing the framework's trace
     "memory": ("device_peak_mb",),  # the process's peak accelerator memory, MB, or None
     # count(task, model, x, y): FLOPs of one training step's forward pass and gradients on that batch, by the
-    # framework's own counter, traced, not run (docs/comparing.md, work per sample)
-    "flops": ("count",),
+    # framework's own counter, traced, not run (docs/comparing.md, work per sample); matmul(n, dtype, device,
+    # threads) -> run(k): k n x n products, waited for (`raylab peak`: raylab/driver/peak.py)
+    "flops": ("count", "matmul"),
     "plain": ("run", "env"),  # the plain script (raylab/frameworks/plain.py) and its subprocess environment
     # A step benchmark's (raylab/driver/stepbench.py) worker environment from the run config, and its threads, seed and
     # device set on the worker (set_up returns compiled() -> (compilations, seconds) so far, or None).

@@ -26,7 +26,7 @@ scripts/cli_reference.py > docs/cli.md`); `tests/unit/test_cli_doc.py` fails whe
 Every training recipe has the same command line; its defaults (trials, workers, batch, epochs, the
 `--quick` subset) are the recipe's own, shown here for `recipes/fashion.py`. A step benchmark
 (`raylab.StepBench`, e.g. `recipes/conv_bench.py`) has a shorter one. The `raylab` command compares, uploads,
-measures the start-up floor and exports data.
+measures the start-up floor and the matrix-product peak, and exports data.
 """
 
 
@@ -50,6 +50,7 @@ def _commands() -> list[tuple[str, str, callable]]:
         ("raylab compare", "raylab compare --help", lambda: main(["compare", "--help"])),
         ("raylab upload", "raylab upload --help", lambda: main(["upload", "--help"])),
         ("raylab floor", "raylab floor --help", lambda: main(["floor", "--help"])),
+        ("raylab peak", "raylab peak --help", lambda: main(["peak", "--help"])),
         ("raylab data export", "raylab data export --help", lambda: main(["data", "export", "--help"])),
     ]
 

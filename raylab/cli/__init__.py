@@ -29,14 +29,18 @@ def main(argv: list[str] | None = None) -> int:
     from raylab.cli.data import data_main
     from raylab.cli.store import compare_main, upload_main
     from raylab.driver.floor import floor_main
+    from raylab.driver.peak import peak_main
 
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main, "data": data_main}
+    commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main, "peak": peak_main,
+                "data": data_main}
     asked = not argv or argv[0] in ("-h", "--help")  # help goes to stdout; a wrong command's usage to stderr
     if asked or argv[0] not in commands:
         print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
               "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n"
               "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n"
+              "       raylab peak [--threads N] [--device cpu|gpu]   (measure its matrix-product peak; trials record "
+              "their utilization)\n"
               "       raylab data export RECIPE DIR   (a recipe's data as Parquet, to train on with --data DIR)\n\n"
               "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2

@@ -26,6 +26,8 @@ from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.driver import best, cluster, console
 from raylab.driver import floor as startup_floor
+from raylab.driver import peak as peaks
+from raylab.driver.peak import utilization
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.record.params import common_params
 from raylab.driver.progress import Progress
@@ -195,6 +197,9 @@ class Trial:
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.short,
                            spec.strategy.replicas_found)
         memory, memory_tags = self.peak_memory()
+        memory.update(utilization(spec.framework, self.cfg.device, rec.tags.get("precision_applied"), self.cfg.threads,
+                                  int(rec.tags.get("replicas_in_sync") or spec.workers),
+                                  rec.result.get("achieved_tflops"), peaks.load()))  # `raylab peak` measured it here
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
         self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
         fallen = self.cfg.precision_fallen.get(spec.name)

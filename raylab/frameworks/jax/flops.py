@@ -79,3 +79,25 @@ def of(task, graph, holder):
         return count(task, nnx.merge(graph, params, rest), x, y)
 
     return flops
+
+
+def matmul(n: int, dtype: str, device: str, threads: int):
+    """run(k): k jitted products of two n x n matrices in `dtype` on `device` ("cpu", "gpu"), waited for (`raylab
+    peak`); float32 at the "highest" matmul precision, as the trials. Threads: the process's environment
+    (raylab/frameworks/jax/plain.py env)."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    where = jax.devices("gpu" if device == "gpu" else "cpu")[0]
+    kind = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[dtype]
+    keys = jax.random.split(jax.random.key(0))
+    a, b = (jax.device_put(jax.random.normal(key, (n, n)).astype(kind), where) for key in keys)
+    product = jax.jit(lambda a, b: a @ b)
+
+    def run(k: int) -> None:
+        for _ in range(k):
+            c = product(a, b)
+        c.block_until_ready()
+
+    return run

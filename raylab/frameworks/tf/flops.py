@@ -69,3 +69,24 @@ def count(task, model, x, y) -> int:
 def of(task, model):
     """flops(x, y) for the loop (raylab/loop/epochs.py Training.flops): the model's step on prepared numpy items."""
     return lambda x, y: count(task, model, x, y)
+
+
+def matmul(n: int, dtype: str, device: str, threads: int):
+    """run(k): k products of two n x n matrices in `dtype` on `device` ("cpu", "gpu"), waited for (`raylab peak`);
+    float32 in float32 (TF32 off, as the trials)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    kind = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}[dtype]
+    with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+        a, b = (tf.cast(tf.random.normal((n, n), seed=s), kind) for s in (1, 2))
+    product = tf.function(lambda a, b: tf.matmul(a, b))
+
+    def run(k: int) -> None:
+        for _ in range(k):
+            c = product(a, b)
+        c.numpy()
+
+    return run

@@ -30,3 +30,26 @@ def of(task, module):
         return count(task, module, to_tensors(x), to_tensors(y))
 
     return flops
+
+
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def matmul(n: int, dtype: str, device: str, threads: int):
+    """run(k): k products of two n x n matrices in `dtype` on `device` ("cpu", "gpu"), waited for (`raylab peak`);
+    float32 in float32 (TF32 off, as the trials)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    where = torch.device("cuda" if device == "gpu" else "cpu")
+    a, b = (torch.randn(n, n, device=where).to(getattr(torch, DTYPES[dtype])) for _ in range(2))
+
+    def run(k: int) -> None:
+        for _ in range(k):
+            c = a @ b
+        if where.type == "cuda":
+            torch.cuda.synchronize()
+        del c
+
+    return run

@@ -1,0 +1,104 @@
+"""The machine's peak, measured: `raylab peak` times sustained products of two large matrices with each installed
+framework (raylab/frameworks/peak.py, one process each, with the framework's thread environment as a plain script
+has it), per device, precision and threads, and keeps the figures in ~/.cache/raylab/peak.json for this host, its
+CPU and these versions. A trial then records `peak_tflops` (its framework's, on its device, at its applied
+precision and threads) and `utilization`: its `achieved_tflops` over that peak times its replicas. A matrix
+product is the most a framework gets out of the device; a training step, with its smaller products, elementwise
+ops and the optimizer, stays below it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from raylab.registry import framework
+
+CACHE = Path("~/.cache/raylab/peak.json")
+SIZES = {"cpu": 1024, "gpu": 8192}  # n x n products: large enough to reach the rate, small enough to repeat
+
+
+def key(name: str, device: str, precision: str, threads: int) -> str:
+    return f"{name}/{device}/{precision}/{threads}"
+
+
+def identity() -> dict:
+    """What a measured peak is valid for: the floor's (host, CPUs, versions) and the CPU's model."""
+    from raylab.driver.floor import identity as versions
+    from raylab.loop.worker_config import cpu_model
+
+    return {**versions(), "cpu_model": cpu_model()}
+
+
+def probe(name: str, precision: str, device: str, threads: int, size: int, seconds: float) -> dict:
+    """One rate, measured in a process of its own: {"tflops", "best_tflops", ...} or {"error": why}."""
+    from raylab.driver.plain_runs import plain_env
+
+    done = subprocess.run([sys.executable, "-m", "raylab.frameworks.peak", name, precision, device, str(threads),
+                           str(size), str(seconds)], capture_output=True, text=True, timeout=900,
+                          env=plain_env(name, threads))
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+        return {"error": lines[-1][:300]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def load(path: Path = CACHE) -> dict:
+    """The peaks measured here for these versions (key() -> figures), or {}."""
+    try:
+        saved = json.loads(path.expanduser().read_text())
+    except (OSError, ValueError):
+        return {}
+    return saved.get("peaks", {}) if saved.get("identity") == identity() else {}
+
+
+def save(peaks: dict, path: Path = CACHE) -> Path:
+    path = path.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"identity": identity(), "peaks": {**load(path), **peaks}}, indent=2))
+    return path
+
+
+def utilization(name: str, device: str, precision: str | None, threads: int, replicas: int,
+                achieved_tflops: float | None, peaks: dict) -> dict:
+    """{"peak_tflops", "utilization"} for a trial where its peak was measured, else {}."""
+    peak = peaks.get(key(name, device, precision or "fp32", threads), {}).get("tflops")
+    if not peak or achieved_tflops is None:
+        return {}
+    return {"peak_tflops": peak, "utilization": achieved_tflops / (peak * max(replicas, 1))}
+
+
+def peak_main(argv: list[str]) -> int:
+    import argparse
+
+    from raylab.driver.floor import installed_frameworks
+
+    p = argparse.ArgumentParser(prog="raylab peak", description=__doc__.split("\n\n")[0])
+    p.add_argument("--frameworks", default=None, help="comma-separated: tf, torch, xla, jax (default: every installed one)")
+    p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16, fp16 (default: %(default)s)")
+    p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="what to measure (default: cpu)")
+    p.add_argument("--threads", default="1", help="intra-op threads, comma-separated, as trials' --threads (default: 1)")
+    p.add_argument("--size", type=int, default=None, help="matrix size n (default: 1024 on a CPU, 8192 on a GPU)")
+    p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per figure (default: 3)")
+    args = p.parse_args(argv)
+    names = [n.strip() for n in (args.frameworks or ",".join(installed_frameworks())).split(",") if n.strip()]
+    for name in names:
+        framework(name)  # an unknown name: a UserError before anything runs
+    size = args.size or SIZES[args.device]
+    figures = {}
+    print(f"raylab peak: {size} x {size} products, {args.seconds:g} s per figure, one process each...", flush=True)
+    for threads in (int(t) for t in args.threads.split(",")):
+        for name in names:
+            for precision in (q.strip() for q in args.precision.split(",")):
+                found = probe(name, precision, args.device, threads, size, args.seconds)
+                found["measured"] = time.strftime("%Y-%m-%d %H:%M:%S")
+                figures[key(name, args.device, precision, threads)] = found
+                shown = found["error"] if "error" in found else (
+                    f"{found['tflops'] * 1000:9,.1f} GFLOP/s (best {found['best_tflops'] * 1000:,.1f})")
+                print(f"  {key(name, args.device, precision, threads):<22} {shown}", flush=True)
+    print(f"saved to {save({k: v for k, v in figures.items() if 'error' not in v})}; trials on this host at those "
+          "settings now record peak_tflops and utilization")
+    return 0
