@@ -93,6 +93,7 @@ class Settings:
     tracking_uri: str  # MLflow tracking URI
     experiment: str  # MLflow experiment name
     json_path: Path | None = None  # machine-readable summary, if asked
+    prices: dict | None = None  # node type -> USD an hour (--prices: raylab/record/prices.py)
     device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on
     precision: str = "fp32"  # asked for; what each backend applied is recorded per trial
     precision_fallback: str = "error"  # a trial that cannot apply --precision: "error" before Ray starts, or "fp32"

@@ -14,6 +14,7 @@ from raylab import config as C
 from raylab.errors import UserError
 from raylab.cli.expand import check_positive, expand_trials, parse_compile, parse_trials, parse_workers, split_trial
 from raylab.cli.overrides import parse_batches, set_fields
+from raylab.record.prices import read_prices
 from raylab.registry import get_strategy
 from raylab.tpu import parse_topology, parse_tpu_type
 
@@ -88,7 +89,7 @@ def _run_settings(args) -> dict:
     return {
         "threads": check_positive("threads", args.threads), "quick": args.quick, "device": args.device,
         "tracking_uri": args.tracking_uri or C.default_tracking_uri(), "experiment": args.experiment,
-        "json_path": args.json, "tpu_fallback": args.tpu_fallback,
+        "json_path": args.json, "prices": read_prices(args.prices), "tpu_fallback": args.tpu_fallback,
         "precision_fallback": args.precision_fallback, "ps": check_positive("ps", args.ps),
         "tpu_type": parse_tpu_type(args.tpu_type), "tpu_topology": parse_topology(args.tpu_topology),
         "repeats": check_positive("repeats", args.repeats), "plain": args.plain,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from raylab import config as C
+from pathlib import Path
+
 from raylab.cli import flags as F
 from raylab.registry import kinds
 from raylab.task import OPTIMIZERS
@@ -19,6 +21,11 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     _placement(where)
     recording = p.add_argument_group("recording")
     F.add_recording(recording, recipe.name)
+    recording.add_argument("--prices", type=Path, default=None, metavar="FILE",
+                       help="what the nodes cost: a JSON object of node type (its accelerator type, else cpu) -> US "
+                            "dollars an hour, e.g. {\"cpu\": 0.10, \"H200\": 3.72}; each trial records cost_usd (its "
+                            "wall time on the nodes it held) and cost_to_target_usd, and the comparison names the "
+                            "cheapest trial to the target")
     recording.add_argument("--verbose", action="store_true",
                            help="also show Ray's, TensorFlow's, XLA's and gloo's output live; by default it goes "
                                 "only to a log file per trial under raylab-logs/ (an artifact of the trial's MLflow "

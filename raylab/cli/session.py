@@ -11,7 +11,8 @@ from raylab import config as C
 
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
                 "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s",
-                "host_syncs", "steps_per_host_sync", "nodes_held", "overlapped_with", "input_wait_share", "peak_rss_mb"]
+                "host_syncs", "steps_per_host_sync", "nodes_held", "overlapped_with", "input_wait_share", "peak_rss_mb",
+                "flops_per_sample", "achieved_tflops", "utilization", "cost_usd", "cost_to_target_usd"]
 
 
 def connect(cfg: C.Settings, address: str | None):

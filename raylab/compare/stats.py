@@ -16,6 +16,7 @@ from raylab.task import model_settings
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
           "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
+          "flops_per_sample", "achieved_tflops", "utilization", "cost_usd", "cost_to_target_usd",
           *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
 # What a warm start changes (raylab/driver/groups.py): folded per start, cold runs in the key, warm ones in KEY_warm,
 # never one median over both.
@@ -63,6 +64,7 @@ def fold(rows: list[dict]) -> list[dict]:
         out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
         out["sps_values"] = sps  # each repeat's, for the differences' intervals
         out["to_target_values"] = [r["time_to_target_s"] for r in done if r.get("time_to_target_s") is not None]
+        out["cost_values"] = [r["cost_to_target_usd"] for r in done if r.get("cost_to_target_usd") is not None]
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
         restarted = any(r.get("restarts") for r in runs)
         for key in ("restarts", "recovery_s", "lost_s"):  # restarts are summed over repeats, not medians
@@ -97,7 +99,7 @@ def shown_startup(row: dict) -> str | None:
 def significance(folded: list[dict]) -> list[str]:
     """Neighbours in throughput order, each pair with 2 repeats or more: the faster one's lead with its 95% interval
     (Welch's t on log samples/s), or "not distinguishable" where the interval holds 1. Then the fastest trial to the
-    recipe's target, against the next."""
+    recipe's target, against the next, and with --prices the cheapest, the same way."""
     ranked = sorted((r for r in folded if len(r.get("sps_values") or []) >= 2), key=lambda r: -r["samples_per_sec"])
     lines = []
     for fast, slow in zip(ranked, ranked[1:]):
@@ -109,28 +111,32 @@ def significance(folded: list[dict]) -> list[str]:
                          f"samples/s, {interval})")
         else:
             lines.append(f"{fast['trial']} vs {slow['trial']}: {ratio:.2f}x the samples/s ({interval}; {repeats})")
-    return lines + fastest_to_target(folded)
+    return lines + best_to_target(folded, "time_to_target_s", "to_target_values", ("fastest", "sooner", "seconds"),
+                                  "{:.1f} s".format) + \
+        best_to_target(folded, "cost_to_target_usd", "cost_values", ("cheapest", "cheaper", "dollars"), "${:.4g}".format)
 
 
-def fastest_to_target(folded: list[dict]) -> list[str]:
-    """The trial that reached the recipe's target soonest (median over the repeats that reached it), against the
-    next one, with the interval where both have 2 repeats or more."""
-    ranked = sorted((r for r in folded if r.get("to_target_values")), key=lambda r: r["time_to_target_s"])
+def best_to_target(folded: list[dict], key: str, values: str, words: tuple[str, str, str], shown) -> list[str]:
+    """The trial that reached the recipe's target soonest, or cheapest (`key`: the median over the repeats that
+    reached it; `values`: each repeat's), against the next one, with the interval where both have 2 repeats or
+    more."""
+    best_word, lead, unit = words
+    ranked = sorted((r for r in folded if r.get(values)), key=lambda r: r[key])
     if not ranked:
         return []
     best = ranked[0]
-    line = (f"fastest to target: {best['trial']}, {best['time_to_target_s']:.1f} s (reached in "
-            f"{len(best['to_target_values'])} of {best['runs']} repeat(s))")
+    line = (f"{best_word} to target: {best['trial']}, {shown(best[key])} (reached in {len(best[values])} of "
+            f"{best['runs']} repeat(s))")
     if len(ranked) > 1:
         after = ranked[1]
-        interval = welch_ratio(after["to_target_values"], best["to_target_values"])
+        interval = welch_ratio(after[values], best[values])
         if interval is None:
-            line += f"; next {after['trial']}, {after['time_to_target_s']:.1f} s (no interval: fewer than 2 repeats)"
+            line += f"; next {after['trial']}, {shown(after[key])} (no interval: fewer than 2 repeats)"
         else:
             ratio, lo, hi = interval
-            verdict = "not distinguishable from" if lo <= 1 <= hi else f"{ratio:.2f}x sooner than"
-            line += (f"; {verdict} {after['trial']}, {after['time_to_target_s']:.1f} s (95% CI {lo:.2f}x..{hi:.2f}x, "
-                     f"Welch's t on log seconds)")
+            verdict = "not distinguishable from" if lo <= 1 <= hi else f"{ratio:.2f}x {lead} than"
+            line += (f"; {verdict} {after['trial']}, {shown(after[key])} (95% CI {lo:.2f}x..{hi:.2f}x, "
+                     f"Welch's t on log {unit})")
     return [line]
 
 

@@ -45,7 +45,7 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
            "input_wait_s", "input_wait_share", "peak_rss_mb", "loss_scale", "skipped_steps", "flops_per_sample",
-           "achieved_tflops", "peak_tflops", "utilization"]
+           "achieved_tflops", "peak_tflops", "utilization", "cost_usd", "cost_to_target_usd", "price_usd_per_hour"]
 INPUT_BOUND = 0.2  # a trial whose steps waited for input this share of their time or more is flagged input-bound
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
@@ -140,6 +140,8 @@ def format_table(rows: list[dict]) -> str:
         columns = columns + [("achieved_tflops", "GFLOP/s", lambda v: f"{v * 1000:,.1f}")]
     if any(r.get("utilization") is not None for r in rows):  # of `raylab peak`'s product rate (raylab/driver/peak.py)
         columns = columns + [("utilization", "of peak", "{:.1%}")]
+    if any(r.get("cost_usd") is not None for r in rows):  # --prices: the trial's wall time on the nodes it held
+        columns = columns + [("cost_usd", "cost $", "{:.4g}")]
     if any(r.get("peak_rss_mb") is not None for r in rows):  # the largest worker process's peak RSS
         columns = columns + [("peak_rss_mb", "peak RSS MB", "{:,.0f}")]
     concurrent = any(r.get("overlapped_with") not in (None, "none") for r in rows)

@@ -157,7 +157,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     status = "FAILED"
     try:
         trials.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
-        trials.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1)
+        trials.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1, prices=cfg.prices)
         status = "FINISHED" if all(o.status == "FINISHED" for o in trials.done()) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"

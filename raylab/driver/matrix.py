@@ -233,9 +233,12 @@ class Matrix:
         """The outcomes of the items that ran or had finished before, in schedule order."""
         return [o for o in self.outcomes if o is not None]
 
-    def record_overlaps(self, tracker: Tracker, repeats: int, shared: bool = False) -> None:
+    def record_overlaps(self, tracker: Tracker, repeats: int, shared: bool = False, prices: dict | None = None) -> None:
         """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric). shared:
-        the nodes are one machine's, so trials that overlapped shared its cores (tag shared_machine=true)."""
+        the nodes are one machine's, so trials that overlapped shared its cores (tag shared_machine=true). prices
+        (--prices): what each trial cost on them (raylab/record/prices.py)."""
+        from raylab.record.prices import cost
+
         names = {i: o.spec.name if repeats == 1 else f"{o.spec.name}#{o.repeat}"
                  for i, o in enumerate(self.outcomes) if o is not None and i in self.spans}
         overlapped = overlaps({names[i]: self.spans[i] for i in names})
@@ -247,4 +250,8 @@ class Matrix:
                                         "overlapped_with": ",".join(with_) or "none",
                                         **({"shared_machine": "true"} if shared and with_ else {}),
                                         "trial_started": f"{t0:.3f}", "trial_ended": f"{t1:.3f}"})
-            tracker.log_metrics(o.run_id, {"nodes_held": len(taken)}, step=0)
+            spent, said = cost(prices, [n.resources for n in taken], o.result) if prices and "wall_s" in o.result else ({}, {})
+            o.result.update(spent)
+            if said:
+                tracker.set_tags(o.run_id, said)
+            tracker.log_metrics(o.run_id, {"nodes_held": len(taken), **spent}, step=0)
