@@ -72,8 +72,9 @@ def over_data(training: Training, rank: int) -> Training:
     from raylab.data.shard import data_facts, evaluation, stream_stats
 
     data, counted = training.data, {}
+    how = {"flops_count": lambda: counted.get("how", "not counted")} if training.flops is not None else {}
     return dataclasses.replace(training, data=None, evaluate=evaluation(data, training.evaluate), flops=None,
-                               actual={**training.actual, **data_facts(data), "flops_count": lambda: counted.get("how", "not counted")},
+                               actual={**training.actual, **data_facts(data), **how},
                                extra=combined(stream_stats(data, rank), training.extra,
                                               work(training.flops, data, rank, counted)))
 
@@ -261,7 +262,7 @@ class Loop:
         startup = carried["phases"] if carried else self.phases.summary(timing["startup_s"])
         device = device_peak_mb(self.cfg.framework)
         extra = self.t.extra() if self.t.extra else {}
-        if "flops_per_sample" in extra:  # at the steady samples/s, every replica's work
+        if "flops_per_sample" in extra and timing.get("samples_per_sec"):  # at the steady samples/s, every replica's
             extra["achieved_tflops"] = extra["flops_per_sample"] * timing["samples_per_sec"] / 1e12
         self.reporter.result({
             **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **extra,
