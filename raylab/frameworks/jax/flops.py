@@ -1,9 +1,10 @@
 """The work of one training step in JAX, counted from jax's own trace of it (`jax.make_jaxpr`): every matrix product
 (`dot_general`) and convolution (`conv_general_dilated`) of the forward pass and of the gradients, the way torch's
 FLOP counter counts them (2 FLOPs a multiply-add; a convolution's every output position times its whole window,
-padding included; the gradients of a convolution as much as its forward pass). Tracing computes nothing. XLA's own cost analysis (`.lower().compile()
-.cost_analysis()`) is not used: it counts a padded convolution's real taps only (the fashion CNN's step: 381 MFLOP a
-sample against 493 in torch, TF and here) and adds every elementwise op, and it compiles the step once more."""
+padding included; the gradients of a convolution as much as its forward pass). Tracing computes nothing. XLA's own
+cost analysis (`.lower().compile().cost_analysis()`) is not used: it counts a padded convolution's real taps only
+(the fashion CNN's step: 381 MFLOP a sample against 493 in torch, TF and here), adds every elementwise op, and
+compiles the step once more."""
 
 from __future__ import annotations
 
