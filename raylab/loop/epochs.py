@@ -72,9 +72,11 @@ def over_data(training: Training, rank: int) -> Training:
     from raylab.data.shard import data_facts, evaluation, stream_stats
 
     data, counted = training.data, {}
-    how = {"flops_count": lambda: counted.get("how", "not counted")} if training.flops is not None else {}
+    # In place: a backend may still add to its dict as it trains (jax's first losses, read at the first host copy)
+    training.actual.update(data_facts(data))
+    if training.flops is not None:
+        training.actual["flops_count"] = lambda: counted.get("how", "not counted")
     return dataclasses.replace(training, data=None, evaluate=evaluation(data, training.evaluate), flops=None,
-                               actual={**training.actual, **data_facts(data), **how},
                                extra=combined(stream_stats(data, rank), training.extra,
                                               work(training.flops, data, rank, counted)))
 
