@@ -11,6 +11,8 @@ from the last checkpoint to the failure, half an epoch here) and, for scale, `st
 to its first step).
 
     python bench/restart.py --trial torch:ddp --workers 1,2 --rounds 2
+
+With RESTART_OUT=DIR, each round's recipe output is kept as DIR/xN.txt.
 """
 
 from __future__ import annotations
