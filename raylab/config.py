@@ -41,6 +41,9 @@ class TrialSpec:
     # --compile best: its execution was chosen by measuring its kind's candidates (raylab/driver/best.py); the name
     # leaves it out, so a trial keeps its name (and --resume its key) whichever candidate won
     best: bool = False
+    # Where a --device sweep (or an accelerator type) places it: "gpu", "cpu:T4" (the CPUs of a node of that Ray
+    # accelerator type), "gpu:H100"; None: the invocation's one --device, on any node. The name shows it.
+    hardware: str | None = None
 
     @property
     def kind(self) -> str:
@@ -51,7 +54,8 @@ class TrialSpec:
     def name(self) -> str:
         """The MLflow run name, the same shape for every framework so the compare view lines up."""
         return (f"{self.kind} x{self.workers}" + (f" b{self.batch}" if self.batch else "")
-                + (f" {self.execution}" if self.execution and not self.best else ""))
+                + (f" {self.execution}" if self.execution and not self.best else "")
+                + (f" on {self.hardware}" if self.hardware else ""))
 
     def executes(self) -> str:
         """The execution label it runs and records (`execution`): its own, else its kind's --compile off one."""
@@ -94,7 +98,9 @@ class Settings:
     experiment: str  # MLflow experiment name
     json_path: Path | None = None  # machine-readable summary, if asked
     prices: dict | None = None  # node type -> USD an hour (--prices: raylab/record/prices.py)
-    device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on
+    device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on (a trial's own under a sweep: on())
+    accelerator_type: str | None = None  # the Ray accelerator type its nodes must have (a trial's own: on())
+    hardware: list[str] = field(default_factory=list)  # --device's items as asked ("cpu", "gpu:H100"), in order
     precision: str = "fp32"  # asked for; what each backend applied is recorded per trial
     precision_fallback: str = "error"  # a trial that cannot apply --precision: "error" before Ray starts, or "fp32"
     precision_fallen: dict = field(default_factory=dict)  # trial name -> why it runs fp32 instead (the fallback)
@@ -131,6 +137,21 @@ class Settings:
     # cache (raylab/driver/best.py); --race-again measures again instead of reading the cache
     best: dict = field(default_factory=dict)
     race_again: bool = False
+
+
+    def on(self, spec: TrialSpec) -> "Settings":
+        """The settings a trial runs under: the invocation's, with its own device and accelerator type where
+        --device sweeps hardware (TrialSpec.hardware); the same object where it does not."""
+        return self if spec.hardware is None else self.at(spec.hardware)
+
+    def at(self, hardware: str | None) -> "Settings":
+        """These settings on one hardware item ("gpu", "cpu:T4"); unchanged for None."""
+        import dataclasses
+
+        if hardware is None:
+            return self
+        device, _, accelerator = hardware.partition(":")
+        return dataclasses.replace(self, device=device, accelerator_type=accelerator or None)
 
 
 def compile_cache_dir(cfg: Settings, run_id: str) -> str:

@@ -12,7 +12,8 @@ import json
 
 from raylab import config as C
 from raylab.errors import UserError
-from raylab.cli.expand import check_positive, expand_trials, parse_compile, parse_trials, parse_workers, split_trial
+from raylab.cli.expand import (check_positive, expand_trials, parse_compile, parse_hardware, parse_trials,
+                               parse_workers, split_trial)
 from raylab.cli.overrides import parse_batches, set_fields
 from raylab.record.prices import read_prices
 from raylab.registry import get_strategy
@@ -47,13 +48,14 @@ def chosen(recipe, args, name: str):
 def make_config(recipe, args) -> C.Settings:
     """The invocation's config; `recipe` is the one edited() returned for these args."""
     notes: list[str] = []
-    trials = _trials(recipe, args, notes)
-    _check_combinations(args)
-    return C.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args))
+    hardware = parse_hardware(args.device, args.accelerator_type)
+    trials = _trials(recipe, args, notes, hardware)
+    _check_combinations(args, hardware)
+    return C.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args, hardware))
 
 
-def _trials(recipe, args, notes: list[str]) -> list[C.TrialSpec]:
-    """The trial matrix (--trials x --workers x a --batch sweep), checked against the recipe's models and batch."""
+def _trials(recipe, args, notes: list[str], hardware: list[str]) -> list[C.TrialSpec]:
+    """The trial matrix (--trials x --workers x a --batch sweep x the --device items), checked against the recipe's models and batch."""
     kinds = parse_trials(args.trials)
     workers = parse_workers(args.workers)
     batches = parse_batches(args.batch)
@@ -62,7 +64,8 @@ def _trials(recipe, args, notes: list[str]) -> list[C.TrialSpec]:
         raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
                         f"choose trials of {', '.join(sorted(recipe.models))}.")
     compiles = parse_compile(args.compile, args.compile_mode)
-    trials = expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None], compiles, args.device)
+    trials = expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None], compiles,
+                           hardware)
     uneven = [s.name for s in trials if recipe.global_batch and recipe.with_batch(s.batch).global_batch % s.workers]
     if uneven:
         raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
@@ -84,10 +87,11 @@ def _task_settings(recipe, args) -> dict:
             "window": 1 if args.step_latency else check_positive("window", args.window)}
 
 
-def _run_settings(args) -> dict:
+def _run_settings(args, hardware: list[str]) -> dict:
     """Where the trials run, where they are recorded, and how they survive failures."""
     return {
-        "threads": check_positive("threads", args.threads), "quick": args.quick, "device": args.device,
+        "threads": check_positive("threads", args.threads), "quick": args.quick,
+        "device": hardware[0].partition(":")[0], "hardware": hardware,
         "tracking_uri": args.tracking_uri or C.default_tracking_uri(), "experiment": args.experiment,
         "json_path": args.json, "prices": read_prices(args.prices), "tpu_fallback": args.tpu_fallback,
         "precision_fallback": args.precision_fallback, "ps": check_positive("ps", args.ps),
@@ -103,8 +107,8 @@ def _run_settings(args) -> dict:
     }
 
 
-def _check_combinations(args) -> None:
-    if args.plain and args.device != "cpu":
+def _check_combinations(args, hardware: list[str]) -> None:
+    if args.plain and any(h.partition(":")[0] != "cpu" for h in hardware):
         raise UserError("--plain runs the plain scripts on CPU only; drop --plain or use --device cpu.")
     if args.json is not None and not args.json.parent.resolve().is_dir():
         raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")

@@ -1,8 +1,11 @@
 """The command line's values checked and expanded, in one place: --trials (each kind known and its framework
-installed), --workers and --batch counts, --compile and --compile-mode, into the trial matrix of TrialSpecs
+installed), --workers and --batch counts, --compile and --compile-mode, --device and --accelerator-type (the
+hardware axis), into the trial matrix of TrialSpecs
 (`expand_trials`). Every mistake is a UserError before Ray starts."""
 
 from __future__ import annotations
+
+import re
 
 from raylab.config import TrialSpec
 from raylab.errors import UserError
@@ -61,31 +64,78 @@ def parse_workers(text: str) -> list[int]:
 
 
 def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("best",),
-                  device: str = "cpu") -> list[TrialSpec]:
-    """The trial matrix: per batch size of a sweep, every kind on every worker count it supports, in the order given,
-    each in every execution --compile asks that it has (one trial per distinct execution: jax:none is jit both ways),
-    or, under --compile best, once, its execution chosen before the trials run (raylab/driver/best.py)."""
+                  hardware=("cpu",)) -> list[TrialSpec]:
+    """The trial matrix: per hardware item of a --device sweep, per batch size of a --batch sweep, every kind on
+    every worker count it supports, in the order given, each in every execution --compile asks that it has on that
+    device (one trial per distinct execution: jax:none is jit both ways), or, under --compile best, once, its
+    execution chosen before the trials run (raylab/driver/best.py). A trial carries its hardware item (and its name
+    shows it) where --device sweeps or names an accelerator type."""
     import dataclasses
 
+    tagged = len(hardware) > 1 or any(":" in h for h in hardware)
     specs = []
-    for item in kinds:
-        kind, fixed = split_trial(item)
-        strategy = get_strategy(kind)
-        asked = [fixed] if fixed else workers
-        fits = [w for w in asked if strategy.max_workers is None or w <= strategy.max_workers]
-        if not fits:
-            raise UserError(
-                f"{kind} runs on at most {strategy.max_workers} worker(s), but it was asked for "
-                f"{','.join(map(str, asked))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
-            )
-        if len(fits) < len(asked):
-            notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
-                         f"{','.join(str(w) for w in asked if w not in fits)}")
-        fw, st = kind.split(":")
-        best = list(compiles) == ["best"]
-        runs = [None] if best else executions(strategy, compiles, device, notes)
-        specs += [TrialSpec(fw, st, w, execution=e, best=best) for w in fits for e in runs]
-    return [dataclasses.replace(s, batch=b) for b in batches for s in specs]
+    fitting = [(item, fitting_workers(item, workers, notes)) for item in kinds]
+    for h in hardware:
+        device = h.partition(":")[0]
+        on = []
+        for item, fits in fitting:
+            kind = split_trial(item)[0]
+            strategy = get_strategy(kind)
+            fw, st = kind.split(":")
+            best = list(compiles) == ["best"]
+            runs = [None] if best else executions(strategy, compiles, device, notes)
+            on += [TrialSpec(fw, st, w, execution=e, best=best, hardware=h if tagged else None)
+                   for w in fits for e in runs]
+        specs += [dataclasses.replace(s, batch=b) for b in batches for s in on]
+    return specs
+
+
+def fitting_workers(item: str, workers: list[int], notes: list[str]) -> list[int]:
+    """The worker counts a trial item runs on: its own ' xN', else --workers', less those its kind cannot (a note
+    for those; a UserError where none is left)."""
+    kind, fixed = split_trial(item)
+    strategy = get_strategy(kind)
+    asked = [fixed] if fixed else workers
+    fits = [w for w in asked if strategy.max_workers is None or w <= strategy.max_workers]
+    if not fits:
+        raise UserError(
+            f"{kind} runs on at most {strategy.max_workers} worker(s), but it was asked for "
+            f"{','.join(map(str, asked))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
+        )
+    if len(fits) < len(asked):
+        notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
+                     f"{','.join(str(w) for w in asked if w not in fits)}")
+    return fits
+
+
+DEVICES = ("cpu", "gpu")
+ACCELERATOR_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def parse_hardware(devices: str, types: str | None = None) -> list[str]:
+    """--device (cpu, gpu, a list, DEVICE:TYPE items) x --accelerator-type: the hardware items the trials run on,
+    in order ("cpu", "gpu", "cpu:T4", "gpu:H100"); a UserError for a device or type raylab cannot ask Ray for."""
+    items = [" ".join(d.split()) for d in devices.split(",") if d.strip()]
+    named = [t.strip() for t in (types or "").split(",") if t.strip()]
+    example = "e.g. --device cpu,gpu, or --device gpu:H100 for nodes of a Ray accelerator type"
+    if not items:
+        raise UserError(f"--device '{devices}' is empty; give cpu, gpu or a list, {example}.")
+    if types is not None and not named:
+        raise UserError(f"--accelerator-type '{types}' is empty; give Ray accelerator types such as H100,A100-80G.")
+    if named and any(":" in i for i in items):
+        raise UserError("give accelerator types either in --device (gpu:H100) or in --accelerator-type, not both.")
+    out = []
+    for item in items:
+        device, _, kind = item.partition(":")
+        if device not in DEVICES:
+            raise UserError(f"--device '{item}': {device or 'nothing'} is not a device raylab runs on; choose cpu or "
+                            f"gpu, {example}.")
+        for t in ([kind] if ":" in item else named or [""]):
+            if ":" in item and not t or t and not ACCELERATOR_TYPE.match(t):
+                raise UserError(f"accelerator type '{t}' is not one Ray names (letters, digits, '-', '_', '.'); "
+                                "give it as Ray's accelerator_type resource has it, e.g. H100, A100-80G, TPU-V4.")
+            out.append(f"{device}:{t}" if t else device)
+    return list(dict.fromkeys(out))
 
 
 def executions(strategy, compiles, device: str, notes: list[str]) -> list[str | None]:

@@ -76,13 +76,25 @@ def add_precision(group, applied_where: str, default: str, set_key: bool = False
                             f"recorded as precision_applied (default: {default_text})")
 
 
-def add_where(group, unit: str) -> None:
-    """Where to run: the Ray cluster, the device and threads each `unit` (a replica, a trial) gets."""
+def add_where(group, unit: str, sweep: bool = False) -> None:
+    """Where to run: the Ray cluster, the device and threads each `unit` (a replica, a trial) gets; sweep: --device
+    takes a list, and --accelerator-type (the hardware axis: raylab/cli/expand.py parse_hardware)."""
     group.add_argument("--address", default=None,
                        help="Ray cluster address (default: $RAY_ADDRESS, else a new in-process local cluster)")
-    group.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
-                       help=f"what each {unit} runs on; gpu gives each {unit} one of the cluster's GPUs "
-                            "(default: cpu)")
+    if not sweep:
+        group.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                           help=f"what each {unit} runs on; gpu gives each {unit} one of the cluster's GPUs "
+                                "(default: cpu)")
+    else:
+        group.add_argument("--device", default="cpu", metavar="DEVICE[,DEVICE...]",
+                           help=f"what each {unit} runs on: cpu, gpu (one of the cluster's GPUs per {unit}), or a "
+                                "comma-separated list, each trial run on each (the hardware axis: cpu,gpu); "
+                                "DEVICE:TYPE also asks for nodes of that Ray accelerator type (gpu:H100, cpu:T4) "
+                                "(default: cpu)")
+        group.add_argument("--accelerator-type", default=None, metavar="TYPE[,TYPE...]",
+                           help="Ray accelerator types (the accelerator_type:TYPE resource: H100, A100-80G, TPU-V4, "
+                                "...) to run every --device item on, one trial each, on nodes of that type; the "
+                                "table, the parity report and --prices show the types (default: any node)")
     group.add_argument("--threads", type=integer, default=1,
                        help=f"intra-op threads (and CPUs) per {unit}, set in every framework (TF's and torch's thread "
                             "pools, XLA's CPU threads for jax and torch_xla) and recorded "

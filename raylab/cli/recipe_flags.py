@@ -17,7 +17,7 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     _what_to_run(p.add_argument_group("what to run"), recipe)
     _task(p.add_argument_group("the task (the recipe's, edited for this run)"), recipe)
     where = p.add_argument_group("where to run")
-    F.add_where(where, "replica")
+    F.add_where(where, "replica", sweep=True)
     _placement(where)
     recording = p.add_argument_group("recording")
     F.add_recording(recording, recipe.name)

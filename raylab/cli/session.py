@@ -12,7 +12,7 @@ from raylab import config as C
 SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
                 "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s",
                 "host_syncs", "steps_per_host_sync", "nodes_held", "overlapped_with", "input_wait_share", "peak_rss_mb",
-                "flops_per_sample", "achieved_tflops", "utilization", "cost_usd", "cost_to_target_usd"]
+                "flops_per_sample", "achieved_tflops", "utilization", "vendor_utilization", "cost_usd", "cost_to_target_usd"]
 
 
 def connect(cfg: C.Settings, address: str | None):
@@ -112,7 +112,7 @@ def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
         "trials": [{"trial": o.ran_name, "framework": o.spec.framework, "strategy": o.ran or o.spec.short,
                     "requested_strategy": o.spec.short, "execution": o.spec.executes(),
-                    "workers": o.spec.workers, "repeat": o.repeat, "status": o.status, "run_id": o.run_id, **o.start,
+                    "workers": o.spec.workers, "hardware": o.spec.hardware, "repeat": o.repeat, "status": o.status, "run_id": o.run_id, **o.start,
                     "error": error_summary(o.error) if o.error else None,
                     **{k: o.result.get(k) for k in SUMMARY_KEYS}} for o in outcomes],
     }

@@ -16,7 +16,7 @@ from raylab.task import model_settings
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
           "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
-          "flops_per_sample", "achieved_tflops", "utilization", "cost_usd", "cost_to_target_usd",
+          "flops_per_sample", "achieved_tflops", "utilization", "vendor_utilization", "cost_usd", "cost_to_target_usd",
           *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
 # What a warm start changes (raylab/driver/groups.py): folded per start, cold runs in the key, warm ones in KEY_warm,
 # never one median over both.
@@ -98,8 +98,7 @@ def shown_startup(row: dict) -> str | None:
 
 def significance(folded: list[dict]) -> list[str]:
     """Neighbours in throughput order, each pair with 2 repeats or more: the faster one's lead with its 95% interval
-    (Welch's t on log samples/s), or "not distinguishable" where the interval holds 1. Then the fastest trial to the
-    recipe's target, against the next, and with --prices the cheapest, the same way."""
+    (Welch's t on log samples/s), or "not distinguishable" where the interval holds 1."""
     ranked = sorted((r for r in folded if len(r.get("sps_values") or []) >= 2), key=lambda r: -r["samples_per_sec"])
     lines = []
     for fast, slow in zip(ranked, ranked[1:]):
@@ -111,8 +110,14 @@ def significance(folded: list[dict]) -> list[str]:
                          f"samples/s, {interval})")
         else:
             lines.append(f"{fast['trial']} vs {slow['trial']}: {ratio:.2f}x the samples/s ({interval}; {repeats})")
-    return lines + best_to_target(folded, "time_to_target_s", "to_target_values", ("fastest", "sooner", "seconds"),
-                                  "{:.1f} s".format) + \
+    return lines
+
+
+def answer(folded: list[dict]) -> list[str]:
+    """The comparison's answer: the fastest trial to the recipe's target, against the next, and with --prices the
+    cheapest, the same way (the last lines of the report)."""
+    return best_to_target(folded, "time_to_target_s", "to_target_values", ("fastest", "sooner", "seconds"),
+                          "{:.1f} s".format) + \
         best_to_target(folded, "cost_to_target_usd", "cost_values", ("cheapest", "cheaper", "dollars"), "${:.4g}".format)
 
 
@@ -169,6 +174,7 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     for key, label in PARITY:
         _same(trials, key, label, lines, mismatches)
     _execution(trials, lines, mismatches)
+    hardware(trials, lines)
     work(trials, lines, mismatches)
     shown, differences = model_settings.compare({r["trial"]: r.get("model_settings") for r in trials})
     lines += shown
@@ -322,6 +328,16 @@ def work(trials: list[dict], lines: list, mismatches: list) -> None:
     else:
         span = flops(low) if flops(low) == flops(high) else f"{flops(low)}..{flops(high)}"
         lines.append(f"    work per sample (forward and gradients, each framework's own counter): {span}")
+
+
+def hardware(trials: list[dict], lines: list) -> None:
+    """What the trials ran on: one line, or, where --device swept it, the axis with each trial's (never a mismatch:
+    the comparison asked for it; each trial's utilization is against its own hardware's peak)."""
+    ran = {r["trial"]: r["hardware"] for r in trials if r.get("hardware")}
+    if len(set(ran.values())) > 1:
+        lines.append("    hardware (swept, the axis compared): " + ", ".join(f"{t} {h}" for t, h in ran.items()))
+    elif ran:
+        lines.append(f"    hardware: {next(iter(ran.values()))}")
 
 
 def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: list) -> None:

@@ -45,7 +45,8 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "startup_setup_s", "startup_data_s", "startup_model_s", "startup_other_s", "host_syncs",
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
            "input_wait_s", "input_wait_share", "peak_rss_mb", "loss_scale", "skipped_steps", "flops_per_sample",
-           "achieved_tflops", "peak_tflops", "utilization", "cost_usd", "cost_to_target_usd", "price_usd_per_hour"]
+           "achieved_tflops", "peak_tflops", "utilization", "vendor_utilization", "vendor_peak_tflops", "cost_usd",
+           "cost_to_target_usd", "price_usd_per_hour"]
 INPUT_BOUND = 0.2  # a trial whose steps waited for input this share of their time or more is flagged input-bound
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
@@ -99,7 +100,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "model_settings": t.get("model_settings"),
             "start": p.get("start"), "group_index": p.get("group_index"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
-            "shared_machine": t.get("shared_machine") == "true",
+            "shared_machine": t.get("shared_machine") == "true", "hardware": hardware_of(p, t),
             **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},
             # the recipe's other metrics on the test split (val_mask_iou, val_mean_absolute_error, ...)
             **{k: v for k, v in m.items() if k.startswith("val_") and k not in METRICS},
@@ -110,6 +111,16 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
         if rows[-1]["ps_bytes_per_step"] is not None:
             rows[-1]["ps_bytes_per_step"] = f"{rows[-1]['ps_bytes_per_step'] / 1e6:.2f}"
     return rows
+
+
+def hardware_of(params: dict, tags: dict) -> str | None:
+    """What a trial ran on: its device ("cpu", "gpu"; a TPU kind's "tpu" from its worker), with the accelerator
+    types of the nodes it held where it asked for one (--device gpu:H100, --accelerator-type): "cpu:T4"."""
+    device = "tpu" if (tags.get("device_kind") or "").endswith("tpu") else params.get("device")
+    if device is None or not params.get("accelerator_type"):
+        return device
+    types = sorted({t for t in (tags.get("node_types") or "").split(",") if t and t != "cpu"})
+    return f"{device}:{'+'.join(types) or params['accelerator_type'] + '?'}"
 
 
 def shown_execution(row: dict) -> str | None:
@@ -134,12 +145,16 @@ def format_table(rows: list[dict]) -> str:
                 if k.startswith("val_") and k not in shown]
     if len({r.get("batch_per_replica") for r in rows}) > 1:  # a --batch sweep: say each row's size
         columns = columns[:1] + [("batch_per_replica", "batch/replica", "{}")] + columns[1:]
+    if len({r.get("hardware") for r in rows}) > 1:  # a --device sweep: what each row ran on
+        columns = columns[:1] + [("hardware", "hardware", "{}")] + columns[1:]
     if any(r.get("input_wait_share") is not None for r in rows):  # the steps' wait for input, where timed
         columns = columns + [("input_wait_share", "input wait", "{:.0%}")]
     if any(r.get("achieved_tflops") is not None for r in rows):  # work per sample x samples/s (stats.work)
         columns = columns + [("achieved_tflops", "GFLOP/s", lambda v: f"{v * 1000:,.1f}")]
     if any(r.get("utilization") is not None for r in rows):  # of `raylab peak`'s product rate (raylab/driver/peak.py)
         columns = columns + [("utilization", "of peak", "{:.1%}")]
+    if any(r.get("vendor_utilization") is not None for r in rows):  # of the vendor's dense peak (raylab/record/vendor.py)
+        columns = columns + [("vendor_utilization", "of vendor peak", "{:.1%}")]
     if any(r.get("cost_usd") is not None for r in rows):  # --prices: the trial's wall time on the nodes it held
         columns = columns + [("cost_usd", "cost $", "{:.4g}")]
     if any(r.get("peak_rss_mb") is not None for r in rows):  # the largest worker process's peak RSS
@@ -184,7 +199,8 @@ def input_bound(row: dict) -> bool:
 
 
 def format_report(rows: list[dict]) -> str:
-    """The table, then the protocol's sections: significance, scaling, overhead, parity."""
+    """The table, then the protocol's sections: significance, scaling, overhead, parity; last, the answer (the
+    fastest and the cheapest trial to the recipe's target)."""
     folded = stats.fold(rows)
     parts = [format_table(folded)]
     sections = [("differences", stats.significance(folded)), ("scaling", stats.scaling(folded)),
@@ -195,6 +211,8 @@ def format_report(rows: list[dict]) -> str:
     lines, mismatches = stats.parity(rows)
     verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"
     parts.append(f"\nparity: {verdict}\n" + "\n".join(lines))
+    if answer := stats.answer(folded):  # last: which trial to pick, with its confidence
+        parts.append("\nthe answer, to the recipe's target:\n" + "\n".join(f"  {line}" for line in answer))
     return "\n".join(parts)
 
 
@@ -236,8 +254,9 @@ def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path 
     rows = trial_rows(tracker.client, exp.experiment_id, parent.info.run_id)
     if fmt == "json":
         _, mismatches = stats.parity(rows)
+        folded = stats.fold(rows)
         return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "trials": rows,
-                           "folded": stats.fold(rows), "unfair": mismatches}, indent=2)
+                           "folded": folded, "unfair": mismatches, "answer": stats.answer(folded)}, indent=2)
     if fmt == "csv":
         return format_csv(rows)
     text = f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id})\n" + format_report(rows)

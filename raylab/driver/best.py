@@ -88,10 +88,11 @@ class Choice:
 
 
 def key_of(recipe, cfg: Settings, spec: TrialSpec) -> tuple:
-    """(framework, batch per replica, precision): what one race answers within an invocation."""
+    """(framework, batch per replica, precision, hardware item or None): what one race answers within an
+    invocation (a --device sweep races on each device, each accelerator type)."""
     layout = spec.layout(cfg)
     precision = "fp32" if spec.name in cfg.precision_fallen else cfg.precision
-    return spec.framework, recipe.with_batch(spec.batch).per_replica(layout.replicas), precision
+    return spec.framework, recipe.with_batch(spec.batch).per_replica(layout.replicas), precision, spec.hardware
 
 
 def resolve(recipe, cfg: Settings, ds, shared) -> None:
@@ -103,7 +104,7 @@ def resolve(recipe, cfg: Settings, ds, shared) -> None:
             keys.setdefault(key_of(recipe, cfg, spec), []).append(spec)
     racing = {}
     for key, specs in keys.items():
-        labels = list(dict.fromkeys(c for s in specs for c in s.strategy.candidates(cfg.device)))
+        labels = list(dict.fromkeys(c for s in specs for c in s.strategy.candidates(cfg.at(key[3]).device)))
         if key in cfg.best:  # a --resume's or a sweep's earlier answer
             continue
         if len(labels) < 2:
@@ -124,7 +125,7 @@ def chosen(recipe, cfg: Settings, spec: TrialSpec) -> TrialSpec:
     """The spec with its execution set from its key's Choice (None: its kind's usual execution)."""
     if not spec.best:
         return spec
-    label = cfg.best[key_of(recipe, cfg, spec)].for_kind(spec.kind, cfg.device)
+    label = cfg.best[key_of(recipe, cfg, spec)].for_kind(spec.kind, cfg.on(spec).device)
     return dataclasses.replace(spec, execution=None if label == spec.strategy.executions["off"] else label)
 
 
@@ -132,7 +133,7 @@ def params(recipe, cfg: Settings, spec: TrialSpec) -> dict:
     """What a trial records of how its execution was chosen: forced by --compile, or the Choice's params."""
     if not spec.best:
         return {"execution_choice": "forced"}
-    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes(), spec.strategy.candidates(cfg.device))
+    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes(), spec.strategy.candidates(cfg.on(spec).device))
 
 
 def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | None:
@@ -151,7 +152,8 @@ def say(recipe, key: tuple, choice: Choice) -> None:
         return
     won = (choice.ranked() or list(choice.candidates))[0]
     margin = choice.margin(won)
-    console.get().line(f"raylab: --compile best: {framework(key[0]).title} (batch {key[1]}, {key[2]}) trains in "
+    on = f", on {key[3]}" if key[3] else ""
+    console.get().line(f"raylab: --compile best: {framework(key[0]).title} (batch {key[1]}, {key[2]}{on}) trains in "
                        f"{won}" + (f", {margin:.2f}x faster a step than the next" if margin else "")
                        + f" ({choice.described()}; {choice.source}"
                        + (f", {choice.race_s:.1f} s" if choice.race_s else "") + ")")
@@ -183,18 +185,15 @@ def run_races(recipe, cfg: Settings, ds, racing: dict) -> dict:
     from raylab.config import compile_cache_dir
     from raylab.driver import console
 
-    env = {"OMP_NUM_THREADS": str(cfg.threads), "TF_CPP_MIN_LOG_LEVEL": "2",
-           **({"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {})}
-    actor = ray.remote(max_restarts=0)(Racer).options(num_cpus=cfg.threads, num_gpus=1 if cfg.device == "gpu" else 0,
-                                                     runtime_env={"env_vars": env})
     racers, out = {}, {}
     for key, (labels, (x, y)) in racing.items():
-        name, batch, precision = key
+        name, batch, precision, hardware = key
+        on = cfg.at(hardware)  # the device (and nodes' accelerator type) its trials run on
         console.get().line(f"raylab: --compile best: timing {framework(name).title}'s {' and '.join(labels)} on "
-                           f"{recipe.name}'s model (batch {batch}, {precision}, {cfg.device}, {cfg.threads} "
-                           "thread(s)) before its trials...")
-        racer = actor.remote(name, recipe.task(ds.target_names), x, y, batch, labels, precision, cfg.device,
-                             cfg.threads, cfg.seed, compile_cache_dir(cfg, "race"), cfg.window)
+                           f"{recipe.name}'s model (batch {batch}, {precision}, {hardware or on.device}, "
+                           f"{cfg.threads} thread(s)) before its trials...")
+        racer = racer_actor(on).remote(name, recipe.task(ds.target_names), x, y, batch, labels, precision, on.device,
+                                       cfg.threads, cfg.seed, compile_cache_dir(cfg, "race"), cfg.window)
         racers[key] = (racer, racer.ready.remote(), cache_key(recipe, cfg, key, labels, x), time.perf_counter())
     try:
         failed = {key: _get(ready, racing[key][0]) for key, (_, ready, _, _) in racers.items()}  # every racer ready
@@ -210,6 +209,20 @@ def run_races(recipe, cfg: Settings, ds, racing: dict) -> dict:
         for racer, *_ in racers.values():
             ray.kill(racer)
     return out
+
+
+def racer_actor(cfg: Settings):
+    """The Racer's Ray actor class with a trial's CPUs, threads, device and accelerator type."""
+    import ray
+
+    from raylab.driver.resources import ACCELERATOR_SLIVER
+    from raylab.record.prices import ACCELERATOR
+
+    env = {"OMP_NUM_THREADS": str(cfg.threads), "TF_CPP_MIN_LOG_LEVEL": "2",
+           **({"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {})}
+    on = {"resources": {ACCELERATOR + cfg.accelerator_type: ACCELERATOR_SLIVER}} if cfg.accelerator_type else {}
+    return ray.remote(max_restarts=0)(Racer).options(num_cpus=cfg.threads, num_gpus=1 if cfg.device == "gpu" else 0,
+                                                    runtime_env={"env_vars": env}, **on)
 
 
 def _get(ref, labels: list[str]) -> dict:
@@ -260,12 +273,12 @@ def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
 
     from raylab.data import tree_map
 
-    name, batch, precision = key
+    name, batch, precision, hardware = key
     fw = framework(name)
     hosts = sorted({n.get("NodeManagerHostname", "") for n in ray.nodes() if n.get("Alive")})
     shapes = str(tree_map(lambda a: (tuple(a.shape[1:]), str(a.dtype)), x))
     return hashlib.sha256(json.dumps([
-        hosts, cfg.device, cfg.threads, name, _version(fw.package), batch, precision, labels, shapes,
+        hosts, *([hardware] if hardware else [cfg.device]), cfg.threads, name, _version(fw.package), batch, precision, labels, shapes,
         _model_source(recipe, fw.name), repr(recipe.loss), repr(recipe.optimizer), repr(recipe.schedule),
         repr(recipe.metrics), repr(recipe.preprocess)], default=str).encode()).hexdigest()[:24]
 

@@ -60,8 +60,8 @@ def group_key(cfg, spec, trials=()) -> tuple:
     env = tuple(sorted(worker_env(strategy, backend, cfg).items()))
     backend_key = (type(backend).__qualname__, repr(sorted(vars(backend).items())))
     # A probe (--batch max) has no restart budget and the trial has one: each its own group.
-    return (strategy.framework, layout, cfg.threads, strategy.device(cfg), backend_key, env, cfg.max_failures,
-            cfg.storage)
+    return (strategy.framework, layout, cfg.threads, strategy.device(cfg), cfg.accelerator_type, backend_key, env,
+            cfg.max_failures, cfg.storage)
 
 
 def setup_of(spec, trials=()):

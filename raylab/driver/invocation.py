@@ -80,7 +80,7 @@ class Invocation:
         if not cfg.resume:
             params = {"recipe": self.recipe.name, "trials": ",".join(s.name for s in cfg.trials),
                       "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick,
-                      "device": cfg.device, "repeats": cfg.repeats, "plain": cfg.plain, "data": ds.name,
+                      "device": ",".join(cfg.hardware) or cfg.device, "repeats": cfg.repeats, "plain": cfg.plain, "data": ds.name,
                       "max_failures": cfg.max_failures, "concurrency": limit, "cluster_nodes": len(nodes)}
             name = f"{self.recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
             self.parent = self.tracker.start_run(name, params, self.tags)
@@ -145,7 +145,8 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     inv = Invocation(recipe, cfg, ds, tracker, tags)
     inv.shared = share_data(recipe, cfg, ds)
     best.resolve(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
-    cluster.driver_imports([s.kind for s in cfg.trials], cfg.device)
+    for device in dict.fromkeys(cfg.on(s).device for s in cfg.trials):
+        cluster.driver_imports([s.kind for s in cfg.trials], device)
     nodes = matrix.cluster_nodes()
     limit = matrix.concurrency_limit(cfg.concurrency, nodes)
     finished = inv.open_parent(limit, nodes)

@@ -51,10 +51,18 @@ def slots(node: Node, per_worker: dict) -> int:
     return min(fits) if fits else 0
 
 
+def spare(node: Node, per_worker: dict) -> bool:
+    """Whether the node has accelerators (GPUs, TPUs, an accelerator type) that a trial needing `per_worker` leaves
+    idle: such a trial goes elsewhere where it can, so a CPU trial does not hold (and pay for) a GPU node."""
+    return any(v > 0 and not per_worker.get(k) for k, v in node.resources.items()
+               if k in ("GPU", "TPU") or k.startswith("accelerator_type:"))
+
+
 def plan(free: list[Node], workers: int, per_worker: dict) -> list[Node] | None:
-    """The fewest free nodes (largest first, then Ray's order) that hold `workers` processes; None if they don't."""
+    """The fewest free nodes (those without accelerators it leaves idle first, then largest first, then Ray's
+    order) that hold `workers` processes; None if they don't."""
     chosen, room = [], 0
-    for node in sorted(free, key=lambda n: -slots(n, per_worker)):
+    for node in sorted(free, key=lambda n: (spare(n, per_worker), -slots(n, per_worker))):
         if room >= workers:
             break
         if slots(node, per_worker) > 0:
@@ -196,7 +204,8 @@ class Matrix:
     def start(self, repeat: int, item: TrialSpec, key: str, taken: list[Node]) -> None:
         index = len(self.outcomes)
         self.outcomes.append(None)
-        self.holding[index] = taken if self.limit > 1 else self.nodes  # one at a time: it has the whole cluster
+        # One at a time, it has the whole cluster; but a trial of a hardware sweep holds (and pays for) its own nodes
+        self.holding[index] = taken if self.limit > 1 or item.hardware else self.nodes
         if self.limit == 1:  # one at a time, in this thread, as always
             self.one(index, repeat, item, key, taken)
             return
@@ -208,7 +217,7 @@ class Matrix:
     def one(self, index: int, repeat: int, item: TrialSpec, key: str, taken: list[Node]) -> None:
         t0, mine = time.time(), []
         try:
-            nodes = taken if self.limit > 1 else None
+            nodes = taken if self.limit > 1 or item.hardware else None  # its workers are pinned there
             self.outcomes[index] = self.run_item(repeat, item, key, nodes, functools.partial(self.opened, mine))
         except BaseException as e:  # noqa: BLE001 - an interrupt or a driver error: the main thread re-raises
             self.errors.append(e)
@@ -236,8 +245,9 @@ class Matrix:
     def record_overlaps(self, tracker: Tracker, repeats: int, shared: bool = False, prices: dict | None = None) -> None:
         """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric). shared:
         the nodes are one machine's, so trials that overlapped shared its cores (tag shared_machine=true). prices
-        (--prices): what each trial cost on them (raylab/record/prices.py)."""
-        from raylab.record.prices import cost
+        (--prices): what each trial cost on them (raylab/record/prices.py). node_types: each held node's accelerator
+        type, else cpu: the hardware it ran on, where a --device sweep asked for a type."""
+        from raylab.record.prices import cost, node_type
 
         names = {i: o.spec.name if repeats == 1 else f"{o.spec.name}#{o.repeat}"
                  for i, o in enumerate(self.outcomes) if o is not None and i in self.spans}
@@ -247,6 +257,7 @@ class Matrix:
             with_ = overlapped[name]
             o.result.update({"nodes_held": len(taken), "overlapped_with": ",".join(with_)})
             tracker.set_tags(o.run_id, {"node_ids_held": ",".join(n.id[:12] for n in taken),
+                                        "node_types": ",".join(node_type(n.resources) for n in taken),
                                         "overlapped_with": ",".join(with_) or "none",
                                         **({"shared_machine": "true"} if shared and with_ else {}),
                                         "trial_started": f"{t0:.3f}", "trial_ended": f"{t1:.3f}"})

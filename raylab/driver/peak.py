@@ -62,13 +62,21 @@ def save(peaks: dict, path: Path = CACHE) -> Path:
     return path
 
 
-def utilization(name: str, device: str, precision: str | None, threads: int, replicas: int,
-                achieved_tflops: float | None, peaks: dict) -> dict:
-    """{"peak_tflops", "utilization"} for a trial where its peak was measured, else {}."""
-    peak = peaks.get(key(name, device, precision or "fp32", threads), {}).get("tflops")
-    if not peak or achieved_tflops is None:
-        return {}
-    return {"peak_tflops": peak, "utilization": achieved_tflops / (peak * max(replicas, 1))}
+def utilization(name: str, device: str, tags: dict, threads: int, replicas: int, achieved_tflops: float | None,
+                peaks: dict, names: list[str | None] = ()) -> tuple[dict, dict]:
+    """(metrics, tags) of a trial's share of the peaks: {"peak_tflops", "utilization"} where its peak was measured
+    here, and, on an accelerator the vendors' table knows (`names`: its device's name, node type, TPU type),
+    {"vendor_peak_tflops", "vendor_utilization"} (raylab/record/vendor.py). tags: the trial's own (the precision
+    and the float32 matmul it applied, its device's name)."""
+    from raylab.record.vendor import vendor_utilization
+
+    precision = tags.get("precision_applied") or "fp32"
+    metrics, said = vendor_utilization(device, [tags.get("device_name"), *names], precision,
+                                       tags.get("float32_matmul"), replicas, achieved_tflops)
+    peak = peaks.get(key(name, device, precision, threads), {}).get("tflops")
+    if peak and achieved_tflops is not None:
+        metrics.update({"peak_tflops": peak, "utilization": achieved_tflops / (peak * max(replicas, 1))})
+    return metrics, said
 
 
 def peak_main(argv: list[str]) -> int:

@@ -33,7 +33,7 @@ def check(cfg) -> dict[str, str]:
     --precision-fallback fp32); a UserError without it. Called before Ray starts."""
     fallen: dict[str, str] = {}
     for spec in cfg.trials:
-        reason = why_not(spec.kind, cfg.precision, spec.strategy.device(cfg))
+        reason = why_not(spec.kind, cfg.precision, spec.strategy.device(cfg.on(spec)))
         if reason is None:
             continue
         if cfg.precision_fallback != "fp32":

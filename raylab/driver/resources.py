@@ -7,6 +7,7 @@ import ray
 from raylab.config import Settings, TrialSpec
 from raylab.driver import matrix
 from raylab.errors import UserError
+from raylab.record.prices import ACCELERATOR
 from raylab.tpu import slice_scaling
 
 
@@ -30,18 +31,25 @@ DATA_CPUS = 1  # CPUs a streamed trial leaves free for Ray Data's read and map t
 
 
 def worker_resources(strategy, layout, cfg: Settings) -> tuple[float, int, dict]:
-    """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves."""
+    """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves: on a trial's own
+    accelerator type (cfg.on(spec)), a sliver of the nodes' `accelerator_type:TYPE` (Ray's own way of asking for one)."""
     total = ray.cluster_resources()
     cpus, _ = reservation(strategy, layout, total, cfg.streamed)
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0
-    return cpus, gpus, strategy.resources(cfg, total) if strategy.resources else {}
+    extra = strategy.resources(cfg, total) if strategy.resources else {}
+    if cfg.accelerator_type:
+        extra = {**extra, ACCELERATOR + cfg.accelerator_type: ACCELERATOR_SLIVER}
+    return cpus, gpus, extra
+
+
+ACCELERATOR_SLIVER = 0.001  # what a worker asks of its node's accelerator_type:TYPE (1 a node), as Ray's own options do
 
 
 def check_resources(cfg: Settings) -> None:
     """Every trial must fit on the cluster, and pass its backend's checks, before any trial starts."""
     total = ray.cluster_resources()
     for spec in cfg.trials:
-        check_trial(cfg, spec, total)
+        check_trial(cfg.on(spec), spec, total)
 
 
 def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
@@ -64,6 +72,11 @@ def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
     if cfg.device == "gpu" and spec.workers > total.get("GPU", 0):
         raise UserError(f"{spec.name} needs {spec.workers} GPUs but the Ray cluster has "
                         f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
+    if cfg.accelerator_type and ACCELERATOR + cfg.accelerator_type not in total:
+        types = sorted(k[len(ACCELERATOR):] for k in total if k.startswith(ACCELERATOR))
+        raise UserError(f"{spec.name} asks for nodes of accelerator type {cfg.accelerator_type}, but no node of the "
+                        f"Ray cluster has one (its types: {', '.join(types) or 'none'}); name one of those, or add "
+                        f"a node started with --resources '{{\"{ACCELERATOR}{cfg.accelerator_type}\": 1}}'.")
 
 
 def need(cfg: Settings, item: TrialSpec) -> matrix.Need:
@@ -72,5 +85,5 @@ def need(cfg: Settings, item: TrialSpec) -> matrix.Need:
         return matrix.Need(whole=True)
     strategy = item.strategy
     layout = item.layout(cfg)
-    cpus, gpus, extra = worker_resources(strategy, layout, cfg)
+    cpus, gpus, extra = worker_resources(strategy, layout, cfg.on(item))
     return matrix.Need(layout.ray_workers, {"CPU": cpus, "GPU": gpus, **extra})

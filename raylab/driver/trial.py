@@ -104,7 +104,7 @@ class Trial:
             params = {**trial_params(self.recipe, cfg, spec, self.ds), "repeat": self.repeat, **self.start}
             self.run_id = self.tracker.start_run(spec.name, params, {**tags, **cold_why}, parent=parent_id)
         if self.group is None and cold_why.get("cold_reason") == FIRST:  # the first of a new warm group
-            self.group = self.groups.begin(spec, f"raylab-group-{self.run_id}", self.group_trainer)
+            self.group = self.groups.begin(spec, f"raylab-group-{self.run_id}", self.group_trainer, cfg)
         if self.group is not None:
             self.tracker.set_tags(self.run_id, {"train_run": self.group.name, "group_setup": self.group.setup})
         again = f", repeat {self.repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
@@ -129,7 +129,7 @@ class Trial:
             return {"cold_reason": "its processes are its own"}
         if resumed:
             return {"cold_reason": "--resume goes on in the trial's own Ray Train run"}
-        self.group, why = self.groups.find(self.spec)
+        self.group, why = self.groups.find(self.spec, self.cfg)
         if self.group is not None:
             self.start = {"start": "warm", "group_index": self.group.trials}
         if why:
@@ -197,9 +197,12 @@ class Trial:
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.short,
                            spec.strategy.replicas_found)
         memory, memory_tags = self.peak_memory()
-        memory.update(utilization(spec.framework, self.cfg.device, rec.tags.get("precision_applied"), self.cfg.threads,
-                                  int(rec.tags.get("replicas_in_sync") or spec.workers),
-                                  rec.result.get("achieved_tflops"), peaks.load()))  # `raylab peak` measured it here
+        used, used_tags = utilization(spec.framework, spec.strategy.device(self.cfg), rec.tags, self.cfg.threads,
+                                      int(rec.tags.get("replicas_in_sync") or spec.workers),
+                                      rec.result.get("achieved_tflops"), peaks.load(),  # `raylab peak` measured it here
+                                      [self.cfg.accelerator_type, self.cfg.tpu_type])
+        memory.update(used)
+        memory_tags.update(used_tags)
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
         self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
         fallen = self.cfg.precision_fallen.get(spec.name)
@@ -299,6 +302,7 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
     the invocation's warm worker groups (raylab/driver/groups.py), None: the trial has processes of its own; kept: the
     invocation's checkpoints (raylab/driver/retention.py), told when the trial ends."""
     searched, error = {}, None
+    cfg = cfg.on(spec)  # its own device and accelerator type where --device sweeps them
     if cfg.batch_max and resume is None:
         try:
             spec, searched = search_batch(recipe, cfg, spec, ds, shared, nodes, groups)

@@ -1,4 +1,5 @@
-"""A simulated multi-node Ray cluster on this machine: three raylets, one CPU each, one of them a "TPU host".
+"""A simulated multi-node Ray cluster on this machine: three raylets, one CPU each, one of them a "TPU host", and
+two node types (Ray's accelerator_type:T4 and accelerator_type:TPU-V4 resources) for the hardware axis.
 
 `ray.cluster_utils.Cluster` starts real raylets (separate processes, separate object stores)
 against one GCS, so workers on different nodes talk over the network stack and get their data
@@ -14,7 +15,8 @@ import pytest
 from tests.conftest import kill_orphaned_workers, raylet_pids
 from tests.integration.conftest import ROOT, load_recipe, recipe_runner  # noqa: F401 - load_recipe re-exported
 
-TPU_HOST = {"TPU": 4, "TPU-v4-8-head": 1}
+TPU_HOST = {"TPU": 4, "TPU-v4-8-head": 1, "accelerator_type:TPU-V4": 1}  # as Ray labels a v4 host
+T4_HOST = {"accelerator_type:T4": 1}  # a second node type (its GPU not simulated: trials there use its CPU)
 
 
 @pytest.fixture(scope="package")
@@ -24,7 +26,7 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    nodes = {"head": c.head_node, "cpu": c.add_node(num_cpus=1),
+    nodes = {"head": c.head_node, "cpu": c.add_node(num_cpus=1, resources=T4_HOST),
              "tpu": c.add_node(num_cpus=1, resources=TPU_HOST)}
     raylets = raylet_pids(nodes.values())
     try:

@@ -191,6 +191,12 @@ def _main_fails(capsys, argv) -> str:
         (["--repeats", "0"], "--repeats is 0"),
         (["--steps-per-epoch", "-1"], "--steps-per-epoch is -1"),
         (["--plain", "--device", "gpu"], "--plain runs the plain scripts on CPU only"),
+        (["--plain", "--device", "cpu,gpu:H100"], "--plain runs the plain scripts on CPU only"),
+        (["--device", "tpu"], "--device 'tpu': tpu is not a device raylab runs on; choose cpu or gpu"),
+        (["--device", "gpu:H 100"], "accelerator type 'H 100' is not one Ray names"),
+        (["--device", "gpu:"], "accelerator type '' is not one Ray names"),
+        (["--device", "gpu:H100", "--accelerator-type", "A100"], "either in --device (gpu:H100) or in --accelerator-type"),
+        (["--accelerator-type", ","], "--accelerator-type ',' is empty"),
     ],
 )
 def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
@@ -254,13 +260,33 @@ def test_recipe_main_unreachable_tracking_uri_fails_fast(no_ray, fashion_root, m
     assert os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES") == retries  # the fail-fast setting is put back
 
 
-@pytest.mark.parametrize("argv", [["--epochs", "abc"], ["--device", "tpu"], ["--no-such-flag"]])
+@pytest.mark.parametrize("argv", [["--epochs", "abc"], ["--no-such-flag"]])
 def test_recipe_main_argparse_errors_exit_2(no_ray, capsys, argv):
     """Malformed flags stop in argparse with SystemExit(2)."""
     with pytest.raises(SystemExit) as e:
         cli.recipe_main(RECIPE, argv)
     assert e.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_the_hardware_axis_runs_each_trial_on_each_device_and_type_named_by_it():
+    """--device cpu,gpu x --accelerator-type: every trial on every hardware item, its name saying which; one plain
+    --device names nothing (the names and --resume keys of earlier invocations stay)."""
+    from raylab.cli.expand import parse_hardware
+    from raylab.config import Settings
+
+    assert parse_hardware("cpu") == ["cpu"] and parse_hardware("cpu, gpu,cpu") == ["cpu", "gpu"]
+    assert parse_hardware("cpu,gpu", "T4,A100-80G") == ["cpu:T4", "cpu:A100-80G", "gpu:T4", "gpu:A100-80G"]
+    assert parse_hardware("gpu:H100,cpu") == ["gpu:H100", "cpu"]
+    specs = expand_trials(["torch:none", "jax:none"], [1], [], hardware=parse_hardware("cpu,gpu:H100"))
+    assert [s.name for s in specs] == ["torch:none x1 on cpu", "jax:none x1 on cpu", "torch:none x1 on gpu:H100",
+                                       "jax:none x1 on gpu:H100"]
+    assert [s.name for s in expand_trials(["torch:none"], [1], [], hardware=["gpu"])] == ["torch:none x1"]
+    cfg = Settings(trials=specs, epochs=1, threads=1, seed=0, quick=True, tracking_uri="", experiment="x")
+    on = cfg.on(specs[2])
+    assert (on.device, on.accelerator_type, cfg.on(specs[0]).device, cfg.on(specs[0]).accelerator_type) == (
+        "gpu", "H100", "cpu", None)
+    assert on.best is cfg.best and cfg.on(expand_trials(["torch:none"], [1], [])[0]) is cfg
 
 
 def test_compile_axis_runs_each_kind_in_each_of_its_executions_once():
@@ -284,7 +310,7 @@ def test_compile_modes_are_their_own_trials_and_cuda_graphs_need_a_gpu():
     assert compiles == ["on", "on:max-autotune"]
     names = [s.name for s in expand_trials(["torch:ddp x2", "tf:none"], [1], [], compiles=compiles)]
     assert names == ["torch:ddp x2 inductor", "torch:ddp x2 inductor:max-autotune", "tf:none x1 xla"]
-    gpu = expand_trials(["torch:none"], [1], [], compiles=parse_compile("on", "reduce-overhead"), device="gpu")
+    gpu = expand_trials(["torch:none"], [1], [], compiles=parse_compile("on", "reduce-overhead"), hardware=["gpu"])
     assert [s.executes() for s in gpu] == ["inductor:reduce-overhead"]
     with pytest.raises(UserError, match="reduce-overhead is CUDA graphs, which run on a GPU only"):
         expand_trials(["torch:none"], [1], [], compiles=parse_compile("on", "reduce-overhead"))

@@ -33,7 +33,7 @@ def test_differences_are_welch_intervals_on_the_repeats():
     rows = [row("a:x x1", v, time_to_target_s=t) for v, t in ((100, 10), (110, 11), (120, 12))] + \
            [row("b:x x1", v, time_to_target_s=t) for v, t in ((115, 14), (125, 15), (130, 16))] + \
            [row("c:x x1", v) for v in (50, 55, 60)]
-    lines = stats.significance(stats.fold(rows))
+    lines = stats.significance(stats.fold(rows)) + stats.answer(stats.fold(rows))
     assert lines == [
         "b:x x1 vs a:x x1: not distinguishable at 3+3 repeats (1.12x the samples/s, 95% CI 0.92x..1.38x, "
         "Welch's t on log samples/s)",
