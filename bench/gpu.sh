@@ -19,7 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$out" || exit 2  # each invocation's chart lands beside its log
 export MLFLOW_TRACKING_URI="sqlite:///$out/mlflow.db" PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
-all="facts mlp mlp_bf16 mlp_fp16 cnn cnn_bf16 cnn_fp16 compile best profile stream restart batch_max"
+all="facts mlp axis mlp_bf16 mlp_fp16 cnn cnn_bf16 cnn_fp16 compile best profile stream restart batch_max"
 steps=${STEPS:-$all}
 
 if [ -n "${DRY:-}" ]; then  # the CPU rehearsal: the same command lines, a few small steps of each
@@ -31,9 +31,11 @@ if [ -n "${DRY:-}" ]; then  # the CPU rehearsal: the same command lines, a few s
   # before its first batch); on a GPU the edge is device memory
   cap=(--memory-cap-mb 3500)
   scale=4; restart_steps=2000
+  devices=cpu  # the hardware axis needs a GPU: the rehearsal runs its CPU half
 else
   dev=gpu; modes=default,reduce-overhead; tiny=(); cnn_epochs=(--epochs 1 --steps-per-epoch 0); as_is=(); cap=()
   scale=1; restart_steps=3000
+  devices=cpu,gpu
 fi
 
 step() {  # step NAME SECONDS COMMAND...: run under timeout, log to OUTDIR/NAME.log, report the exit status
@@ -61,6 +63,12 @@ for s in $steps; do
         \"mlflow\", mlflow.__version__)'; git -C $root rev-parse HEAD 2>/dev/null || echo \"commit: \$RAYLAB_GIT_COMMIT\"" ;;
     mlp)  # the fashion MLP, torch and JAX, twice each: the second repeat runs warm in its group's processes
       recipe mlp 150 fashion.py --trials torch:none,jax:none --repeats 2 --epochs 3 "${tiny[@]}" "${as_is[@]}" ;;
+    axis)  # the hardware axis: each device's peak measured, then both devices in one invocation (utilization of each)
+      step axis_peak 120 "$py" -m raylab peak --frameworks torch,jax --precision fp32 --seconds 2 --device cpu
+      [ "$dev" = gpu ] && step axis_peak_gpu 120 "$py" -m raylab peak --frameworks torch,jax --precision fp32,bf16 \
+        --seconds 2 --device gpu
+      recipe axis 150 fashion.py --trials torch:none,jax:none --device "$devices" --epochs 2 "${tiny[@]}" \
+        "${as_is[@]}" ;;
     mlp_bf16)
       recipe mlp_bf16 90 fashion.py --trials torch:none,jax:none --precision bf16 --epochs 2 "${tiny[@]}" "${as_is[@]}" ;;
     mlp_fp16)  # torch only: optax applies no loss scaling (jax's trials refuse fp16 at the door)

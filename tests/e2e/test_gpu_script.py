@@ -31,10 +31,11 @@ RAY_TRAIN_STARTS = 0  # no step trains: each stops at the door
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv" / "bin" / "python"
 # The GPU cells of docs/hardware.md that torch and JAX can run, a step each (stream exports its Parquet first).
-CELLS = ["facts", "mlp", "mlp_bf16", "mlp_fp16", "cnn", "cnn_bf16", "cnn_fp16", "compile", "best", "profile", "stream",
-         "restart", "batch_max"]
+CELLS = ["facts", "mlp", "axis", "mlp_bf16", "mlp_fp16", "cnn", "cnn_bf16", "cnn_fp16", "compile", "best", "profile",
+         "stream", "restart", "batch_max"]
 # What each step must ask for: the cell it stands for.
-ASKS = {"mlp": ["--repeats 2"], "mlp_bf16": ["--precision bf16"], "mlp_fp16": ["--precision fp16"],
+ASKS = {"mlp": ["--repeats 2"], "axis": ["--device cpu"], "axis_peak": ["peak", "--device cpu"],
+        "axis_peak_gpu": ["peak", "--device gpu"], "mlp_bf16": ["--precision bf16"], "mlp_fp16": ["--precision fp16"],
         "cnn": ["fashion_cnn.py"], "cnn_bf16": ["--precision bf16"], "cnn_fp16": ["--precision fp16"],
         "compile": ["--compile on", "--compile-mode"], "best": ["--compile best", "--race-again"],
         "profile": ["--profile"], "stream": ["--data"], "restart": ["restart.py"], "batch_max": ["--batch max"]}
@@ -50,7 +51,7 @@ def recorded(tmp_path: Path, dry: bool) -> dict[str, list[str]]:
     log, out = tmp_path / f"argv-{dry}.jsonl", tmp_path / f"out-{dry}"
     recorder = tmp_path / f"python-{dry}"
     recorder.write_text(f"""#!/bin/sh
-case "$1" in -c|-m) exec {PYTHON} "$@";; esac
+case "$1" in -c) exec {PYTHON} "$@";; -m) [ "$2 $3" = "raylab peak" ] || exec {PYTHON} "$@";; esac
 exec {PYTHON} -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.argv[2:]) + "\\n")' {log} "$@"
 """)
     recorder.chmod(0o755)
@@ -59,12 +60,13 @@ exec {PYTHON} -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.
                           text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()]
-    assert [s[0] for s in steps] == CELLS[:10] + ["stream_export", "stream", "restart", "batch_max"]
+    peaks = ["axis_peak"] + ([] if dry else ["axis_peak_gpu"])  # `raylab peak`, recorded, not run
+    assert [s[0] for s in steps] == CELLS[:2] + peaks + CELLS[2:11] + ["stream_export", "stream", "restart", "batch_max"]
     assert {s[0]: s[1] for s in steps if s[1] != "0"} == {}, done.stdout[-3000:]
     facts = (out / "facts.log").read_text()
     assert re.search(r"torch \S+ cuda \S+ jax \S+", facts) and re.search(r"^[0-9a-f]{40}$", facts, re.M), facts
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    return dict(zip(CELLS[1:], lines, strict=True))
+    return dict(zip([s[0] for s in steps if s[0] not in ("facts", "stream_export")], lines, strict=True))
 
 
 def load_module(path: Path, name: str):
@@ -96,10 +98,16 @@ def test_every_step_of_the_gpu_run_passes_raylabs_door(tmp_path, dry):
         line = shlex.join(argv)
         for ask in ASKS[name]:
             assert ask in line, (name, ask, line)
+        if name.startswith("axis_peak"):  # raylab peak's own flags: each framework known, the device the step's
+            assert argv[:3] == ["-m", "raylab", "peak"] and "--frameworks torch,jax" in line, line
+            continue
         if name == "restart":
             a = restart.parser().parse_args(argv[1:])
             argv = restart.fashion_args(a.trial, 1, a.epochs, a.steps, a.device, f"sqlite:///{tmp_path}/r.db")
         cfg = at_the_door(argv)
+        if name == "axis":  # the hardware axis: both devices in one invocation where there is a GPU
+            assert cfg.hardware == (["cpu"] if dry else ["cpu", "gpu"]), line
+            continue
         assert cfg.device == ("cpu" if dry else "gpu"), (name, line)
         if name == "compile" and not dry:  # CUDA graphs are accepted on a GPU only
             assert "reduce-overhead" in line
