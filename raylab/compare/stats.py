@@ -333,11 +333,11 @@ def work(trials: list[dict], lines: list, mismatches: list) -> None:
 def hardware(trials: list[dict], lines: list) -> None:
     """What the trials ran on: one line, or, where --device swept it, the axis with each trial's (never a mismatch:
     the comparison asked for it; each trial's utilization is against its own hardware's peak)."""
-    ran = {r["trial"]: r["hardware"] for r in trials if r.get("hardware")}
-    if len(set(ran.values())) > 1:
-        lines.append("    hardware (swept, the axis compared): " + ", ".join(f"{t} {h}" for t, h in ran.items()))
+    ran = list(dict.fromkeys(r["hardware"] for r in trials if r.get("hardware")))  # each trial's name says its own
+    if len(ran) > 1:
+        lines.append(f"    hardware (swept, the axis compared): {', '.join(ran)}")
     elif ran:
-        lines.append(f"    hardware: {next(iter(ran.values()))}")
+        lines.append(f"    hardware: {ran[0]}")
 
 
 def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: list) -> None:

@@ -42,8 +42,7 @@ def test_the_table_and_the_parity_report_show_a_swept_axis_not_a_mismatch():
     assert header[:2] == ["trial", "hardware"]
     assert "cpu:T4" in report.splitlines()[2] and "cpu:L4" in report.splitlines()[3]
     assert "parity: fair" in report
-    assert ("    hardware (swept, the axis compared): torch:none x1 on cpu:T4 cpu:T4, torch:none x1 on cpu:L4 cpu:L4"
-            in report)
+    assert "    hardware (swept, the axis compared): cpu:T4, cpu:L4\n" in report
     # the answer comes last: the fastest and the cheapest to the target, each with its interval
     last = report.splitlines()[-3:]
     assert last[0] == "the answer, to the recipe's target:"
