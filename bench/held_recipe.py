@@ -1,12 +1,19 @@
-"""A user's recipe that holds its training at a known point: the fashion MLP in torch, whose model waits at one
-training step of each trial until whoever runs it lets it go on. A test or a tool that acts on a trial mid-epoch
+"""A user's recipe that holds its training at a known point: the fashion MLP in TF, torch and JAX, whose model
+waits at one training step of each trial until whoever runs it lets it go on. A test or a tool that acts on a trial mid-epoch
 (kills its driver, its worker: tests/e2e/test_resume.py, bench/restart.py) acts while the trial is held there,
 however fast this machine runs the steps: the trial cannot end first, and the act cannot land before the point.
 
 With RAYLAB_TEST_GATE=DIR in the driver's environment (Ray's worker processes inherit it), each trial's model, at
 its HOLD_AT-th training step in a Ray Train worker (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
-DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds. Without it,
+DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds
+(RAYLAB_TEST_HOLD_AT=STEP holds there instead: a `--resume` run's command line does not give the steps). Without it,
 the recipe trains as recipes/fashion.py does (the model is the same, wrapped).
+
+How each framework's model holds: torch's (and torch_xla's, whose forward runs on the host each step) in its
+forward; TF's in a layer that runs a `tf.py_function` in training steps (not under XLA: `--compile off` or `best`,
+whose XLA candidate then fails its race; not in tf:ps, whose steps run on remote TF tasks: it never holds); JAX's
+through `jax.debug.callback` in the jitted training step (traced where the module's dropout is not
+deterministic: `model.train()`).
 
     RAYLAB_TEST_GATE=/tmp/gate python bench/held_recipe.py --trials torch:none --steps-per-epoch 200
 """
@@ -76,6 +83,63 @@ def torch_model(hold_at: int = 0):
     return Held()
 
 
+class Counter:
+    """Training steps this process has run; holds at the HOLD_AT-th."""
+
+    def __init__(self, hold_at: int):
+        self.hold_at, self.steps = hold_at, 0
+
+    def __call__(self, *_) -> None:
+        self.steps += 1
+        if self.steps == self.hold_at:
+            hold(Path(os.environ["RAYLAB_TEST_GATE"]))
+
+
+def tf_model(hold_at: int = 0, keras=None):
+    from raylab.models.mlp import tf_model as tf_mlp
+
+    net = tf_mlp(keras)
+    if not os.environ.get("RAYLAB_TEST_GATE"):
+        return net
+    import tensorflow as tf
+
+    if keras is None:
+        import keras
+    counter = Counter(hold_at)
+
+    class Hold(keras.layers.Layer):
+        def call(self, x, training=None):
+            if not training or "ParameterServer" in type(tf.distribute.get_strategy()).__name__:
+                return x
+            done = tf.py_function(lambda: counter() or 0, [], tf.int32)
+            with tf.control_dependencies([done]):
+                return tf.identity(x)
+
+    return keras.Sequential([keras.Input((28, 28)), Hold(), *net.layers])
+
+
+def jax_model(hold_at: int = 0, rngs=None):
+    from flax import nnx
+
+    from raylab.models.mlp import jax_model as jax_mlp
+
+    gate = os.environ.get("RAYLAB_TEST_GATE")
+    counter = Counter(hold_at)
+
+    class Held(nnx.Module):
+        def __init__(self, rngs):
+            self.net = jax_mlp(rngs)
+
+        def __call__(self, x):
+            if gate and not self.net.dropout.deterministic:  # a training step's trace
+                import jax
+
+                jax.debug.callback(counter)
+            return self.net(x)
+
+    return Held(rngs)
+
+
 def recipe():
     import importlib.util
     from functools import partial
@@ -83,9 +147,9 @@ def recipe():
     spec = importlib.util.spec_from_file_location("fashion", ROOT / "recipes" / "fashion.py")
     fashion = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fashion)
-    hold_at = steps_per_epoch() * 3 // 2
-    return fashion.RECIPE.variant(name="held", models={"torch": partial(torch_model, hold_at)},
-                                  default_trials=("torch:none",), default_workers=(1,))
+    hold_at = int(os.environ.get("RAYLAB_TEST_HOLD_AT") or steps_per_epoch() * 3 // 2)
+    models = {"tf": partial(tf_model, hold_at), "torch": partial(torch_model, hold_at), "jax": partial(jax_model, hold_at)}
+    return fashion.RECIPE.variant(name="held", models=models, default_trials=("torch:none",), default_workers=(1,))
 
 
 RECIPE = recipe()

@@ -1,25 +1,30 @@
 """Soak: many trials in a row from one driver, with faults, watching for what a long run leaks (issue 48).
 
-Runs `recipes/fashion.py` as a user would, with a HOME, TMPDIR and RAY_TMPDIR of its own (so every process,
-port and Ray session directory it makes can be told from the machine's others) against a real `mlflow server`
-(sqlite) on a free port. The full form (default):
+Runs the fashion MLP as a user would (`bench/held_recipe.py`: recipes/fashion.py's task, its models wrapped so
+that each trial's Ray Train workers hold at one training step, mid-epoch 2, until the soak lets them go on), with
+a HOME, TMPDIR and RAY_TMPDIR of its own (so every process, port and Ray session directory it makes can be told
+from the machine's others) against a real `mlflow server` (sqlite) on a free port. The full form (default):
 
 - one invocation of every in-memory CPU kind (tf:tpu left out: no TPU), 1 or 2 workers each, --ps 1, repeated
   --repeats times (36 trials), and then a second invocation that streams (`--data`, a `raylab data export`
   of Fashion-MNIST) torch:none 4 times: a streamed invocation streams all its trials, so the streamed kind is
   an invocation of its own, under the same HOME, server and checks;
-- a trial's busiest Ray Train worker SIGKILLed once its first epoch is printed, in every 5th trial (counted
-  over both invocations); the trial must restart from its checkpoint exactly once (MLflow metric `restarts`);
+- in every 5th trial (counted over both invocations), the Ray Train worker that holds mid-epoch 2 SIGKILLed
+  while it holds: a process of that trial (the pid it wrote, checked against the trial's own `worker_pids` tag
+  after the run), at a point the trial is known to be at however fast this machine runs its steps; the trial
+  must restart from its checkpoint exactly once (MLflow metric `restarts`). Every other hold is let go at once;
+  a kind that never holds (tf:ps: its steps run on remote TF tasks) is never planned for a kill;
 - the MLflow server SIGKILLed at the middle trial for --outage-s seconds, then restarted on the same port and db;
-- the driver SIGTERMed at about two thirds of the first invocation (mid-trial), its session checked gone, then
-  `--resume last` runs the rest under the same parent run.
+- the driver SIGTERMed at about two thirds of the first invocation, while that trial holds (mid-trial), its
+  session checked gone, then `--resume last` runs the rest under the same parent run.
 
 After each trial (at the next trial's header, and at the final table) it samples: driver RSS (VmRSS), live
 processes with its HOME, their listening TCP ports, /dev/shm entries (the mlflow server's own huey stores left
 aside), Ray session directories, disk under HOME (ray_results apart) and the server's artifacts; each trial's
 worker peak RSS and restarts come from MLflow at the end. It prints a per-trial table and a summary, writes
-the samples as JSON (--out), and exits 1 with one line per failure: a trial not FINISHED, a killed trial not
-restarted exactly once, driver RSS growing 5 MB/trial or more after the first ten (a fitted line), processes,
+the samples as JSON (--out), and a line per kill: which trial's which process it hit, and what raylab did
+(restarts, recovery, status). It exits 1 with one line per failure: a trial not FINISHED, a killed trial not
+restarted exactly once, a planned kill that did not land in its trial (a defect of the soak, said as one), driver RSS growing 5 MB/trial or more after the first ten (a fitted line), processes,
 ports or shared memory left after a driver exits, more session directories than drivers or than the newest
 KEEP_SESSIONS raylab keeps (raylab/driver/cluster.py), or growth trends.
 
@@ -123,24 +128,6 @@ def sessions(home: Path) -> list[str]:
     return sorted(p.name for p in (home / "tmp" / "ray").glob("session_2*"))
 
 
-def cpu_ticks(pid: int) -> int:
-    try:
-        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(f[11]) + int(f[12])
-    except (OSError, IndexError, ValueError):
-        return -1
-
-
-def busiest_train_worker(home: Path) -> int | None:
-    """The Ray Train worker of this HOME using the most CPU now: the running trial's (warm groups of other kinds
-    sit idle beside it)."""
-    pids = [p for p, t in processes_of(home).items() if t.startswith("ray::RayTrainWorker")]
-    before = {p: cpu_ticks(p) for p in pids}
-    time.sleep(0.5)
-    busy = [(cpu_ticks(p) - before[p], p) for p in pids if cpu_ticks(p) >= 0]
-    return max(busy)[1] if busy else None
-
-
 class Soak:
     def __init__(self, args, tmp: Path):
         self.args, self.tmp = args, tmp
@@ -154,6 +141,10 @@ class Soak:
         self.failures: list[str] = []
         self.killed: dict[str, int] = {}  # run id -> the worker pid SIGKILLed
         self.killed_at: dict[str, float] = {}  # run id -> when (wall clock)
+        self.gate = tmp / "gate"  # where the held recipe's workers say they hold (held-N) and wait (release-N)
+        self.gate.mkdir()
+        self.current: tuple[str, str] | None = None  # (run id, name) of the trial whose header came last
+        self.plan: dict = {}
         self.names: dict[str, str] = {}  # run id -> trial name, as its header printed them
         self.seen: list[str] = []  # run ids in the order their trial first started
         self.drivers, self.expected, self.t0 = 0, 0, time.monotonic()
@@ -209,14 +200,18 @@ class Soak:
         """Runs one driver to its end, acting on its output: `plan` maps a global trial number to "kill",
         "outage" or "term"."""
         self.drivers += 1
-        cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), *extra, "--tracking-uri", self.uri,
+        cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), *extra, "--tracking-uri", self.uri,
                "--experiment", "soak"]
         self.events.append(f"driver {self.drivers}: {' '.join(cmd[1:])}")
         log = (self.tmp / f"driver-{self.drivers}.log").open("w", buffering=1)
-        proc = subprocess.Popen(cmd, cwd=self.home, env=self.env(self.home), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=self.home, env={**self.env(self.home), "RAYLAB_TEST_GATE": str(self.gate),
+                                                            "RAYLAB_TEST_HOLD_AT": str(self.args.steps * 3 // 2)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         watchdog = threading.Timer(self.args.driver_timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
         watchdog.start()
+        stop = threading.Event()
+        gate = threading.Thread(target=self.watch_gate, args=(proc, plan, stop), daemon=True)
+        gate.start()
         current, name = None, None
         try:
             for line in proc.stdout:
@@ -224,6 +219,8 @@ class Soak:
                 current, name = self.on_line(line, proc, plan, current, name)
             proc.wait(timeout=120)
         finally:
+            stop.set()
+            gate.join(timeout=10)
             watchdog.cancel()
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -239,6 +236,7 @@ class Soak:
                 self.sample(proc, current)
             name, current = m.group(1), m.group(2)
             self.names[current] = name
+            self.current = (current, name)
             if current not in self.seen:
                 self.seen.append(current)
                 if plan.get(len(self.seen)) == "outage":
@@ -248,19 +246,38 @@ class Soak:
         if line.startswith("experiment '") and current is not None:
             self.sample(proc, current)  # after the last trial, with the driver still up
             return None, None
-        if current and f"[{name}] epoch 1 done" in line:
-            what = plan.get(self.seen.index(current) + 1)
-            if what == "kill" and current not in self.killed:
-                pid = busiest_train_worker(self.home)
-                if pid:
-                    os.kill(pid, signal.SIGKILL)
-                    self.killed[current], self.killed_at[current] = pid, time.time()
-                    self.events.append(f"trial {self.seen.index(current) + 1} ({name}): worker {pid} SIGKILLed")
-            elif what == "term" and proc.poll() is None:
-                self.events.append(f"trial {self.seen.index(current) + 1} ({name}): driver SIGTERMed")
-                plan.pop(self.seen.index(current) + 1)
-                proc.send_signal(signal.SIGTERM)
         return current, name
+
+    def watch_gate(self, proc, plan: dict, stop: threading.Event) -> None:
+        """Acts on each hold as it comes: the trial running then is the one holding (one trial at a time, and a
+        warm group's other kinds sit idle). A planned kill SIGKILLs the holding process, a planned stop SIGTERMs
+        the driver; then (and for every other hold at once) the hold is let go."""
+        handled: set[str] = set()
+        while not stop.is_set():
+            for held in sorted(self.gate.glob("held-*"), key=lambda p: int(p.name.split("-")[1])):
+                text = held.read_text().strip() if held.name not in handled else ""
+                if not text:  # handled, or its pid not written yet
+                    continue
+                handled.add(held.name)
+                self.on_hold(int(text), proc, plan)
+                (self.gate / held.name.replace("held", "release")).touch()
+            stop.wait(0.05)
+
+    def on_hold(self, pid: int, proc, plan: dict) -> None:
+        if self.current is None or self.current[0] not in self.seen:
+            return
+        run_id, name = self.current
+        n = self.seen.index(run_id) + 1
+        what = plan.get(n)
+        at = f"held at training step {self.args.steps * 3 // 2} (mid-epoch 2)"
+        if what == "kill" and run_id not in self.killed:
+            os.kill(pid, signal.SIGKILL)
+            self.killed[run_id], self.killed_at[run_id] = pid, time.time()
+            self.events.append(f"trial {n} ({name}): its Ray Train worker {pid} SIGKILLed, {at}")
+        elif what == "term" and proc.poll() is None:
+            plan.pop(n)
+            proc.send_signal(signal.SIGTERM)
+            self.events.append(f"trial {n} ({name}): driver SIGTERMed while its worker {pid} was {at}")
 
     def after_driver(self, which: str) -> None:
         """Once a driver exits: nothing of its session may be left (processes, ports, shared memory), and no more
@@ -329,6 +346,7 @@ def export_data(soak: Soak) -> Path:
 
 def soak_run(args, soak: Soak) -> None:
     runs, plan, soak.expected = plans(args)
+    soak.plan = dict(plan)
     soak.start_server()
     for i, extra in enumerate(runs):
         code = soak.run_driver(extra, plan)
@@ -362,9 +380,12 @@ def trial_rows(soak: Soak) -> list[dict]:
         last = [s for s in soak.samples if s["after"] == run_id][-1:] or [{}]
         m = run.data.metrics
         ended = float(run.data.tags.get("trial_ended", "inf"))
+        pids = [int(p) for p in run.data.tags.get("worker_pids", "").split(",") if p]
         rows.append({"n": n, "trial": run.info.run_name, "run_id": run_id, "status": run.info.status,
                      "killed": run_id in soak.killed, "restarts": m.get("restarts"),
+                     "killed_pid": soak.killed.get(run_id), "worker_pids": pids,
                      "killed_after_end": soak.killed_at.get(run_id, 0) > ended,
+                     "recovery_s": m.get("recovery_s"), "lost_s": m.get("lost_s"),
                      "worker_peak_mb": m.get("peak_rss_mb"), "wall_s": m.get("wall_s"), **last[0]})
     return rows
 
@@ -389,9 +410,15 @@ def resolve_pending(soak: Soak, runs: dict) -> None:
 def verdicts(soak: Soak, rows: list[dict]) -> None:
     if len(rows) < soak.expected:
         soak.failures.append(f"{len(rows)} trial runs, {soak.expected} intended")
+    planned = {n for n, what in soak.plan.items() if what == "kill"}
     for r in rows:
-        if r["killed"] and r["restarts"] != 1 and r["killed_after_end"]:  # the soak's miss, not raylab's
-            soak.events.append(f"trial {r['n']} ({r['trial']}): the kill came after the trial ended (not counted)")
+        # A kill that missed its trial is the soak's defect, said as such: never a pass, never raylab's failure
+        if r["n"] in planned and not r["killed"]:
+            soak.failures.append(f"SOAK DEFECT: trial {r['n']} ({r['trial']}) was planned a kill, but none of its "
+                                 "workers was found holding")
+        elif r["killed"] and (r["killed_pid"] not in r["worker_pids"] or r["killed_after_end"]):
+            soak.failures.append(f"SOAK DEFECT: trial {r['n']} ({r['trial']})'s kill hit process {r['killed_pid']}, "
+                                 f"not one of its workers ({r['worker_pids']}) while it ran")
         elif r["killed"] and r["restarts"] != 1:
             soak.failures.append(f"trial {r['n']} ({r['trial']}) was killed, restarts={r['restarts']}, not 1")
     for driver in sorted({s["driver"] for s in soak.samples}):
@@ -418,6 +445,13 @@ def report(soak: Soak, rows: list[dict]) -> None:
             cells.append(f"{v:<22}" if c == "trial" else f"{v:>10}")
         print("  ".join(cells))
     print("\nevents:\n  " + "\n  ".join(soak.events))
+    print("\nkills (which trial's which process, and what raylab did):")
+    for r in (r for r in rows if r["killed"]):
+        mine = "one of its workers" if r["killed_pid"] in r["worker_pids"] else "NOT one of its workers"
+        print(f"  trial {r['n']} ({r['trial']}): process {r['killed_pid']}, {mine} (worker_pids "
+              f"{','.join(map(str, r['worker_pids']))}), held mid-epoch 2; raylab restarted it "
+              f"{r['restarts'] or 0:g}x ({r['recovery_s'] or 0:.1f} s to recover, {r['lost_s'] or 0:.1f} s of training "
+              f"done again), {r['status']}")
     print("\nsummary:")
     for driver in sorted({s["driver"] for s in soak.samples}):
         mine = [s for s in soak.samples if s["driver"] == driver and s["driver_rss_mb"] is not None]

@@ -260,16 +260,18 @@ class Trial:
         return peak_memory(ray.get(self.sink.peak_rss.remote(), timeout=60))
 
     def last_progress(self) -> None:
-        """Before the run ends: the last epochs, restarts and the workers' start environment, whether the trial
-        finished or ran out of restarts."""
+        """Before the run ends: the last epochs, restarts, the workers' processes (`worker_pids`, each that ran the
+        trial, in the order they started it) and start environment, whether the trial finished or ran out of
+        restarts."""
         if self.progress is not None and self.progress.is_alive():
             self.progress.finish()
         try:
-            history, envs, failures = ray.get([self.sink.history.remote(), self.sink.started_envs.remote(),
-                                               self.sink.failures.remote()], timeout=30)
+            history, envs, failures, pids = ray.get([self.sink.history.remote(), self.sink.started_envs.remote(),
+                                                     self.sink.failures.remote(), self.sink.pids.remote()], timeout=30)
         except Exception:  # noqa: BLE001 - a dead cluster: nothing more to learn
             return
-        self.tracker.set_tags(self.run_id, {"worker_start_env": start_env_tag(envs),
+        self.tracker.set_tags(self.run_id, {"worker_pids": ",".join(str(pid) for pid, _ in pids),  # restarted ones too
+                                            "worker_start_env": start_env_tag(envs),
                                             **({"failures": failures_tag(failures)} if failures else {})})
         figures = restart_figures(history)
         self.outcome.result.update(figures)

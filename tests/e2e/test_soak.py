@@ -1,5 +1,6 @@
 """The soak benchmark's short form (bench/soak.py --short, issue 48): three torch:none trials of one driver in a warm
-worker group, the second's Ray Train worker SIGKILLed after its first epoch, against a real `mlflow server`.
+worker group, the second's Ray Train worker SIGKILLed while it holds mid-epoch 2 (bench/held_recipe.py), against a
+real `mlflow server`.
 Every trial ends FINISHED, the killed one restarted exactly once, and once the driver exits nothing of its
 session is left: no process with its HOME, no listening port, no /dev/shm entry, one Ray session directory."""
 
@@ -36,7 +37,8 @@ def test_a_short_soak_finishes_restarts_the_killed_trial_once_and_leaves_nothing
     rows = found["rows"]
     assert [r["status"] for r in rows] == ["FINISHED"] * 3, printed[-4000:]
     assert [r["killed"] for r in rows] == [False, True, False]
-    assert rows[1]["restarts"] == 1
+    assert rows[1]["restarts"] == 1 and rows[1]["killed_pid"] in rows[1]["worker_pids"]  # its own worker
+    assert "one of its workers" in printed and "held mid-epoch 2; raylab restarted it 1x" in printed
     assert all(r["worker_peak_mb"] > 0 and r["driver_rss_mb"] > 0 for r in rows)
     assert all(r["processes"] > 0 and r["sessions"] == 1 for r in rows)  # sampled while the driver was up
     assert any("left 0 processes, 0 shm entries, 1 session dirs" in e for e in found["events"]), found["events"]
