@@ -3,10 +3,12 @@ waits at one training step of each trial until whoever runs it lets it go on. A 
 (kills its driver, its worker: tests/e2e/test_resume.py, bench/restart.py) acts while the trial is held there,
 however fast this machine runs the steps: the trial cannot end first, and the act cannot land before the point.
 
-With RAYLAB_TEST_GATE=DIR in the driver's environment (Ray's worker processes inherit it), each trial's model, at
+With RAYLAB_TEST_GATE=DIR in the driver's environment (read there, it travels with the models), each trial's model, at
 its HOLD_AT-th training step in a Ray Train worker (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
 DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds
-(RAYLAB_TEST_HOLD_AT=STEP holds there instead: a `--resume` run's command line does not give the steps). Without it,
+(RAYLAB_TEST_HOLD_AT=STEP holds there instead: a `--resume` run's command line does not give the steps). With
+RAYLAB_TEST_PACE=k (k > 1) every training step takes k times as long (it sleeps k - 1 times its own time): the
+tests that act on a held trial run so to show that their outcome does not depend on this machine's speed. Without it,
 the recipe trains as recipes/fashion.py does (the model is the same, wrapped).
 
 How each framework's model holds: torch's (and torch_xla's, whose forward runs on the host each step) in its
@@ -63,49 +65,51 @@ def hold(gate: Path) -> None:
         time.sleep(0.05)
 
 
-def torch_model(hold_at: int = 0):
-    from torch import nn
+class Counter:
+    """A model's training steps in this process: holds at the `hold_at`-th (with a gate); with `pace` k > 1, each
+    step takes k times as long as it ran (it sleeps k - 1 times its own time: a machine k times slower)."""
 
-    gate = os.environ.get("RAYLAB_TEST_GATE")
+    def __init__(self, hold_at: int, gate: str | None, pace: float = 1.0):
+        self.hold_at, self.gate, self.pace, self.steps = hold_at, gate, pace, 0
+        self.last: float | None = None
+
+    def __call__(self, *_) -> None:
+        now = time.perf_counter()
+        if self.pace > 1 and self.last is not None:
+            time.sleep((self.pace - 1) * min(now - self.last, 1.0))
+        self.steps += 1
+        if self.gate and self.steps == self.hold_at:
+            hold(Path(self.gate))
+        self.last = time.perf_counter()
+
+
+def torch_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0):
+    from torch import nn
 
     class Held(nn.Module):
         def __init__(self):
             super().__init__()
-            self.net, self.steps = mlp(), 0
+            self.net, self.counter = mlp(), Counter(hold_at, gate, pace)
 
         def forward(self, x):
-            if self.training and gate:
-                self.steps += 1
-                if self.steps == hold_at:
-                    hold(Path(gate))
+            if self.training:
+                self.counter()
             return self.net(x)
 
     return Held()
 
 
-class Counter:
-    """Training steps this process has run; holds at the HOLD_AT-th."""
-
-    def __init__(self, hold_at: int):
-        self.hold_at, self.steps = hold_at, 0
-
-    def __call__(self, *_) -> None:
-        self.steps += 1
-        if self.steps == self.hold_at:
-            hold(Path(os.environ["RAYLAB_TEST_GATE"]))
-
-
-def tf_model(hold_at: int = 0, keras=None):
+def tf_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, keras=None):
     from raylab.models.mlp import tf_model as tf_mlp
 
     net = tf_mlp(keras)
-    if not os.environ.get("RAYLAB_TEST_GATE"):
+    if not gate and pace == 1:
         return net
     import tensorflow as tf
 
     if keras is None:
         import keras
-    counter = Counter(hold_at)
+    counter = Counter(hold_at, gate, pace)
 
     class Hold(keras.layers.Layer):
         def call(self, x, training=None):
@@ -118,20 +122,19 @@ def tf_model(hold_at: int = 0, keras=None):
     return keras.Sequential([keras.Input((28, 28)), Hold(), *net.layers])
 
 
-def jax_model(hold_at: int = 0, rngs=None):
+def jax_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, rngs=None):
     from flax import nnx
 
     from raylab.models.mlp import jax_model as jax_mlp
 
-    gate = os.environ.get("RAYLAB_TEST_GATE")
-    counter = Counter(hold_at)
+    counter = Counter(hold_at, gate, pace)
 
     class Held(nnx.Module):
         def __init__(self, rngs):
             self.net = jax_mlp(rngs)
 
         def __call__(self, x):
-            if gate and not self.net.dropout.deterministic:  # a training step's trace
+            if (gate or pace > 1) and not self.net.dropout.deterministic:  # a training step's trace
                 import jax
 
                 jax.debug.callback(counter)
@@ -140,15 +143,21 @@ def jax_model(hold_at: int = 0, rngs=None):
     return Held(rngs)
 
 
-def recipe():
+def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | None = None):
+    """The held variant of recipes/fashion.py: its models hold at `hold_at` (default: 1.5 x the command line's
+    --steps-per-epoch, or RAYLAB_TEST_HOLD_AT) when `gate` (default: RAYLAB_TEST_GATE) is a directory, and run
+    `pace` (default: RAYLAB_TEST_PACE, else 1) times slower. All three travel with the models to the workers."""
     import importlib.util
     from functools import partial
 
     spec = importlib.util.spec_from_file_location("fashion", ROOT / "recipes" / "fashion.py")
     fashion = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fashion)
-    hold_at = int(os.environ.get("RAYLAB_TEST_HOLD_AT") or steps_per_epoch() * 3 // 2)
-    models = {"tf": partial(tf_model, hold_at), "torch": partial(torch_model, hold_at), "jax": partial(jax_model, hold_at)}
+    gate = gate or os.environ.get("RAYLAB_TEST_GATE") or None
+    hold_at = hold_at or int(os.environ.get("RAYLAB_TEST_HOLD_AT") or steps_per_epoch() * 3 // 2)
+    pace = pace or float(os.environ.get("RAYLAB_TEST_PACE") or 1)
+    models = {name: partial(build, hold_at, gate, pace)
+              for name, build in (("tf", tf_model), ("torch", torch_model), ("jax", jax_model))}
     return fashion.RECIPE.variant(name="held", models=models, default_trials=("torch:none",), default_workers=(1,))
 
 

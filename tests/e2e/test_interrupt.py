@@ -56,16 +56,18 @@ def sqlite_store(where: Path) -> tuple[str, MlflowClient]:
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory) -> dict:
-    """torch:none on the quick subset for up to 50 epochs, SIGTERMed once its first epoch is in MLflow, while a
-    thread records what its process tree listens on (test_listening.py): {"code", "out", "client",
-    "listeners"}."""
+    """torch:none on the quick subset, SIGTERMed once its first epoch is in MLflow and it holds mid-epoch 2 (the
+    held recipe, bench/held_recipe.py: it cannot end first, whatever this machine's speed), while a thread records
+    what its process tree listens on (test_listening.py): {"code", "out", "client", "listeners"}."""
     tmp_path = tmp_path_factory.mktemp("stopped")
     env = user_env(tmp_path)
     uri, client = sqlite_store(tmp_path)
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--compile", "off", "--trials", "torch:none", "--workers", "1",
-           "--epochs", "50", "--tracking-uri", uri, "--experiment", "stopped"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), "--quick", "--compile", "off", "--trials", "torch:none",
+           "--workers", "1", "--epochs", "3", "--steps-per-epoch", "200", "--tracking-uri", uri, "--experiment", "stopped"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
     watcher = Listeners(proc.pid)
     watcher.start()
     try:
@@ -75,7 +77,8 @@ def stopped(tmp_path_factory) -> dict:
             trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
             return trials and client.get_metric_history(trials[0].info.run_id, "val_accuracy") and runs
 
-        wait_for(first_epoch_logged, 480, "the trial's first epoch in MLflow")
+        wait_for(lambda: (gate / "held-1").exists() and first_epoch_logged(), 480,
+                 "the trial's first epoch in MLflow, and the trial held mid-epoch 2")
         watcher.stop()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)

@@ -26,6 +26,21 @@ from tests.startups import charged_to
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def held(gate: Path, steps: int):
+    """bench/held_recipe.py's fashion recipe, its Ray Train workers holding at 1.5 x `steps` (mid-epoch 2) until
+    a Killer lets them go (its gate directory, made here); its model code travels by value to the workers, as a
+    recipe file run as a script does. RAYLAB_TEST_PACE=k runs every training step k times slower."""
+    from ray import cloudpickle
+
+    gate.mkdir(parents=True, exist_ok=True)
+    spec = importlib.util.spec_from_file_location("held_recipe", ROOT / "bench" / "held_recipe.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["held_recipe"] = module
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)
+    return module.recipe(gate=str(gate), hold_at=steps * 3 // 2)
+
+
 def load_recipe(name: str):
     spec = importlib.util.spec_from_file_location(f"recipe_{name}", ROOT / "recipes" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -84,7 +99,8 @@ def run_recipe(ray_cluster, tmp_path, template_db):
 # Lost processes, one trial of each kind killed and restarted beside an uninterrupted repeat, in one invocation
 # per family. Read by test_fault_tolerance.py, test_ps.py (the uninterrupted ps-sync against DDP; tf:ps training)
 # and test_stream.py (the in-memory twins of the streamed trials: same seed, steps and batch).
-LOST_STEPS = ["--quick", "--epochs", "3", "--steps-per-epoch", "200"]  # --quick: 8,192 items, 2,000 to test
+LOST_STEPS_N = 200
+LOST_STEPS = ["--quick", "--epochs", "3", "--steps-per-epoch", str(LOST_STEPS_N)]  # --quick: 8,192 items, 2,000 to test
 # Run order (A B B A): ... jax:dp, torch:ddp, torch:ddp, jax:dp, ...: both kinds' repeats run in warm worker groups.
 LOST_WORKERS_TRIALS = "tf:mwms x2,torch:ps-sync x2,xla:ddp x2,jax:dp x2,torch:ddp x2"
 # torch:ddp x2 loses a worker in its second repeat, the second trial of its warm worker group (the restarted group
@@ -98,9 +114,12 @@ LOST_TF_PS_PLAN = {"tf:ps x2": ["tf-worker", "tf-ps"]}
 
 @pytest.fixture(scope="package")
 def lost_workers(ray_cluster, tmp_path_factory, template_db):
-    return shared_run(tmp_path_factory.mktemp("lost-workers"), template_db, "lost-workers", 8, load_recipe("fashion"),
+    """Each planned process lost while its trial holds mid-epoch 2 (the held recipe: the fashion MLP, its models
+    wrapped), whatever this machine's speed."""
+    where = tmp_path_factory.mktemp("lost-workers")
+    return shared_run(where, template_db, "lost-workers", 8, held(where / "gate", LOST_STEPS_N),
                       "--trials", LOST_WORKERS_TRIALS, *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
-                      kill=LOST_WORKERS_PLAN)
+                      kill=LOST_WORKERS_PLAN, after="hold", gate=where / "gate")
 
 
 @pytest.fixture(scope="package")
@@ -152,16 +171,17 @@ class Ran:
 
 
 def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *args, kill: dict | None = None,
-               after: str = "epoch") -> Ran:
+               after: str = "epoch", gate: Path | None = None) -> Ran:
     """Runs a recipe once for a whole module: its console captured (tests read `out` as they would capsys's),
     its start-ups charged to `name`, which declares `starts` of them. kill: a Killer's plan (killing.py) to carry
-    out while it runs, {trial name: [victim per repeat]}."""
+    out while it runs, {trial name: [victim per repeat]}; after="hold" with the gate of a held recipe (held()):
+    at each trial's hold mid-epoch 2."""
     import ray
 
     from tests.integration.killing import Killer
 
     out, err = Tee(where / "console.out"), Tee(where / "console.err")
-    killer = Killer(ray, f"sqlite:///{where / 'mlflow.db'}", kill, after=after) if kill else None
+    killer = Killer(ray, f"sqlite:///{where / 'mlflow.db'}", kill, after=after, gate=gate) if kill else None
     if killer:
         shutil.copy(template, where / "mlflow.db")  # the killer reads trial names from it from the start
         killer.start()

@@ -1,10 +1,17 @@
 """Fault injection for shared runs: real processes SIGKILLed (or Ray actors killed) mid-trial, several trials of
 one invocation each losing the process its plan names.
 
-A Killer thread watches the trials' sinks (named Ray actors `raylab-sink-<run id>`); once a trial's first epoch
-has reached its sink, it looks the trial's name up in the run's MLflow store and kills what the plan says for
+A Killer thread acts on each trial once, at a point the trial is known to be at, and kills what the plan says for
 that trial's next repeat: {"torch:ddp x2": ["worker", None]} kills a worker of the first repeat and leaves the
-second alone (the uninterrupted twin the restarted one is compared with).
+second alone (the uninterrupted twin the restarted one is compared with). The point:
+
+- after="hold" (a run of the held recipe, bench/held_recipe.py, with its gate directory): a Ray Train worker of
+  the trial holds mid-epoch 2 and says so in the gate; the trial is the one whose sink that process said hello to
+  (its own worker: "worker" kills that very process). The trial cannot end first, however fast the machine runs
+  its steps; every hold is let go once acted on.
+- after="epoch" / "training" (a kind that never holds: tf:ps, whose steps run on remote TF tasks): once the
+  trial's first epoch, or first progress report, has reached its sink (named Ray actor `raylab-sink-<run id>`).
+  These still race the trial's remaining steps.
 """
 
 from __future__ import annotations
@@ -66,14 +73,17 @@ class Killer(threading.Thread):
     """Kills, in each trial the plan names, what it names for that trial's next repeat, once the trial's first
     epoch (or, with after="training", its first progress report) has reached its sink."""
 
-    def __init__(self, ray, uri: str, plan: dict[str, list[str | None]], after: str = "epoch", timeout: float = 900):
+    def __init__(self, ray, uri: str, plan: dict[str, list[str | None]], after: str = "epoch", timeout: float = 900,
+                 gate: Path | None = None):
         super().__init__(daemon=True)
-        self.ray, self.uri, self.after, self.timeout = ray, uri, after, timeout
+        self.ray, self.uri, self.after, self.timeout, self.gate = ray, uri, after, timeout, gate
         self.plan = {name: list(victims) for name, victims in plan.items()}
         self.killed: list[tuple[str, str, object]] = []  # (trial name, run id, pid or name; None: left alone)
         self.stop = threading.Event()
 
     def run(self):
+        if self.after == "hold":
+            return self.at_holds()
         from mlflow.tracking import MlflowClient
 
         client, seen = MlflowClient(tracking_uri=self.uri), set()
@@ -103,6 +113,47 @@ class Killer(threading.Thread):
                 except Exception:  # noqa: BLE001 - the trial ended meanwhile, or its run is not readable yet
                     continue
             time.sleep(0.2)
+
+    def at_holds(self):
+        """Each hold in the gate: its trial found by the process (the sink it said hello to), the trial's plan
+        carried out once (its other ranks' holds, and a restarted worker's, are let go), the hold let go."""
+        from mlflow.tracking import MlflowClient
+
+        client, seen, handled = MlflowClient(tracking_uri=self.uri), set(), set()
+        while not self.stop.is_set():  # until the run ends: every hold is let go, however long the run takes
+            for held in sorted(self.gate.glob("held-*"), key=lambda p: int(p.name.split("-")[1])):
+                text = "" if held.name in handled else held.read_text().strip()
+                if not text or (sink_name := self.sink_of(int(text))) is None:
+                    continue  # handled, its pid not written yet, or its hello not in yet
+                handled.add(held.name)
+                run_id = sink_name.removeprefix("raylab-sink-")
+                if run_id not in seen:
+                    seen.add(run_id)
+                    self.act(client.get_run(run_id).info.run_name, run_id, sink_name, int(text))
+                (self.gate / held.name.replace("held", "release")).touch()
+            time.sleep(0.1)
+
+    def act(self, name: str, run_id: str, sink_name: str, held_pid: int) -> None:
+        victims = self.plan.get(name)
+        if not victims:
+            return
+        victim, what = victims.pop(0), None
+        if victim == "worker":
+            what = held_pid  # the very process that holds: its own worker, mid-epoch 2
+        elif victim:
+            what = VICTIMS[victim](self.ray, self.ray.get_actor(sink_name))
+        if isinstance(what, int):
+            os.kill(what, signal.SIGKILL)
+        self.killed.append((name, run_id, what))
+
+    def sink_of(self, pid: int) -> str | None:
+        for sink_name in self.sinks():
+            try:
+                if pid in {p for p, _ in self.ray.get(self.ray.get_actor(sink_name).pids.remote(), timeout=10)}:
+                    return sink_name
+            except Exception:  # noqa: BLE001 - its trial ended meanwhile
+                continue
+        return None
 
     def sinks(self) -> list[str]:
         names = [n["name"] if isinstance(n, dict) else n for n in self.ray.util.list_named_actors()]
