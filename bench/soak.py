@@ -28,7 +28,7 @@ restarted exactly once, a planned kill that did not land in its trial (a defect 
 ports or shared memory left after a driver exits, more session directories than drivers or than the newest
 KEEP_SESSIONS raylab keeps (raylab/driver/cluster.py), or growth trends.
 
-    flock /tmp/raylab-heavy.lock python bench/soak.py                 # full form, about 30 minutes on 2 cores
+    flock /tmp/raylab-heavy.lock python bench/soak.py                 # full form, about 33 minutes on 2 cores
     flock /tmp/raylab-heavy.lock python bench/soak.py --short         # 3 trials, one kill: tests/e2e/test_soak.py
 """
 
