@@ -278,7 +278,7 @@ def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
     hosts = sorted({n.get("NodeManagerHostname", "") for n in ray.nodes() if n.get("Alive")})
     shapes = str(tree_map(lambda a: (tuple(a.shape[1:]), str(a.dtype)), x))
     return hashlib.sha256(json.dumps([
-        hosts, *([hardware] if hardware else [cfg.device]), cfg.threads, name, _version(fw.package), batch, precision, labels, shapes,
+        hosts, hardware or cfg.device, cfg.threads, name, _version(fw.package), batch, precision, labels, shapes,
         _model_source(recipe, fw.name), repr(recipe.loss), repr(recipe.optimizer), repr(recipe.schedule),
         repr(recipe.metrics), repr(recipe.preprocess)], default=str).encode()).hexdigest()[:24]
 
