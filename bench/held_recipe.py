@@ -13,15 +13,19 @@ the recipe trains as recipes/fashion.py does (the model is the same, wrapped).
 
 How each framework's model holds: torch's (and torch_xla's, whose forward runs on the host each step) in its
 forward; TF's in a layer that runs a `tf.py_function` in training steps (not under XLA: `--compile off` or `best`,
-whose XLA candidate then fails its race; not in tf:ps, whose steps run on remote TF tasks: it never holds); JAX's
-through `jax.debug.callback` in the jitted training step (traced where the module's dropout is not
-deterministic: `model.train()`).
+whose XLA candidate then fails its race), except tf:ps's, whose steps run on remote TF tasks where no Python of the
+recipe's runs: there the layer holds in the graph (`graph_hold`: a step counter on the ps, a file written and another
+polled by TF's own ops; the held file names the chief, a process of the trial, and RAYLAB_TEST_PACE does not slow
+it); JAX's through `jax.debug.callback` in the jitted training step (traced where the module's dropout is not
+deterministic: `model.train()`). Whoever lets the holds go reads them through `Gate`.
 
     RAYLAB_TEST_GATE=/tmp/gate python bench/held_recipe.py --trials torch:none --steps-per-epoch 200
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import sys
 import time
@@ -32,6 +36,7 @@ from raylab.models.mlp import torch_model as mlp
 
 ROOT = Path(__file__).resolve().parents[1]
 HOLD_S = 600  # a held trial nobody releases goes on after this (its driver is usually gone long before)
+BUILDS = itertools.count(1)  # tf:ps models built in this process: each holds under names of its own
 
 
 def steps_per_epoch() -> int:
@@ -83,6 +88,30 @@ class Counter:
         self.last = time.perf_counter()
 
 
+class Gate:
+    """A gate directory as whoever lets its holds go sees it: `holds()` lists the holds not yet let go whose process
+    has written its pid, oldest first, as (file name, pid); `release(name)` lets one go (its trial goes on)."""
+
+    def __init__(self, path):
+        self.path, self.released = Path(path), set()
+
+    def holds(self) -> list[tuple[str, int]]:
+        found = []
+        for held in self.path.glob("held-*"):
+            text = "" if held.name in self.released else held.read_text().strip()
+            if text:  # empty: its pid not written yet
+                found.append((held.stat().st_mtime_ns, held.name, int(text)))
+        return [(name, pid) for _, name, pid in sorted(found)]
+
+    def release(self, name: str) -> None:
+        self.released.add(name)
+        (self.path / name.replace("held", "release", 1)).touch()
+
+    def release_all(self) -> None:
+        for name, _ in self.holds():
+            self.release(name)
+
+
 def torch_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0):
     from torch import nn
 
@@ -110,16 +139,48 @@ def tf_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, keras
     if keras is None:
         import keras
     counter = Counter(hold_at, gate, pace)
+    in_graph = "ParameterServer" in type(tf.distribute.get_strategy()).__name__  # built in the strategy's scope
+    step = graph_hold(tf, hold_at, gate) if in_graph and gate and in_train_worker() else None
 
     class Hold(keras.layers.Layer):
         def call(self, x, training=None):
-            if not training or "ParameterServer" in type(tf.distribute.get_strategy()).__name__:
+            if not training or (in_graph and step is None):
                 return x
-            done = tf.py_function(lambda: counter() or 0, [], tf.int32)
+            done = step() if step else tf.py_function(lambda: counter() or 0, [], tf.int32)
             with tf.control_dependencies([done]):
                 return tf.identity(x)
 
     return keras.Sequential([keras.Input((28, 28)), Hold(), *net.layers])
+
+
+def graph_hold(tf, hold_at: int, gate: str):
+    """tf:ps's hold, for the chief to trace into its workers' steps: a counter on the ps counts every worker's
+    steps; the one that makes it `hold_at` x workers (the chief's round `hold_at`) writes GATE/held-tfps-... (the
+    chief's pid in it: a process of the trial) and polls for its release file every 20 ms with TF's own ops (a
+    sleeping dataset), at most HOLD_S. Paths are built from the counter: TF would fold a constant one while
+    optimizing the graph, before any step."""
+    from tensorflow.python.data.experimental.ops.testing import sleep
+
+    workers = len(json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}).get("worker", [])) or 1
+    count = tf.Variable(0, dtype=tf.int64, trainable=False)  # on a ps; held by this closure, not by the model
+    name, pid = f"tfps-{os.getpid()}-{next(BUILDS)}-", str(os.getpid())
+
+    def nap(k):
+        return [k + tf.data.Dataset.range(1).apply(sleep(20_000)).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)]
+
+    def wait(n):
+        tag = tf.strings.join([name, tf.strings.as_string(n)])
+        written = tf.io.write_file(tf.strings.join([gate, "/held-", tag]), pid)
+        with tf.control_dependencies([written]):
+            release, end = tf.strings.join([gate, "/release-", tag]), tf.timestamp() + HOLD_S
+            return tf.while_loop(lambda _: tf.logical_and(tf.size(tf.io.matching_files(release)) == 0,
+                                                          tf.timestamp() < end), nap, [tf.constant(0, tf.int64)])[0]
+
+    def step():
+        n = count.assign_add(1)
+        return tf.cond(tf.equal(n, hold_at * workers), lambda: wait(n), lambda: tf.constant(0, tf.int64))
+
+    return step
 
 
 def jax_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, rngs=None):

@@ -40,19 +40,18 @@ def fashion_args(trial: str, workers: int, epochs: int, steps: int, device: str,
 
 
 def kill_at_hold(gate: Path, done: threading.Event) -> int | None:
-    """Kills the worker that holds first (its pid in held-1) and releases every later hold; the pid killed."""
-    killed, released = None, set()
+    """Kills the worker that holds first (the pid in its held file) and releases every later hold; the pid killed."""
+    from held_recipe import Gate
+
+    killed, holds = None, Gate(gate)
     deadline = time.monotonic() + WAIT_S
     while not done.is_set() and time.monotonic() < deadline:
-        for held in sorted(gate.glob("held-*")):
-            n = int(held.name.split("-")[1])
-            if n == 1 and killed is None and held.read_text().strip():
-                killed = int(held.read_text())
+        for held, pid in holds.holds():
+            if killed is None:
+                killed = pid
                 os.kill(killed, signal.SIGKILL)
                 print(f"  killed RayTrainWorker pid {killed}, held mid-epoch 2", flush=True)
-            elif n > 1 and n not in released:
-                (gate / f"release-{n}").touch()
-                released.add(n)
+            holds.release(held)
         time.sleep(0.05)
     return killed
 

@@ -13,7 +13,8 @@ from the machine's others) against a real `mlflow server` (sqlite) on a free por
   while it holds: a process of that trial (the pid it wrote, checked against the trial's own `worker_pids` tag
   after the run), at a point the trial is known to be at however fast this machine runs its steps; the trial
   must restart from its checkpoint exactly once (MLflow metric `restarts`). Every other hold is let go at once;
-  a kind that never holds (tf:ps: its steps run on remote TF tasks) is never planned for a kill;
+  tf:ps holds in its graph on a worker task (its held file names the chief): no kill is planned on it, as "its Ray
+  Train worker" is not the process whose steps hold;
 - the MLflow server SIGKILLed at the middle trial for --outage-s seconds, then restarted on the same port and db;
 - the driver SIGTERMed at about two thirds of the first invocation, while that trial holds (mid-trial), its
   session checked gone, then `--resume last` runs the rest under the same parent run.
@@ -53,7 +54,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
-from raylab.driver.cluster import KEEP_SESSIONS  # noqa: E402 - after the repository is on the path
+from bench.held_recipe import Gate  # noqa: E402 - after the repository is on the path
+from raylab.driver.cluster import KEEP_SESSIONS  # noqa: E402
 
 KINDS = ("tf:none,tf:mirrored,tf:mwms x2,tf:ps,torch:none,torch:ddp x2,torch:ps-async,torch:ps-sync,"
          "xla:single,xla:ddp x2,jax:none,jax:dp x2")
@@ -252,15 +254,11 @@ class Soak:
         """Acts on each hold as it comes: the trial running then is the one holding (one trial at a time, and a
         warm group's other kinds sit idle). A planned kill SIGKILLs the holding process, a planned stop SIGTERMs
         the driver; then (and for every other hold at once) the hold is let go."""
-        handled: set[str] = set()
+        gate = Gate(self.gate)
         while not stop.is_set():
-            for held in sorted(self.gate.glob("held-*"), key=lambda p: int(p.name.split("-")[1])):
-                text = held.read_text().strip() if held.name not in handled else ""
-                if not text:  # handled, or its pid not written yet
-                    continue
-                handled.add(held.name)
-                self.on_hold(int(text), proc, plan)
-                (self.gate / held.name.replace("held", "release")).touch()
+            for held, pid in gate.holds():
+                self.on_hold(pid, proc, plan)
+                gate.release(held)
             stop.wait(0.05)
 
     def on_hold(self, pid: int, proc, plan: dict) -> None:

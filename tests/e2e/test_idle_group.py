@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.held_recipe import Gate
 from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 from tests.e2e.test_resume import nothing_left, processes_of
 
@@ -43,21 +44,16 @@ def test_an_idle_warm_group_that_loses_its_process_ends_and_its_next_trial_start
            "--tracking-uri", uri, "--experiment", "idle"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    released = set()
+    holds = Gate(gate)
     try:
         a = wait_for(lambda: pid_in(gate / "held-1"), 480, "A's first trial held")
-        (gate / "release-1").touch()
-        released.add(1)
+        holds.release("held-1")
         wait_for(lambda: pid_in(gate / "held-2") and pid_in(gate / "held-3"), 480, "B's first trial held (2 ranks)")
         assert controllers(tmp_path) == 2  # A's group, idle; B's, running its first trial
         os.kill(a, signal.SIGKILL)  # A's group's only worker process, idle between A's trials
         wait_for(lambda: controllers(tmp_path) == 1, 60, "A's group to end (not restarted)")
         while driver.poll() is None:  # every later hold goes on at once
-            for held in gate.glob("held-*"):
-                n = int(held.name.split("-")[1])
-                if n not in released:
-                    (gate / f"release-{n}").touch()
-                    released.add(n)
+            holds.release_all()
             try:
                 driver.wait(timeout=0.1)
             except subprocess.TimeoutExpired:

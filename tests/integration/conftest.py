@@ -123,12 +123,14 @@ def lost_workers(ray_cluster, tmp_path_factory, template_db):
     where = tmp_path_factory.mktemp("lost-workers")
     return shared_run(where, template_db, "lost-workers", 8, held(where / "gate", LOST_STEPS_N),
                       "--trials", LOST_WORKERS_TRIALS, *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
-                      kill=LOST_WORKERS_PLAN, after="hold", gate=where / "gate")
+                      kill=LOST_WORKERS_PLAN)
 
 
 @pytest.fixture(scope="package")
 def lost_tf_ps(ray_cluster, tmp_path_factory, template_db):
-    return shared_run(tmp_path_factory.mktemp("lost-tf-ps"), template_db, "lost-tf-ps", 2, load_recipe("fashion"),
+    """tf:ps's tasks lost while a worker task holds in its graph mid-epoch 2."""
+    where = tmp_path_factory.mktemp("lost-tf-ps")
+    return shared_run(where, template_db, "lost-tf-ps", 2, held(where / "gate", LOST_STEPS_N),
                       "--trials", "tf:ps x2", *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
                       kill=LOST_TF_PS_PLAN)
 
@@ -174,18 +176,17 @@ class Ran:
         return self.err[-4000:]
 
 
-def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *args, kill: dict | None = None,
-               after: str = "epoch", gate: Path | None = None) -> Ran:
+def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *args, kill: dict | None = None) -> Ran:
     """Runs a recipe once for a whole module: its console captured (tests read `out` as they would capsys's),
     its start-ups charged to `name`, which declares `starts` of them. kill: a Killer's plan (killing.py) to carry
-    out while it runs, {trial name: [victim per repeat]}; after="hold" with the gate of a held recipe (held()):
-    at each trial's hold mid-epoch 2."""
+    out while it runs, {trial name: [victim per repeat]}, at each trial's hold mid-epoch 2: the recipe is then the
+    held one (held(), its gate `where`/gate)."""
     import ray
 
     from tests.integration.killing import Killer
 
     out, err = Tee(where / "console.out"), Tee(where / "console.err")
-    killer = Killer(ray, f"sqlite:///{where / 'mlflow.db'}", kill, after=after, gate=gate) if kill else None
+    killer = Killer(ray, f"sqlite:///{where / 'mlflow.db'}", kill, where / "gate") if kill else None
     if killer:
         shutil.copy(template, where / "mlflow.db")  # the killer reads trial names from it from the start
         killer.start()

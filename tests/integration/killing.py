@@ -3,15 +3,12 @@ one invocation each losing the process its plan names.
 
 A Killer thread acts on each trial once, at a point the trial is known to be at, and kills what the plan says for
 that trial's next repeat: {"torch:ddp x2": ["worker", None]} kills a worker of the first repeat and leaves the
-second alone (the uninterrupted twin the restarted one is compared with). The point:
-
-- after="hold" (a run of the held recipe, bench/held_recipe.py, with its gate directory): a Ray Train worker of
-  the trial holds mid-epoch 2 and says so in the gate; the trial is the one whose sink that process said hello to
-  (its own worker: "worker" kills that very process). The trial cannot end first, however fast the machine runs
-  its steps; every hold is let go once acted on.
-- after="epoch" / "training" (a kind that never holds: tf:ps, whose steps run on remote TF tasks): once the
-  trial's first epoch, or first progress report, has reached its sink (named Ray actor `raylab-sink-<run id>`).
-  These still race the trial's remaining steps.
+second alone (the uninterrupted twin the restarted one is compared with). The point is the held recipe's
+(bench/held_recipe.py, run with its gate directory): a Ray Train worker of the trial holds mid-epoch 2 and says
+so in the gate, and the trial is the one whose sink that process said hello to ("worker" kills that very process).
+tf:ps holds in its graph, on a worker task, and its held file names the chief: "tf-worker", "tf-ps" and
+"tf-chief" kill the task the plan names while that step waits. The trial cannot end first, however fast the
+machine runs its steps; every hold is let go once acted on.
 """
 
 from __future__ import annotations
@@ -51,16 +48,9 @@ def kill_server_actor(ray, sink) -> str:
     return name
 
 
-def trial_worker(ray, sink) -> int:
-    """The trial's newest Ray Train worker: one of the processes that said hello to its sink (a warm worker group's
-    processes say hello to each trial they run; other groups' workers may be newer)."""
-    own = {pid for pid, _ in ray.get(sink.pids.remote(), timeout=30)} & set(actor_pids("RayTrainWorker"))
-    return max(own or actor_pids("RayTrainWorker"))
-
-
-# What a plan can name, each -> a pid to SIGKILL (or a name, for what was killed through Ray).
+# What a plan can name besides "worker" (the held process itself), each -> a pid to SIGKILL (or a name, for what
+# was killed through Ray).
 VICTIMS = {
-    "worker": trial_worker,  # the trial's newest Ray Train worker
     "server": lambda ray, sink: max(actor_pids("ParameterServer")),  # torch:ps-*'s newest server process
     "tf-worker": lambda ray, sink: registered(ray, sink, "worker-pid-"),  # a tf:ps worker task
     "tf-ps": lambda ray, sink: registered(ray, sink, "ps-pid-"),  # a tf:ps parameter server task
@@ -70,67 +60,33 @@ VICTIMS = {
 
 
 class Killer(threading.Thread):
-    """Kills, in each trial the plan names, what it names for that trial's next repeat, once the trial's first
-    epoch (or, with after="training", its first progress report) has reached its sink."""
+    """Kills, in each trial the plan names, what it names for that trial's next repeat, while the trial holds
+    mid-epoch 2 (`gate`: the held recipe's gate directory)."""
 
-    def __init__(self, ray, uri: str, plan: dict[str, list[str | None]], after: str = "epoch", timeout: float = 900,
-                 gate: Path | None = None):
+    def __init__(self, ray, uri: str, plan: dict[str, list[str | None]], gate: Path):
         super().__init__(daemon=True)
-        self.ray, self.uri, self.after, self.timeout, self.gate = ray, uri, after, timeout, gate
+        self.ray, self.uri, self.gate = ray, uri, gate
         self.plan = {name: list(victims) for name, victims in plan.items()}
         self.killed: list[tuple[str, str, object]] = []  # (trial name, run id, pid or name; None: left alone)
         self.stop = threading.Event()
 
     def run(self):
-        if self.after == "hold":
-            return self.at_holds()
-        from mlflow.tracking import MlflowClient
-
-        client, seen = MlflowClient(tracking_uri=self.uri), set()
-        deadline = time.monotonic() + self.timeout
-        while any(self.plan.values()) and time.monotonic() < deadline and not self.stop.is_set():
-            for sink_name in self.sinks():
-                if sink_name in seen:
-                    continue
-                try:
-                    sink = self.ray.get_actor(sink_name)
-                    latest, epochs, _ = self.ray.get(sink.poll.remote(), timeout=10)
-                    if not (epochs if self.after == "epoch" else latest is not None):
-                        continue
-                    run_id = sink_name.removeprefix("raylab-sink-")
-                    name = client.get_run(run_id).info.run_name
-                    seen.add(sink_name)
-                    victims = self.plan.get(name)
-                    if not victims:
-                        continue
-                    victim = victims.pop(0)
-                    what = None
-                    if victim:
-                        what = VICTIMS[victim](self.ray, sink)
-                        if isinstance(what, int):
-                            os.kill(what, signal.SIGKILL)
-                    self.killed.append((name, run_id, what))
-                except Exception:  # noqa: BLE001 - the trial ended meanwhile, or its run is not readable yet
-                    continue
-            time.sleep(0.2)
-
-    def at_holds(self):
         """Each hold in the gate: its trial found by the process (the sink it said hello to), the trial's plan
         carried out once (its other ranks' holds, and a restarted worker's, are let go), the hold let go."""
         from mlflow.tracking import MlflowClient
 
-        client, seen, handled = MlflowClient(tracking_uri=self.uri), set(), set()
+        from bench.held_recipe import Gate
+
+        client, seen, gate = MlflowClient(tracking_uri=self.uri), set(), Gate(self.gate)
         while not self.stop.is_set():  # until the run ends: every hold is let go, however long the run takes
-            for held in sorted(self.gate.glob("held-*"), key=lambda p: int(p.name.split("-")[1])):
-                text = "" if held.name in handled else held.read_text().strip()
-                if not text or (sink_name := self.sink_of(int(text))) is None:
-                    continue  # handled, its pid not written yet, or its hello not in yet
-                handled.add(held.name)
+            for held, pid in gate.holds():
+                if (sink_name := self.sink_of(pid)) is None:
+                    continue  # its hello not in yet
                 run_id = sink_name.removeprefix("raylab-sink-")
                 if run_id not in seen:
                     seen.add(run_id)
-                    self.act(client.get_run(run_id).info.run_name, run_id, sink_name, int(text))
-                (self.gate / held.name.replace("held", "release")).touch()
+                    self.act(client.get_run(run_id).info.run_name, run_id, sink_name, pid)
+                gate.release(held)
             time.sleep(0.1)
 
     def act(self, name: str, run_id: str, sink_name: str, held_pid: int) -> None:

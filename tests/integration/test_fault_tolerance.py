@@ -1,9 +1,10 @@
 """A trial survives a lost worker: real worker processes SIGKILLed mid-trial on the shared local cluster.
 
 Two invocations (conftest.py): `lost_workers`, torch:ddp x2, tf:mwms x2, torch:ps-sync x2, xla:ddp x2 and jax:dp x2, 3 epochs
-of 200 steps, each twice (A B B A), the first repeat of each losing a process once epoch 1 has reached the
-driver (a Ray Train worker; ps-sync its parameter server), the second the uninterrupted twin; and `lost_tf_ps`,
-tf:ps x2 twice, losing a worker task in the first repeat and its ps task in the second. Each trial checkpoints at epoch ends;
+of 200 steps, each twice (A B B A), the first repeat of each losing a process while it holds mid-epoch 2 (the held
+recipe, bench/held_recipe.py: a Ray Train worker, the very one that holds; ps-sync its parameter server), the
+second the uninterrupted twin; and `lost_tf_ps`, tf:ps x2 twice, losing a worker task in the first repeat and its ps
+task in the second while a worker task holds in its graph. Each trial checkpoints at epoch ends;
 Ray Train restarts the worker group from the last checkpoint, the data order goes on where it was, and MLflow
 holds every epoch once.
 """

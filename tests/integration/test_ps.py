@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import load_recipe, shared_run
+from tests.integration.conftest import held, shared_run
 from tests.integration.killing import assert_nothing_left
 from tests.integration.test_fault_tolerance import runs_by_trial
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the trials are the shared runs'
-
-FASHION = load_recipe("fashion")
-
 
 def test_torch_ps_sync_computes_what_ddp_computes(lost_workers):
     """Same seed, same shards, same order: averaged gradients applied once equal DDP's all-reduce."""
@@ -51,11 +48,12 @@ def test_tf_ps_trains_with_chief_ps_and_workers(lost_tf_ps):
 
 @pytest.fixture(scope="module")
 def killed_without_restarts(ray_cluster, tmp_path_factory, template_db):
-    """torch:ps-sync x2 losing its server (killed through Ray) and tf:ps x2 losing its chief (SIGKILL) once
-    training shows progress, with --max-failures 0."""
-    return shared_run(tmp_path_factory.mktemp("ps-kills"), template_db, "ps-kills", 2, FASHION,
-                      "--quick", "--epochs", "5", "--trials", "torch:ps-sync x2,tf:ps x2", "--max-failures", "0",
-                      kill={"torch:ps-sync x2": ["server-actor"], "tf:ps x2": ["tf-chief"]}, after="training")
+    """torch:ps-sync x2 losing its server (killed through Ray) and tf:ps x2 losing its chief (SIGKILL) while the
+    trial holds mid-epoch 2 (the held recipe), with --max-failures 0."""
+    where = tmp_path_factory.mktemp("ps-kills")
+    return shared_run(where, template_db, "ps-kills", 2, held(where / "gate", 100), "--quick", "--epochs", "3",
+                      "--steps-per-epoch", "100", "--trials", "torch:ps-sync x2,tf:ps x2", "--max-failures", "0",
+                      kill={"torch:ps-sync x2": ["server-actor"], "tf:ps x2": ["tf-chief"]})
 
 
 @pytest.mark.parametrize("name,expected", [("torch:ps-sync x2", "parameter server died mid-trial"),

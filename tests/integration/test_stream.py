@@ -13,13 +13,13 @@ import sys
 import numpy as np
 import pytest
 
-from tests.integration.conftest import LOST_STEPS, ROOT, load_recipe, shared_run
+from tests.integration.conftest import LOST_STEPS, LOST_STEPS_N, ROOT, held, load_recipe, shared_run
 from tests.integration.killing import children, no_train_workers_left
 from tests.integration.test_fault_tolerance import runs_by_trial
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 1  # the scenes generator's trial; the others are the shared runs'
-STEPS = 200  # per epoch, as LOST_STEPS
+STEPS = LOST_STEPS_N  # per epoch, as LOST_STEPS
 
 FASHION = load_recipe("fashion")
 
@@ -70,10 +70,11 @@ def sorted_by_label(exported, tmp_path_factory):
 @pytest.fixture(scope="module")
 def streamed(ray_cluster, tmp_path_factory, template_db, sorted_by_label):
     """tf:none, tf:mwms x2, torch:ddp x2, xla:single, jax:none and jax:dp x2 from the label-sorted Parquet file, with
-    the in-memory run's seed, data (--quick's first 8,192 items, the same rows), steps and batch (conftest.py
-    `lost_workers`); torch:ddp x2 loses a worker once epoch 1 reached the driver, and checkpoints every 3 s, so it
-    resumes mid-epoch."""
-    return shared_run(tmp_path_factory.mktemp("streamed"), template_db, "streamed", 6, FASHION,
+    the in-memory run's recipe (the held one), seed, data (--quick's first 8,192 items, the same rows), steps and
+    batch (conftest.py `lost_workers`); torch:ddp x2 loses a worker while it holds mid-epoch 2, and checkpoints
+    every 3 s as well as at epoch ends, so it resumes in epoch 2."""
+    where = tmp_path_factory.mktemp("streamed")
+    return shared_run(where, template_db, "streamed", 6, held(where / "gate", LOST_STEPS_N),
                       "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single,jax:none,jax:dp x2", *LOST_STEPS,
                       "--checkpoint-every", "0.05", "--data", str(sorted_by_label), kill={"torch:ddp x2": ["worker"]})
 
