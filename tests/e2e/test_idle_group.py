@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.held_recipe import Gate
+from tests.conftest import paced
 from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 from tests.e2e.test_resume import nothing_left, processes_of
 
@@ -40,7 +41,7 @@ def test_an_idle_warm_group_that_loses_its_process_ends_and_its_next_trial_start
     gate.mkdir()
     # A B B A: torch:none (A) and torch:ddp x2 (B) in warm groups of their own; each trial holds mid-epoch 2.
     cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), "--quick", "--compile", "off",
-           "--trials", "torch:none,torch:ddp x2", "--repeats", "2", "--epochs", "2", "--steps-per-epoch", "40",
+           "--trials", "torch:none,torch:ddp x2", "--repeats", "2", "--epochs", "2", "--steps-per-epoch", str(paced(40)),
            "--tracking-uri", uri, "--experiment", "idle"]
     driver = subprocess.Popen(cmd, cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)

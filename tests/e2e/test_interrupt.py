@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.conftest import paced
 from tests.e2e.listening import KINDS, Listeners
 
 pytestmark = pytest.mark.e2e
@@ -65,7 +66,7 @@ def stopped(tmp_path_factory) -> dict:
     gate = tmp_path / "gate"
     gate.mkdir()
     cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), "--quick", "--compile", "off", "--trials", "torch:none",
-           "--workers", "1", "--epochs", "3", "--steps-per-epoch", "200", "--tracking-uri", uri, "--experiment", "stopped"]
+           "--workers", "1", "--epochs", "3", "--steps-per-epoch", str(paced(200)), "--tracking-uri", uri, "--experiment", "stopped"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)}, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     watcher = Listeners(proc.pid)

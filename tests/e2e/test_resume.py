@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import paced
 from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 2  # the first driver's warm group (both repeats), the resumed trial
 
 ROOT = Path(__file__).resolve().parents[2]
+STEPS = paced(200)  # per epoch: the trials hold at 1.5 x this
 
 
 def processes_of(home: Path) -> list[str]:
@@ -54,7 +56,7 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     # (bench/held_recipe.py): the first is let go on and finishes; the driver is SIGKILLed while the second
     # is held, past its first epoch's checkpoint. No race with the machine's speed: the second cannot end first.
     first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "torch:none", "--repeats", "2",
-                              "--epochs", "4", "--steps-per-epoch", "200", "--checkpoint-every", "0", *where],
+                              "--epochs", "4", "--steps-per-epoch", str(STEPS), "--checkpoint-every", "0", *where],
                              cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)}, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
@@ -96,5 +98,5 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     assert len(done_before) == 1 and done_before[0].info.end_time == before[done_before[0].info.run_id].info.end_time
     resumed_trial = next(r for r in trials if r not in done_before)
     # it went on from its first epoch's checkpoint (200 steps), where it was held (step 300) being past it
-    assert resumed_trial.data.metrics.get("resumed_from_step") == 200, resumed_trial.data.metrics
+    assert resumed_trial.data.metrics.get("resumed_from_step") == STEPS, resumed_trial.data.metrics
     nothing_left(tmp_path)  # the killed driver's cluster and the resumed one's: every process that HOME started

@@ -13,7 +13,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import kill_orphaned_workers, raylet_pids
+from tests.conftest import kill_orphaned_workers, paced, raylet_pids
 from tests.startups import charged_to
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -100,10 +99,8 @@ def run_recipe(ray_cluster, tmp_path, template_db):
 # Lost processes, one trial of each kind killed and restarted beside an uninterrupted repeat, in one invocation
 # per family. Read by test_fault_tolerance.py, test_ps.py (the uninterrupted ps-sync against DDP; tf:ps training)
 # and test_stream.py (the in-memory twins of the streamed trials: same seed, steps and batch).
-# RAYLAB_TEST_PACE=k: k > 1, every held training step takes k times as long (bench/held_recipe.py); k < 1, the
-# trials run k x the steps, so they end 1/k times sooner, as on a faster machine: the faults land all the same.
-PACE = float(os.environ.get("RAYLAB_TEST_PACE") or 1)
-LOST_STEPS_N = 200 if PACE >= 1 else max(4, round(200 * PACE))
+# Their steps follow RAYLAB_TEST_PACE (tests/conftest.py `paced`).
+LOST_STEPS_N = paced(200)
 LOST_STEPS = ["--quick", "--epochs", "3", "--steps-per-epoch", str(LOST_STEPS_N)]  # --quick: 8,192 items, 2,000 to test
 # Run order (A B B A): ... jax:dp, torch:ddp, torch:ddp, jax:dp, ...: both kinds' repeats run in warm worker groups.
 LOST_WORKERS_TRIALS = "tf:mwms x2,torch:ps-sync x2,xla:ddp x2,jax:dp x2,torch:ddp x2"
