@@ -53,7 +53,9 @@ def in_train_worker() -> bool:
         return False
 
 
-def hold(gate: Path) -> None:
+def hold(gate: Path, at: str = "step") -> None:
+    """Holds this Ray Train worker until released: DIR/held-N holds its pid (and, held anywhere but at a training
+    step, where: "build" or "last")."""
     if not in_train_worker():
         return
     n = len(list(gate.glob("held-*"))) + 1
@@ -63,7 +65,7 @@ def hold(gate: Path) -> None:
             break
         except FileExistsError:
             n += 1
-    os.write(fd, str(os.getpid()).encode())
+    os.write(fd, (str(os.getpid()) + ("" if at == "step" else f" {at}")).encode())
     os.close(fd)
     deadline = time.monotonic() + HOLD_S
     while not (gate / f"release-{n}").exists() and time.monotonic() < deadline:
@@ -72,16 +74,24 @@ def hold(gate: Path) -> None:
 
 class Counter:
     """A model's training steps in this process: holds at the `hold_at`-th (with a gate); with `pace` k > 1, each
-    step takes k times as long as it ran (it sleeps k - 1 times its own time: a machine k times slower)."""
+    step takes k times as long as it ran (a machine k times slower): after CALIBRATE steps run as they come, each
+    sleeps k - 1 times their median time. (Not each step's own: in a group whose ranks wait on each other, a rank's
+    step would hold the others' sleeps, and they would grow without bound.)"""
+
+    CALIBRATE = 6
 
     def __init__(self, hold_at: int, gate: str | None, pace: float = 1.0):
         self.hold_at, self.gate, self.pace, self.steps = hold_at, gate, pace, 0
+        self.times: list[float] = []
         self.last: float | None = None
 
     def __call__(self, *_) -> None:
         now = time.perf_counter()
         if self.pace > 1 and self.last is not None:
-            time.sleep((self.pace - 1) * min(now - self.last, 1.0))
+            if len(self.times) < self.CALIBRATE:
+                self.times.append(now - self.last)
+            else:
+                time.sleep((self.pace - 1) * min(sorted(self.times)[len(self.times) // 2], 1.0))
         self.steps += 1
         if self.gate and self.steps == self.hold_at:
             hold(Path(self.gate))
@@ -90,39 +100,50 @@ class Counter:
 
 class Gate:
     """A gate directory as whoever lets its holds go sees it: `holds()` lists the holds not yet let go whose process
-    has written its pid, oldest first, as (file name, pid); `release(name)` lets one go (its trial goes on)."""
+    has written its pid, oldest first, as (file name, pid, where: "step", "build" or "last"); `release(name)` lets
+    one go (its trial goes on)."""
 
     def __init__(self, path):
         self.path, self.released = Path(path), set()
 
-    def holds(self) -> list[tuple[str, int]]:
+    def holds(self) -> list[tuple[str, int, str]]:
         found = []
         for held in self.path.glob("held-*"):
             text = "" if held.name in self.released else held.read_text().strip()
             if text:  # empty: its pid not written yet
-                found.append((held.stat().st_mtime_ns, held.name, int(text)))
-        return [(name, pid) for _, name, pid in sorted(found)]
+                pid, _, at = text.partition(" ")
+                found.append((held.stat().st_mtime_ns, held.name, int(pid), at or "step"))
+        return [found_[1:] for found_ in sorted(found)]
 
     def release(self, name: str) -> None:
         self.released.add(name)
         (self.path / name.replace("held", "release", 1)).touch()
 
     def release_all(self) -> None:
-        for name, _ in self.holds():
+        for name, *_ in self.holds():
             self.release(name)
 
 
-def torch_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0):
+def torch_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, at_build: bool = False,
+                last_at: int = 0):
+    """torch's held model; with `at_build` it also holds as it is built in a Ray Train worker (a worker group
+    starting the trial), with `last_at` at the evaluation after its `last_at`-th training step (the last epoch's)."""
     from torch import nn
+
+    if gate and at_build:
+        hold(Path(gate), "build")
 
     class Held(nn.Module):
         def __init__(self):
             super().__init__()
-            self.net, self.counter = mlp(), Counter(hold_at, gate, pace)
+            self.net, self.counter, self.ended = mlp(), Counter(hold_at, gate, pace), False
 
         def forward(self, x):
             if self.training:
                 self.counter()
+            elif gate and last_at and self.counter.steps == last_at and not self.ended:
+                self.ended = True
+                hold(Path(gate), "last")
             return self.net(x)
 
     return Held()
@@ -204,10 +225,12 @@ def jax_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, rngs
     return Held(rngs)
 
 
-def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | None = None):
+def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | None = None, at_build: bool = False,
+           last_at: int = 0):
     """The held variant of recipes/fashion.py: its models hold at `hold_at` (default: 1.5 x the command line's
     --steps-per-epoch, or RAYLAB_TEST_HOLD_AT) when `gate` (default: RAYLAB_TEST_GATE) is a directory, and run
-    `pace` (default: RAYLAB_TEST_PACE, else 1) times slower. All three travel with the models to the workers."""
+    `pace` (default: RAYLAB_TEST_PACE, else 1) times slower. torch's also holds as it is built (`at_build`) and at
+    the evaluation after training step `last_at` (torch_model). All of it travels with the models to the workers."""
     import importlib.util
     from functools import partial
 
@@ -217,8 +240,8 @@ def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | No
     gate = gate or os.environ.get("RAYLAB_TEST_GATE") or None
     hold_at = hold_at or int(os.environ.get("RAYLAB_TEST_HOLD_AT") or steps_per_epoch() * 3 // 2)
     pace = pace or float(os.environ.get("RAYLAB_TEST_PACE") or 1)
-    models = {name: partial(build, hold_at, gate, pace)
-              for name, build in (("tf", tf_model), ("torch", torch_model), ("jax", jax_model))}
+    models = {"tf": partial(tf_model, hold_at, gate, pace), "jax": partial(jax_model, hold_at, gate, pace),
+              "torch": partial(torch_model, hold_at, gate, pace, at_build, last_at)}
     return fashion.RECIPE.variant(name="held", models=models, default_trials=("torch:none",), default_workers=(1,))
 
 

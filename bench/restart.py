@@ -46,7 +46,7 @@ def kill_at_hold(gate: Path, done: threading.Event) -> int | None:
     killed, holds = None, Gate(gate)
     deadline = time.monotonic() + WAIT_S
     while not done.is_set() and time.monotonic() < deadline:
-        for held, pid in holds.holds():
+        for held, pid, *_ in holds.holds():
             if killed is None:
                 killed = pid
                 os.kill(killed, signal.SIGKILL)

@@ -256,7 +256,7 @@ class Soak:
         the driver; then (and for every other hold at once) the hold is let go."""
         gate = Gate(self.gate)
         while not stop.is_set():
-            for held, pid in gate.holds():
+            for held, pid, *_ in gate.holds():
                 self.on_hold(pid, proc, plan)
                 gate.release(held)
             stop.wait(0.05)

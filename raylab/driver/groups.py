@@ -21,8 +21,9 @@ group holds its workers' places).
 Each trial is still its own MLflow run with everything it records cold, plus `start` (cold: the first of its
 group, or a trial with processes of its own; warm: processes an earlier trial started) and `group_index` (its
 place in its group, 0 the first). A trial that fails or is killed ends its group: the next trial of its key starts
-a new group, cold. A lost worker restarts the group (Ray Train's restart budget, as for a cold trial), which goes
-on with the trial it was running, from that trial's own checkpoint; lost while the group is idle, it ends the group
+a new group, cold. A lost worker restarts the group (the trial's own restart budget, --max-failures, as for a cold
+trial: an earlier trial's restarts do not count), which goes on with the trial it was running, from that trial's
+own checkpoint; lost while the group is idle, it ends the group
 (raylab/driver/policy.py: nothing to go on with), and the next trial of its key starts a new one, saying why.
 
 Reservations: on a single node, where raylab runs one trial at a time, a group's workers reserve 1/LIVE of their
@@ -169,9 +170,10 @@ class GroupQueue:
         else:
             self.lost = what
 
-    def running(self) -> bool:
-        """Whether a trial is handed over and not yet finished by every rank (False: the group is idle)."""
-        return self.first_unfinished() < len(self.items)
+    def running(self) -> int | None:
+        """The trial handed over and not yet finished by every rank, by its place in the group (None: idle)."""
+        index = self.first_unfinished()
+        return index if index < len(self.items) else None
 
     def lost_while_idle(self) -> str | None:
         return self.lost

@@ -18,13 +18,18 @@ class Policy(DefaultFailurePolicy):
     def __init__(self, failure_config, sink, capped: bool = False):
         super().__init__(failure_config)
         self.sink, self.capped = sink, capped  # capped: its workers run under --memory-cap-mb
+        self.trial = 0  # the trial the restart budget counts for: a warm group runs several, each with its own
 
     def make_decision(self, training_failed_error):
         code, lost = code_failures(training_failed_error), lost_processes(training_failed_error)
         aborted = self.allocator_abort() if lost and self.capped else None
+        running = self.running()
+        if running is not None and running != self.trial:
+            # --max-failures is per trial: Ray Train counts over its run, which is the whole group's
+            self.trial, self._worker_group_failures = running, 0
         if code and not lost:
             decision, why = FailureDecision.RAISE, "not restarted: the trial's own code raised"
-        elif lost and not self.running():
+        elif lost and running is None:
             decision, why = FailureDecision.RAISE, ("not restarted: its warm group was idle, no trial running (the "
                                                     "next trial of its kind starts a new group, cold)")
         elif aborted:
@@ -39,14 +44,15 @@ class Policy(DefaultFailurePolicy):
             pass
         return decision
 
-    def running(self) -> bool:
-        """Whether a trial was running when the group failed (a warm group's queue knows; a cold trial's sink: yes)."""
+    def running(self) -> int | None:
+        """The trial running when the group failed, by its place in the group, or None: none was (a warm group's
+        queue knows; a cold trial's sink: its one trial, 0)."""
         import ray
 
         try:
             return ray.get(self.sink.running.remote(), timeout=10)
-        except Exception:  # noqa: BLE001 - no answer: as if it ran (Ray Train's own policy decides)
-            return True
+        except Exception:  # noqa: BLE001 - no answer: as if the last one ran (Ray Train's own policy decides)
+            return self.trial
 
     def allocator_abort(self) -> str | None:
         """The line a dead worker's allocator printed as it aborted (the driver passes it on), if it comes in time."""

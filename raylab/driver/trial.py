@@ -273,7 +273,7 @@ class Trial:
         self.tracker.set_tags(self.run_id, {"worker_pids": ",".join(str(pid) for pid, _ in pids),  # restarted ones too
                                             "worker_start_env": start_env_tag(envs),
                                             **({"failures": failures_tag(failures)} if failures else {})})
-        figures = restart_figures(history)
+        figures = restart_figures(history, failures)
         self.outcome.result.update(figures)
         if figures["restarts"] or self.outcome.status == "FAILED":  # a failed trial says it was not restarted
             self.tracker.log_metrics(self.run_id, figures, step=0)

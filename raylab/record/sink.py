@@ -194,8 +194,9 @@ class TrialSink:
         return list(self.tries.failures)
 
     def running(self):
-        """A cold trial's group runs that trial whenever it fails (a warm group's queue may be idle: GroupQueue)."""
-        return True
+        """A cold trial's group runs that trial whenever it fails: its only one, 0 (a warm group's queue may be idle
+        or on another trial: GroupQueue)."""
+        return 0
 
     def set_interval(self, steps):
         self.tries.set_interval(steps)
@@ -226,15 +227,21 @@ class TrialSink:
         return self.ps.rounds.get(group, 0)
 
 
-def restart_figures(attempts: list[dict]) -> dict:
-    """restarts, recovery_s (a failure, as the failed attempt's last sign of life, to the next attempt's
-    first step) and lost_s (the failed attempt's training after its last checkpoint, done again)."""
+def restart_figures(attempts: list[dict], failures: list[dict] = ()) -> dict:
+    """restarts (the restarts Ray Train made, as its policy decided them: a worker lost before the training loop
+    began leaves no attempt of its own; else the attempts after the first), recovery_s (a failure, as the failed
+    attempt's last sign of life or the decision, to the next attempt's first step) and lost_s (the failed attempt's
+    training after its last checkpoint, done again)."""
     recovery = lost = 0.0
     for before, after in zip(attempts, attempts[1:]):
         recovery += max(0.0, (after["first_step"] or after["alive"]) - before["alive"])
         since = before["checkpointed"] or before["first_step"] or before["alive"]
         lost += max(0.0, before["alive"] - since)
-    return {"restarts": max(0, len(attempts) - 1), "recovery_s": recovery, "lost_s": lost}
+    restarted = [f for f in failures if f["decision"].startswith("restarted")]
+    early = [f["time"] for f in restarted if attempts and f["time"] < attempts[0]["start"]]
+    if early:  # lost as the group started it: recovered once the attempt that ran got going
+        recovery += max(0.0, (attempts[0]["first_step"] or attempts[0]["alive"]) - min(early))
+    return {"restarts": max(len(attempts) - 1, len(restarted)), "recovery_s": recovery, "lost_s": lost}
 
 
 def abort_line_of(sink) -> str | None:

@@ -26,10 +26,11 @@ from tests.startups import charged_to
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def held(gate: Path, steps: int):
+def held(gate: Path, steps: int, **holds):
     """bench/held_recipe.py's fashion recipe, its Ray Train workers holding at 1.5 x `steps` (mid-epoch 2) until
-    a Killer lets them go (its gate directory, made here); its model code travels by value to the workers, as a
-    recipe file run as a script does. RAYLAB_TEST_PACE=k runs every training step k times slower."""
+    a Killer lets them go (its gate directory, made here), and where `holds` say (held_recipe.recipe: at_build,
+    last_at); its model code travels by value to the workers, as a recipe file run as a script does.
+    RAYLAB_TEST_PACE=k runs every training step k times slower."""
     from ray import cloudpickle
 
     gate.mkdir(parents=True, exist_ok=True)
@@ -38,7 +39,7 @@ def held(gate: Path, steps: int):
     sys.modules["held_recipe"] = module
     spec.loader.exec_module(module)
     cloudpickle.register_pickle_by_value(module)
-    return module.recipe(gate=str(gate), hold_at=steps * 3 // 2)
+    return module.recipe(gate=str(gate), hold_at=steps * 3 // 2, **holds)
 
 
 def load_recipe(name: str):

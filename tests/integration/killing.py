@@ -6,6 +6,8 @@ that trial's next repeat: {"torch:ddp x2": ["worker", None]} kills a worker of t
 second alone (the uninterrupted twin the restarted one is compared with). The point is the held recipe's
 (bench/held_recipe.py, run with its gate directory): a Ray Train worker of the trial holds mid-epoch 2 and says
 so in the gate, and the trial is the one whose sink that process said hello to ("worker" kills that very process).
+"worker@build" and "worker@last" kill it where torch's held model also holds, as it is built (the worker group
+starting the trial) and at the evaluation after the last training step.
 tf:ps holds in its graph, on a worker task, and its held file names the chief: "tf-worker", "tf-ps" and
 "tf-chief" kill the task the plan names while that step waits. The trial cannot end first, however fast the
 machine runs its steps; every hold is let go once acted on.
@@ -71,32 +73,36 @@ class Killer(threading.Thread):
         self.stop = threading.Event()
 
     def run(self):
-        """Each hold in the gate: its trial found by the process (the sink it said hello to), the trial's plan
-        carried out once (its other ranks' holds, and a restarted worker's, are let go), the hold let go."""
+        """Each hold in the gate: its trial found by the process (the sink it said hello to); at the trial's first
+        hold its repeat's plan is taken, and carried out once, at the first hold of the point it names (the trial's
+        other holds, its other ranks' and a restarted worker's, are let go); every hold let go."""
         from mlflow.tracking import MlflowClient
 
         from bench.held_recipe import Gate
 
-        client, seen, gate = MlflowClient(tracking_uri=self.uri), set(), Gate(self.gate)
+        client, planned, gate = MlflowClient(tracking_uri=self.uri), {}, Gate(self.gate)
         while not self.stop.is_set():  # until the run ends: every hold is let go, however long the run takes
-            for held, pid in gate.holds():
+            for held, pid, at in gate.holds():
                 if (sink_name := self.sink_of(pid)) is None:
                     continue  # its hello not in yet
                 run_id = sink_name.removeprefix("raylab-sink-")
-                if run_id not in seen:
-                    seen.add(run_id)
-                    self.act(client.get_run(run_id).info.run_name, run_id, sink_name, pid)
+                if run_id not in planned:
+                    name = client.get_run(run_id).info.run_name
+                    victims = self.plan.get(name)
+                    planned[run_id] = (name, victims.pop(0) if victims else None)
+                    if victims is not None and planned[run_id][1] is None:
+                        self.killed.append((name, run_id, None))  # its uninterrupted repeat
+                name, victim = planned[run_id]
+                if victim and (victim.partition("@")[2] or "step") == at:
+                    planned[run_id] = (name, None)
+                    self.act(name, run_id, sink_name, pid, victim.partition("@")[0])
                 gate.release(held)
             time.sleep(0.1)
 
-    def act(self, name: str, run_id: str, sink_name: str, held_pid: int) -> None:
-        victims = self.plan.get(name)
-        if not victims:
-            return
-        victim, what = victims.pop(0), None
+    def act(self, name: str, run_id: str, sink_name: str, held_pid: int, victim: str) -> None:
         if victim == "worker":
-            what = held_pid  # the very process that holds: its own worker, mid-epoch 2
-        elif victim:
+            what = held_pid  # the very process that holds: its own worker, at the point held
+        else:
             what = VICTIMS[victim](self.ray, self.ray.get_actor(sink_name))
         if isinstance(what, int):
             os.kill(what, signal.SIGKILL)

@@ -145,6 +145,24 @@ def test_the_policy_ends_a_code_failure_at_once_and_restarts_a_lost_process():
     assert spent.make_decision(group_error(r1=lost)) == FailureDecision.RAISE
 
 
+def test_each_trial_of_a_warm_group_has_its_own_restart_budget(monkeypatch):
+    """Ray Train counts failures over its run, a warm group's every trial; --max-failures is per trial."""
+    from ray.exceptions import ActorDiedError
+    from ray.train import FailureConfig
+    from ray.train.v2._internal.exceptions import WorkerHealthCheckFailedError
+    from ray.train.v2._internal.execution.failure_handling import FailureDecision
+
+    lost = WorkerHealthCheckFailedError("worker died", ActorDiedError())
+    policy, running = Policy(FailureConfig(max_failures=1), Decisions()), {"trial": 0}
+    monkeypatch.setattr(policy, "running", lambda: running["trial"])
+    assert policy.make_decision(group_error(r0=lost)) == FailureDecision.RETRY  # the first trial's restart
+    running["trial"] = 1
+    assert policy.make_decision(group_error(r0=lost)) == FailureDecision.RETRY  # the second's own
+    assert policy.make_decision(group_error(r0=lost)) == FailureDecision.RAISE  # its budget spent
+    running["trial"] = None
+    assert policy.make_decision(group_error(r0=lost)) == FailureDecision.RAISE  # idle: nothing to go on with
+
+
 def test_what_a_remote_task_raised_is_judged_by_its_cause():
     """A parameter server's own error reaches a worker as a RayTaskError: the recipe's bug is code, its out of
     memory is memory, and neither is a lost peer."""

@@ -48,6 +48,10 @@ def test_restart_figures():
     b = {"start": 28.0, "first_step": 40.0, "checkpointed": None, "alive": 60.0}
     assert restart_figures([a]) == {"restarts": 0, "recovery_s": 0.0, "lost_s": 0.0}
     assert restart_figures([a, b]) == {"restarts": 1, "recovery_s": 13.0, "lost_s": 7.0}
+    # a worker lost as the group started (before the loop's first attempt): the policy's decision counts it
+    restarted = {"time": -4.0, "what": "worker process lost", "decision": "restarted from the last checkpoint"}
+    assert restart_figures([a], [restarted]) == {"restarts": 1, "recovery_s": 9.0, "lost_s": 0.0}
+    assert restart_figures([a, b], [{**restarted, "time": 27.5}]) == {"restarts": 1, "recovery_s": 13.0, "lost_s": 7.0}
 
 
 @pytest.mark.parametrize("start", [0, 3, 7, 12, 25])
