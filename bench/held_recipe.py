@@ -7,9 +7,10 @@ With RAYLAB_TEST_GATE=DIR in the driver's environment (read there, it travels wi
 its HOLD_AT-th training step in a Ray Train worker (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
 DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds
 (RAYLAB_TEST_HOLD_AT=STEP holds there instead: a `--resume` run's command line does not give the steps). With
-RAYLAB_TEST_PACE=k (k > 1) every training step takes k times as long (it sleeps k - 1 times its own time): the
-tests that act on a held trial run so to show that their outcome does not depend on this machine's speed. Without it,
-the recipe trains as recipes/fashion.py does (the model is the same, wrapped).
+RAYLAB_TEST_PACE=k (k > 1) every training step takes k times as long (`Counter`): the tests that act on a held
+trial run so to show that their outcome does not depend on this machine's speed. Without either, the recipe trains
+as recipes/fashion.py does (the model is the same, wrapped). Tests may also hold torch's model as it is built and
+at the evaluation after its last step (`recipe(at_build=..., last_at=...)`).
 
 How each framework's model holds: torch's (and torch_xla's, whose forward runs on the host each step) in its
 forward; TF's in a layer that runs a `tf.py_function` in training steps (not under XLA: `--compile off` or `best`,
