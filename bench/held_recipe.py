@@ -76,10 +76,11 @@ def hold(gate: Path, at: str = "step") -> None:
 class Counter:
     """A model's training steps in this process: holds at the `hold_at`-th (with a gate); with `pace` k > 1, each
     step takes k times as long as it ran (a machine k times slower): after CALIBRATE steps run as they come, each
-    sleeps k - 1 times their median time. (Not each step's own: in a group whose ranks wait on each other, a rank's
-    step would hold the others' sleeps, and they would grow without bound.)"""
+    sleeps k - 1 times the shortest of them (not their median: torch_xla's first steps compile, seconds each; not
+    each step's own time: in a group whose ranks wait on each other, a rank's step would hold the others' sleeps,
+    and they would grow without bound)."""
 
-    CALIBRATE = 6
+    CALIBRATE = 10
 
     def __init__(self, hold_at: int, gate: str | None, pace: float = 1.0):
         self.hold_at, self.gate, self.pace, self.steps = hold_at, gate, pace, 0
@@ -92,7 +93,7 @@ class Counter:
             if len(self.times) < self.CALIBRATE:
                 self.times.append(now - self.last)
             else:
-                time.sleep((self.pace - 1) * min(sorted(self.times)[len(self.times) // 2], 1.0))
+                time.sleep((self.pace - 1) * min(min(self.times), 1.0))
         self.steps += 1
         if self.gate and self.steps == self.hold_at:
             hold(Path(self.gate))
