@@ -14,12 +14,12 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import paced
-from tests.integration.conftest import LOST_TF_PS_PLAN, LOST_WORKERS_PLAN, held, shared_run
+from tests.integration.conftest import LOST_STEPS_N, LOST_TF_PS_PLAN, LOST_WORKERS_PLAN, held, shared_run
 from tests.integration.killing import children, no_train_workers_left
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the trials are the shared run's (conftest.py)
-STEPS, EPOCHS = 200, 3
+STEPS, EPOCHS = LOST_STEPS_N, 3  # per epoch, as the shared runs (RAYLAB_TEST_PACE)
 
 
 def runs_by_trial(ran) -> dict[str, list]:
