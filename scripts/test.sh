@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The test command: the developer's install on top of the user's, then pytest.
 #
-#   scripts/test.sh                      # everything (about 45 minutes on a 2-core machine)
-#   scripts/test.sh tests/unit           # any pytest arguments: a tier, a file, -k EXPR
+#   scripts/test.sh                      # the default tier: every capability proven once (25 minutes at most)
+#   scripts/test.sh --full               # the full tier: every test
+#   scripts/test.sh --full --slice 2/4   # one slice of the tests only the full tier runs (.ci/run runs one)
+#   scripts/test.sh tests/unit           # any pytest arguments: a folder, a file, -k EXPR (within the tier)
+#
+# The tiers, the slices and the budget table a run ends with: tests/tiers.py, docs/testing.md.
 #
 # 1. scripts/setup.sh (RAYLAB_SETUP picks its choice; default: all, every framework, as the suite needs):
 #    .venv with raylab, the frameworks and Fashion-MNIST;

@@ -15,6 +15,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,9 @@ def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]
 
 # Ray Train start-ups per test file and shared run, against what each declares (tests/startups.py).
 def pytest_sessionstart(session):
-    from tests import footprint, startups
+    from tests import footprint, startups, tiers
+
+    tiers.LEDGER = tiers.Ledger()
 
     startups.COUNTER = startups.StartupCounter()
     startups.COUNTER.start()
@@ -112,13 +115,74 @@ def pytest_sessionstart(session):
     footprint.FOOTPRINT.start()
 
 
+def pytest_addoption(parser):
+    group = parser.getgroup("raylab", "raylab's tiers (tests/tiers.py)")
+    group.addoption("--full", action="store_true",
+                    help="run the full tier: every test (without it, only the default tier's)")
+    group.addoption("--slice", metavar="I/K", default=None,
+                    help="with --full: only slice I of K of the tests only the full tier runs (what .ci/run runs "
+                         "after the default tier), balanced by the files' declared seconds")
+
+
+def pytest_configure(config):
+    from tests import tiers
+
+    if config.getoption("--slice") and not config.getoption("--full"):
+        raise pytest.UsageError("--slice I/K is a slice of the full tier: give --full too")
+    if config.getoption("--slice"):
+        try:
+            tiers.parse_slice(config.getoption("--slice"))
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+
+
 def pytest_collection_modifyitems(session, config, items):
-    from tests import startups
+    from tests import startups, tiers
 
     for item in items:
         module = getattr(item, "module", None)
         if module is not None and hasattr(module, "RAY_TRAIN_STARTS"):
             startups.DECLARED[item.nodeid.split("::")[0]] = module.RAY_TRAIN_STARTS
+        seconds = tiers.declared_seconds(item)
+        if seconds is not None and tiers.LEDGER is not None:
+            tiers.LEDGER.declared[tiers.owner_of(item.nodeid.split("::")[0])] = seconds
+    keep = items
+    if not config.getoption("--full"):
+        keep = [i for i in items if tiers.tier_of(i) == "default"]
+        TIER["what"], TIER["budget"] = "the default tier", tiers.DEFAULT
+    elif config.getoption("--slice"):
+        i, k = tiers.parse_slice(config.getoption("--slice"))
+        full = [item for item in items if tiers.tier_of(item) == "full"]
+        where = tiers.slices(full, k)
+        keep = [item for item in full if where[item.nodeid.split("::")[0]] == i]
+        TIER["what"], TIER["budget"] = f"the full tier's slice {i}/{k}", tiers.SLICE
+    else:
+        TIER["what"], TIER["budget"] = "the full tier", None
+    if len(keep) < len(items):
+        kept = set(map(id, keep))
+        config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept])
+        items[:] = keep
+
+
+TIER: dict = {"what": "the default tier", "budget": None}  # what this run is, and the budget it is held to
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    """What this run is: its tier (or slice), and the files in it with the seconds and start-ups each declares."""
+    from tests import startups, tiers
+
+    files: dict[str, tuple] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        files.setdefault(tiers.owner_of(path), (tiers.declared_seconds(item), startups.DECLARED.get(path)))
+    seconds = sum(s or 0 for s, _ in files.values())
+    lines = [f"raylab: {TIER['what']}: {len(items)} tests in {len(files)} files or groups, declaring {seconds:.0f} s"
+             + ("" if TIER["budget"] is None else f" (its budget: {TIER['budget'].seconds:.0f} s, "
+                f"{TIER['budget'].starts} Ray Train start-ups)")]
+    if config.getoption("verbose") > 0 or config.getoption("--slice"):
+        lines += [f"    {name}: {s if s is not None else '?'} s, {n if n is not None else 0} start-ups"
+                  for name, (s, n) in sorted(files.items())]
+    return lines
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -135,6 +199,10 @@ FAILED_FILES: set[str] = set()  # test files with a failed test (their disk foot
 
 
 def pytest_runtest_logreport(report):
+    from tests import tiers
+
+    if tiers.LEDGER is not None:
+        tiers.LEDGER.add_report(report)
     if report.failed:
         FAILED_FILES.add(report.nodeid.split("::")[0])
 
@@ -159,13 +227,15 @@ def pytest_sessionfinish(session, exitstatus):
     """The start-up budget decides the status first; then, the outermost wrapper, it keeps the status every other
     sessionfinish hook and wrapper (the terminal summary) left. If one of them raised, none is kept, and the
     process leaves through pytest's own teardown with the traceback."""
-    from tests import footprint, startups
+    from tests import footprint, startups, tiers
 
     if footprint.FOOTPRINT is not None:
         footprint.FOOTPRINT.stop()
+    if tiers.LEDGER is not None:
+        tiers.LEDGER.ended = time.monotonic()
     if startups.COUNTER is not None:
         startups.COUNTER.stop()
-        if startups.over_budget() and session.exitstatus == 0:
+        if (startups.over_budget() or budget_table()[2]) and session.exitstatus == 0:
             session.exitstatus = 1
     result = yield
     FINAL["status"] = int(session.exitstatus)
@@ -184,15 +254,29 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                                         "running then, above", red=True)
     if startups.COUNTER is None:
         return
-    counts, tr = startups.COUNTER.by_owner(), terminalreporter
-    tr.section("Ray Train start-ups (tests/startups.py)")
-    for name, n in sorted(counts.items()):
-        declared = startups.DECLARED.get(name)
-        tr.write_line(f"{n:4d}  {name}" + ("" if declared is None else f"  (declares {declared})"))
-    tr.write_line(f"{sum(counts.values()):4d}  in all")
-    for line in startups.over_budget():
+    tr = terminalreporter
+    lines, over, failed = budget_table()
+    tr.section(f"Budget: {TIER['what']} (tests/tiers.py, tests/startups.py)")
+    for line in lines:
+        tr.write_line(line)
+    for line in over:
+        tr.write_line(f"OVER IN SECONDS: {line} (listed, not failed: the machine may be slow now; if it stays "
+                      "over, cut the run or raise the declaration with a measurement)", yellow=True)
+    for line in startups.over_budget() + failed:
         tr.write_line(f"OVER BUDGET: {line}: add the assertions to a run that already happens, or raise the "
                       "declaration if a new start-up is worth its 12-20 s", red=True)
+
+
+def budget_table():
+    """(the budget table's lines, rows over on seconds, failures on start-ups) of this run so far."""
+    from tests import startups, tiers
+
+    if tiers.LEDGER is None or startups.COUNTER is None:
+        return [], [], []
+    counts: dict[str, int] = {}
+    for name, n in startups.COUNTER.by_owner().items():
+        counts[tiers.owner_of(name)] = counts.get(tiers.owner_of(name), 0) + n
+    return tiers.table(tiers.LEDGER, counts, startups.DECLARED, TIER["budget"], TIER["what"])
 
 
 def make_template_store(where: Path) -> Path:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -87,13 +88,27 @@ def owner(test_id: str) -> str:
 
 
 @contextlib.contextmanager
-def charged_to(run: str, starts: int):
-    """Start-ups made inside are charged to the shared run `run:NAME`, which declares `starts` of them."""
+def charged_to(run: str, starts: int, seconds: float | None = None):
+    """Start-ups made inside are charged to the shared run `run:NAME`, which declares `starts` of them and
+    `seconds` of time (tests/tiers.py's budget table; the run's seconds are also its file's)."""
+    from tests import tiers
+
     name = f"run:{run}"
     DECLARED[name] = starts
-    if COUNTER is None:
-        yield
-        return
+    began = time.monotonic()
+    try:
+        if COUNTER is None:
+            yield
+            return
+        with _charged(name):
+            yield
+    finally:
+        if tiers.LEDGER is not None:
+            tiers.LEDGER.add_run(run, time.monotonic() - began, seconds)
+
+
+@contextlib.contextmanager
+def _charged(name: str):
     with COUNTER.lock:
         before, COUNTER.current = COUNTER.current, name
     try:

@@ -15,7 +15,6 @@ suite's time allows; bench/README.md).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -24,6 +23,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.door import at_the_door, load_module
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 0  # no step trains: each stops at the door
@@ -67,27 +68,6 @@ exec {PYTHON} -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.
     assert re.search(r"torch \S+ cuda \S+ jax \S+", facts) and re.search(r"^[0-9a-f]{40}$", facts, re.M), facts
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     return dict(zip([s[0] for s in steps if s[0] not in ("facts", "stream_export")], lines, strict=True))
-
-
-def load_module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def at_the_door(argv: list[str]):
-    """The checks a recipe's command line passes before Ray starts; returns the checked configuration."""
-    from raylab.cli.configure import edited, make_config
-    from raylab.cli.recipe_flags import recipe_parser
-    from raylab.cli.run import load_data
-
-    recipe = load_module(Path(argv[0]), "gpu_step_recipe").RECIPE
-    args = recipe_parser(recipe).parse_args(argv[1:])
-    recipe = edited(recipe, args)
-    cfg = make_config(recipe, args)
-    load_data(recipe, cfg)
-    return cfg
 
 
 @pytest.mark.parametrize("dry", [False, True], ids=["on a GPU", "DRY=1"])

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,17 @@ from tests.e2e.listening import descendants, listening, loopback
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 0
+SECONDS = 15
+
+
+def answers(port: int) -> bool:
+    """Whether the UI serves a page on 127.0.0.1:port."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
 
 def test_the_readmes_mlflow_ui_listens_on_loopback_only(tmp_path):
     with socket.socket() as s:
@@ -30,17 +42,21 @@ def test_the_readmes_mlflow_ui_listens_on_loopback_only(tmp_path):
     server = subprocess.Popen([str(ROOT / ".venv" / "bin" / "mlflow"), "ui", *args], cwd=tmp_path,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        mine: list = []
-        while time.monotonic() < deadline and not mine:
+        # Every socket the UI's processes listen on, read until it serves pages (its workers have bound by then) and
+        # twice more after: a listener that comes late is still seen, and one off loopback at any read fails.
+        seen: set = set()
+        deadline, served, reads_after = time.monotonic() + 120, False, 0
+        while time.monotonic() < deadline and reads_after < 3:
             tree = descendants(server.pid)
-            mine = [(ip, p) for ip, p, pid in listening() if pid in tree]
+            seen |= {(ip, p) for ip, p, pid in listening() if pid in tree}
+            if served:
+                reads_after += 1
+            else:
+                served = answers(port)
             time.sleep(0.5)
-        time.sleep(2)  # its workers bind too
-        tree = descendants(server.pid)
-        mine = [(ip, p) for ip, p, pid in listening() if pid in tree]
-        assert (("127.0.0.1", port) in mine), mine
-        assert all(loopback(ip) for ip, _ in mine), mine
+        assert served, f"the UI did not answer on port {port} within 120 s"
+        assert ("127.0.0.1", port) in seen, seen
+        assert all(loopback(ip) for ip, _ in seen), seen
     finally:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=30)

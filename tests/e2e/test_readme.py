@@ -35,6 +35,7 @@ pytestmark = pytest.mark.e2e
 # fashion.py --quick's 12 default trials in 9 (tf:mirrored x1, torch:ddp x1 and jax:dp x1 run in the warm groups of
 # tf:none, torch:none and jax:none), my_recipe.py's 2, docs/recipes.md's my_regression.py 3, docs/data.md's
 # my_shards.py 1, the submitted job's 2
+TIER = "full"
 RAY_TRAIN_STARTS = 17
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,14 +132,19 @@ def readme_run(tmp_path_factory) -> dict:
     """The README's commands, run once: {"code", "out", "clone", "ui"}; "ui" is what headless Chromium showed at
     the README's UI link, on the `mlflow ui` the README left running, once the commands had ended (None if they
     failed)."""
+    script, files, _ = readme_script()
+    return run_as_a_user(tmp_path_factory.mktemp("readme"), script, files)
+
+
+def run_as_a_user(tmp_path: Path, script: str, files: dict[str, str]) -> dict:
+    """Runs `script` as the README's user does (a copy of the checkout, a HOME of its own, no .venv on PATH), then
+    opens the README's UI link on the `mlflow ui` it left running; stops what it left running, whatever happens."""
     busy = [p for p in PORTS if port_busy(p)]
     assert not busy, f"ports {busy} are taken; the README's commands need them free (stop what listens there)"
     # The clone shares this checkout's .venv: it must be up to date here, so that the README's
     # scripts/setup.sh finds it ready in the clone and does not re-point the editable install at the clone.
     subprocess.run([str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, check=True, capture_output=True, timeout=3600)
     assert Path(editable_target()) == ROOT / "raylab"
-    script, files, _ = readme_script()
-    tmp_path = tmp_path_factory.mktemp("readme")
     clone, home = tmp_path / "clone", tmp_path / "home"
     clone.mkdir()
     home.mkdir()
@@ -273,7 +279,10 @@ def test_ui_link_opens_on_the_trials_and_their_charts(readme_run):
     rendered page shows the latest invocation's trials and the charts people compare (samples/s, step time, test
     accuracy per epoch and against wall time) without a click, in the section raylab's view puts first."""
     assert readme_run["code"] == 0, readme_run["out"][-3000:]
-    ui = readme_run["ui"]
+    the_ui_shows_the_latest_trials_and_charts(readme_run["ui"])
+
+
+def the_ui_shows_the_latest_trials_and_charts(ui: dict) -> None:
     assert ui["waited"] is None, (ui["waited"], ui["page"][-3000:])
     page, tops = ui["page"], ui["tops"]
     assert "Model metrics (0)" not in page

@@ -174,9 +174,10 @@ class Ran:
         return self.err[-4000:]
 
 
-def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *args, kill: dict | None = None) -> Ran:
+def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *args, kill: dict | None = None,
+               seconds: float | None = None) -> Ran:
     """Runs a recipe once for a whole module: its console captured (tests read `out` as they would capsys's),
-    its start-ups charged to `name`, which declares `starts` of them. kill: a Killer's plan (killing.py) to carry
+    its start-ups charged to `name`, which declares `starts` of them and `seconds` of time. kill: a Killer's plan (killing.py) to carry
     out while it runs, {trial name: [victim per repeat]}, at each trial's hold mid-epoch 2: the recipe is then the
     held one (held(), its gate `where`/gate)."""
     import ray
@@ -189,7 +190,7 @@ def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *arg
         shutil.copy(template, where / "mlflow.db")  # the killer reads trial names from it from the start
         killer.start()
     try:
-        with charged_to(name, starts), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with charged_to(name, starts, seconds), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code, summary, client = invoke(where, template, recipe, *args)
     finally:
         if killer:

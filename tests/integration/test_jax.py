@@ -14,6 +14,7 @@ import pytest
 from tests.integration.conftest import shared_run
 
 pytestmark = pytest.mark.integration
+TIER = "full"
 RAY_TRAIN_STARTS = 0  # the shared run's
 
 TRIALS = ["tf:none x1 xla", "torch:none x1 inductor", "torch:ddp x2 inductor", "jax:none x1", "jax:dp x2"]

@@ -227,6 +227,21 @@ def test_torch_ps_async_with_two_servers_records_staleness(matrix):
     assert "stale mean" in table and "torch:ps-async x2 *" in table and "oversubscribed" in table
 
 
+def test_work_per_sample_is_each_frameworks_own_count_and_the_table_shows_the_rate(matrix):
+    """tf:none, torch:none and jax:none count one training step of the fashion MLP with their own counters (TF's
+    profiler, torch's FlopCounterMode, XLA's cost analysis): about 0.41 MFLOP a sample (2 FLOPs a weight forward, 2
+    for its gradient, 2 for the input gradients of every layer but the first), within 2% of each other; the rate
+    is that count times samples/s, and the table shows it."""
+    counts = {}
+    for name in ("tf:none x1", "torch:none x1", "jax:none x1"):
+        trial = matrix.trials()[name]
+        counts[name] = trial["flops_per_sample"]
+        assert trial["achieved_tflops"] == pytest.approx(counts[name] * trial["samples_per_sec"] / 1e12, rel=0.02)
+    assert all(400_000 < c < 420_000 for c in counts.values()), counts
+    assert max(counts.values()) <= 1.02 * min(counts.values()), counts
+    assert "GFLOP/s" in matrix.out.split("experiment 'fashion', run")[-1]
+
+
 def test_finished_trials_leave_no_checkpoints_and_the_end_says_so(matrix):
     """--keep-checkpoints none (the default): every trial checkpointed (its size recorded), and once it FINISHED its
     Ray Train run's directory went, a warm group's at the invocation's end (raylab/driver/retention.py)."""

@@ -15,6 +15,7 @@ from tests.integration.killing import assert_nothing_left
 from tests.integration.test_fault_tolerance import runs_by_trial
 
 pytestmark = pytest.mark.integration
+TIER = "full"
 RAY_TRAIN_STARTS = 0  # the trials are the shared runs'
 
 def test_torch_ps_sync_computes_what_ddp_computes(lost_workers):

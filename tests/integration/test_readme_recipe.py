@@ -19,6 +19,7 @@ import pytest
 from tests.integration.conftest import ROOT
 
 pytestmark = pytest.mark.integration
+TIER = "full"
 RAY_TRAIN_STARTS = 4  # the four trials docs/recipes.md says its command runs
 
 FILE = "my_regression.py"

@@ -7,12 +7,14 @@ import json
 
 import pytest
 
-from tests.integration.conftest import ROOT, load_recipe, shared_run
+from tests.integration.conftest import ROOT, load_recipe
 
 pytestmark = pytest.mark.integration
-# fashion_cnn 1, cifar10 1, the plain script's trial twice, resunet_train 4; mnist in bf16 is the shared run's (the
+# fashion_cnn 1, cifar10 1, the plain script's trial twice, resunet_train 4 (mnist in bf16: test_bf16.py; the
 # step benchmarks run in Ray tasks, not Ray Train)
+TIER = "full"
 RAY_TRAIN_STARTS = 7  # the --repeats 2 trial's second repeat runs warm
+SECONDS = 560
 
 
 def load_bench(name: str):
@@ -41,52 +43,6 @@ def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
         assert run.data.metrics["steps_per_epoch"] == 2  # --quick: one pass over 2048 items
     out = capsys.readouterr().out
     assert "parity: fair" in out and "parameters: 1619084" in out
-
-
-@pytest.fixture(scope="module")
-def mnist_bf16(ray_cluster, tmp_path_factory, template_db):
-    """The mnist recipe's MLP in bf16 where the framework runs it on this CPU (tf:mirrored under Keras
-    mixed_bfloat16, torch autocast) and in fp32, recorded as a fallback, where it does not (xla on CPU)."""
-    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, "mnist-bf16", 5, load_recipe("mnist"),
-                      "--quick", "--trials", "tf:mirrored,torch:none,xla:single,jax:none,jax:dp x2", "--set", "precision=bf16",
-                      "--precision-fallback", "fp32")
-
-
-def test_bf16_where_the_framework_runs_it_and_a_recorded_fallback_where_not(mnist_bf16):
-    """(The CNN in bf16 takes 2 minutes a step of 1024 on this CPU, which has no bf16 instructions.) --set
-    precision reaches the trial (it was once accepted and then ignored)."""
-    out, client, summary = mnist_bf16.out, mnist_bf16.client, mnist_bf16.summary
-    assert mnist_bf16.code == 0, mnist_bf16.tail()
-    applied = {}
-    for run in children(client, summary):
-        assert run.info.status == "FINISHED", run.info.run_name
-        assert run.data.params["precision"] == "bf16" and run.data.tags["float32_matmul"] == "ieee"
-        applied[run.info.run_name] = run.data.tags["precision_applied"]
-        assert run.data.metrics["val_accuracy"] > 0.6, run.info.run_name  # bf16 still learns
-        assert run.data.metrics["peak_rss_mb"] > 200
-        if run.info.run_name.startswith("xla"):
-            assert "TPU only" in run.data.tags["precision_fallback_reason"]
-    assert applied == {"tf:mirrored x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32", "jax:none x1": "bf16",
-                       "jax:dp x2": "bf16"}
-    assert "xla:single x1 runs fp32, not bf16: torch_xla 2.9's autocast runs bf16 on a TPU only" in out
-    assert ("! precision: tf:mirrored x1 bf16, torch:none x1 bf16, xla:single x1 fp32, jax:none x1 bf16, jax:dp x2 bf16"
-            in out)  # the parity report
-    assert "peak RSS MB" in out
-
-
-def test_mnist_records_the_data_that_ran(mnist_bf16):
-    """No MNIST digits on this machine: the run says so and records Fashion-MNIST as its data."""
-    client, summary = mnist_bf16.client, mnist_bf16.summary
-    assert mnist_bf16.code == 0, mnist_bf16.tail()
-    parent = client.get_run(summary["parent_run_id"])
-    data = parent.data.params["data"]
-    assert data in ("mnist", "fashion-mnist")
-    if data == "fashion-mnist":
-        assert "MNIST digits not found" in parent.data.tags["data_note"]
-        assert "raylab: note: MNIST digits not found" in mnist_bf16.out
-    for run in children(client, summary):
-        assert run.data.params["data"] == data and run.data.params["batch_per_replica"] == "25"
-        assert run.data.params["target_accuracy"] == ("0.97" if data == "mnist" else "0.85")
 
 
 def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):

@@ -1,12 +1,12 @@
 """Streamed data on the shared local cluster: Fashion-MNIST exported to Parquet by `raylab data export`, its
 --quick rows sorted by label into one file (as a database export or a file written class by class is), and trained
-from that file in every framework (one of them losing a worker), held to the same rows in memory; an image folder of
-procedural scenes (which also carries the batch sweep), and the scenes generator at the seed's size.
+from that file in every framework (one of them losing a worker), held to the same rows in memory; the scenes
+generator at the seed's size; Ray Data's delivery. (An exported Parquet and .npy shards trained, the export's
+refusal: test_streamed_files.py; an image folder and the batch sweep: test_image_folder.py; both default tier.)
 """
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 
@@ -18,7 +18,9 @@ from tests.integration.killing import children, no_train_workers_left
 from tests.integration.test_fault_tolerance import runs_by_trial
 
 pytestmark = pytest.mark.integration
+TIER = "full"
 RAY_TRAIN_STARTS = 1  # the scenes generator's trial; the others are the shared runs'
+SECONDS = 330
 STEPS = LOST_STEPS_N  # per epoch, as LOST_STEPS
 
 FASHION = load_recipe("fashion")
@@ -33,12 +35,6 @@ def exported(tmp_path_factory):
     assert done.returncode == 0, done.stderr
     assert f"--data {out}" in done.stdout
     return out
-
-
-def test_export_refuses_a_directory_that_is_not_empty(exported):
-    done = subprocess.run([sys.executable, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"),
-                           str(exported)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and "is not empty" in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -71,12 +67,14 @@ def sorted_by_label(exported, tmp_path_factory):
 def streamed(ray_cluster, tmp_path_factory, template_db, sorted_by_label):
     """tf:none, tf:mwms x2, torch:ddp x2, xla:single, jax:none and jax:dp x2 from the label-sorted Parquet file, with
     the in-memory run's recipe (the held one), seed, data (--quick's first 8,192 items, the same rows), steps and
-    batch (conftest.py `lost_workers`); torch:ddp x2 loses a worker while it holds mid-epoch 2, and checkpoints
-    every 3 s as well as at epoch ends, so it resumes in epoch 2."""
+    batch (conftest.py `lost_workers`); torch:ddp x2 loses a worker while it holds mid-epoch 2. Each trial
+    checkpoints at epoch ends and inside epochs as often as checkpoints go (--checkpoint-every 0.0001 minutes: the
+    interval, calibrated in steps, comes out below one window, so it is a window on a machine of any speed): the
+    lost worker's trial resumes from a window end of epoch 2, past batches it then skips over."""
     where = tmp_path_factory.mktemp("streamed")
     return shared_run(where, template_db, "streamed", 6, held(where / "gate", LOST_STEPS_N),
                       "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single,jax:none,jax:dp x2", *LOST_STEPS,
-                      "--checkpoint-every", "0.05", "--data", str(sorted_by_label), kill={"torch:ddp x2": ["worker"]})
+                      "--checkpoint-every", "0.0001", "--data", str(sorted_by_label), kill={"torch:ddp x2": ["worker"]})
 
 
 def test_a_label_sorted_file_trains_in_every_framework_like_in_memory(streamed, lost_workers):
@@ -142,92 +140,14 @@ def test_streamed_trial_survives_a_lost_worker(streamed):
     assert run.info.status == "FINISHED"
     assert run.data.metrics["restarts"] == 1
     resumed = int(run.data.metrics["resumed_from_step"])
-    assert resumed >= STEPS
-    assert run.data.metrics["stream_skipped_batches"] == resumed % STEPS, run.data.metrics
+    assert STEPS < resumed < STEPS * 3 // 2, run.data.metrics  # a window end of epoch 2, before the hold
+    skipped = run.data.metrics["stream_skipped_batches"]
+    assert skipped == resumed % STEPS > 0, run.data.metrics  # the batches of epoch 2 it had trained, read past
     for key in ("val_accuracy", "epoch_time_s", "epoch_input_wait_s"):
         steps = [m.step for m in streamed.client.get_metric_history(run.info.run_id, key)]
         assert sorted(steps) == [1, 2, 3], (key, steps)
     assert children(streamed.client, streamed.summary["parent_run_id"])[0].info.status == "FINISHED"
     assert no_train_workers_left()
-
-
-def _keras_adam(lr):
-    import keras
-
-    return keras.optimizers.Adam(learning_rate=5e-4)  # Keras' default epsilon, 1e-7
-
-
-def _torch_adam(params, lr):
-    import torch
-
-    return torch.optim.Adam(params, lr=5e-4)  # torch's default epsilon, 1e-8: not the same optimizer
-
-
-@pytest.fixture(scope="module")
-def image_folder(ray_cluster, tmp_path_factory, template_db):
-    """Procedural scenes written as PNG files, one folder per class (the mask covers more or less than the
-    median, from the quarters either side), read with Ray Data's image reader, decoded and resized to 28x28 grey in the pipeline; trained in
-    torch and TF at two batch sizes (--batch 16,32), with per-framework optimizers that differ only in a default
-    (Adam's epsilon)."""
-    from PIL import Image
-
-    from raylab import Native
-    from raylab.data.scenes import scenes
-    from raylab.data.stream import images
-
-    tmp_path = tmp_path_factory.mktemp("image-folder")
-    x, y = scenes(960, seed=7)
-    area = y["mask"].mean(axis=(1, 2, 3))
-    lo, hi = np.quantile(area, [0.25, 0.75])
-    keep = (area < lo) | (area > hi)  # the middle half is dropped: an MLP tells the rest apart in 3 epochs
-    x, area = x[keep], area[keep]
-    big = area > np.median(area)
-    for i, (img, is_big) in enumerate(zip(x, big)):
-        split = "train" if i < 384 else "test"
-        folder = tmp_path / "scenes" / split / ("big" if is_big else "small")
-        folder.mkdir(parents=True, exist_ok=True)
-        Image.fromarray((img * 255).astype(np.uint8)).save(folder / f"{i}.png")
-    stream = images(str(tmp_path / "scenes" / "train"), str(tmp_path / "scenes" / "test"), size=(28, 28), mode="L")
-    recipe = FASHION.variant(name="scene_images", data=stream, target_accuracy=None,
-                             optimizer=Native(tf=_keras_adam, torch=_torch_adam, name="adam-defaults"))
-    return shared_run(tmp_path, template_db, "image-folder", 4, recipe, "--trials", "tf:none,torch:none",
-                      "--epochs", "3", "--batch", "16,32")
-
-
-def test_image_folder_of_scenes_trains_in_torch_and_tf(image_folder):
-    code, summary, client = image_folder.code, image_folder.summary, image_folder.client
-    assert code == 0, image_folder.tail()
-    for trial in summary["trials"]:
-        run = client.get_run(trial["run_id"])
-        assert run.info.status == "FINISHED", trial
-        assert run.data.params["train_samples"] == "384" and run.data.params["test_samples"] == "96"
-        if trial["trial"].endswith(" b16"):  # the size this test always trained at; b32 is the sweep's
-            # two classes, told apart from the images: 0.69 to 0.82 over 16 seeds of a plain torch loop (0.55 to
-            # 0.75 with the middle half kept and 2 epochs, where CI once saw 0.5)
-            assert run.data.metrics["val_accuracy"] > 0.6, (trial["trial"], run.data.metrics)
-        assert [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")] == [1, 2, 3]
-
-
-def test_batch_sweep_groups_and_parity_catches_what_was_built(image_folder):
-    """--batch 16,32 runs each trial at both sizes, grouped by batch in the comparison; per-framework optimizers
-    that differ only in a default (Adam's epsilon) make the comparison UNFAIR, from what the workers built."""
-    summary, client = image_folder.summary, image_folder.client
-    assert [t["trial"] for t in summary["trials"]] == ["tf:none x1 b16", "torch:none x1 b16", "tf:none x1 b32",
-                                                      "torch:none x1 b32"]
-    for trial in summary["trials"]:
-        params = client.get_run(trial["run_id"]).data.params
-        assert params["batch_per_replica"] == trial["trial"][-2:] == params["global_batch"]
-    out = image_folder.out.split("experiment 'scene_images', run")[-1]
-    # a row: the trial's name, "!" where it was input-bound (the note under the table says so), then its batch
-    table = [[word for word in line.split() if word != "!"] for line in out.splitlines()
-             if line.startswith(("tf:none x1 b", "torch:none x1 b"))][:4]
-    assert [(row[0], row[1], row[2]) for row in table] == [("tf:none", "x1", "b16"), ("torch:none", "x1", "b16"),
-                                                          ("tf:none", "x1", "b32"), ("torch:none", "x1", "b32")]
-    assert [row[3] for row in table] == ["16", "16", "32", "32"]  # the batch/replica column
-    # (the test inputs' range is the whole test split's, read by each trial's first evaluation: the same in both)
-    assert re.search(r"^parity: UNFAIR \(optimizer as built[ ,]", out, re.M), out
-    assert "tf:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)" in out
-    assert "torch:none x1 b16 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in out
 
 
 def test_scenes_at_the_seed_size_stream_into_resunet_train(run_recipe):

@@ -1,0 +1,68 @@
+"""The cluster walk-through as the pages write it, in the default tier: docs/clusters.md's marked block (a Ray head
+with token authentication, an MLflow server, `ray job submit` of the fashion recipe, `raylab compare`, `ray stop`),
+then the README's MLflow UI command, run by bash as a user runs them (tests/e2e/test_readme.py `run_as_a_user`: a
+copy of the checkout, a HOME of its own, no .venv on PATH); then the README's UI link in headless Chromium.
+
+The README test (test_readme.py, full tier) runs the same block after the README's first run, whose kept race
+answer the job then reads; here the HOME is fresh, so the job's own invocation races torch's executions before its
+trials (`--compile best`, the default) and its parity report must call it fair.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.e2e.test_readme import LATEST_TRIALS, ROOT, page_blocks, run_as_a_user, \
+    the_ui_shows_the_latest_trials_and_charts
+
+pytestmark = pytest.mark.e2e
+RAY_TRAIN_STARTS = 2  # the submitted job's tf:mwms x2 and torch:ddp x2
+SECONDS = 240
+
+
+def walkthrough() -> str:
+    """docs/clusters.md's marked block, then the README's `mlflow ui` line (its first block's), as one script."""
+    clusters, _, _ = page_blocks((ROOT / "docs" / "clusters.md").read_text(), every=False)
+    readme, _, _ = page_blocks((ROOT / "README.md").read_text(), every=True)
+    [ui] = [line for block in readme for line in block.splitlines() if " ui " in line and "mlflow" in line]
+    assert len(clusters) == 1 and "ray job submit" in clusters[0], clusters
+    return f"set -eo pipefail\n# docs/clusters.md\n{clusters[0]}# README.md\n{ui}\n"
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory) -> dict:
+    return run_as_a_user(tmp_path_factory.mktemp("walkthrough"), walkthrough(), {})
+
+
+@pytest.mark.timeout(1800)
+def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walked):
+    out, clone = walked["out"], walked["clone"]
+    assert walked["code"] == 0, out[-6000:]
+    assert re.search(r"Job 'raysubmit_\w+' succeeded", out), out[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{clone}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
+    parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
+    trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
+    assert len(parents) == 1 and sorted(r.info.run_name for r in trials) == list(LATEST_TRIALS), \
+        [(r.info.run_name, r.data.tags.get("raylab.role")) for r in runs]
+    assert all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+    assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in trials)
+    assert all(r.data.metrics["val_accuracy"] > 0.6 for r in trials), [r.data.metrics for r in trials]
+    # --compile best in a fresh HOME: torch's two executions raced on the trial's model before it; tf:mwms has one
+    by_name = {r.info.run_name: r.data.params for r in trials}
+    ddp, mwms = by_name["torch:ddp x2"], by_name["tf:mwms x2"]
+    assert ddp["execution_choice"] == "best" and ddp["race_source"] == "raced", ddp
+    assert re.match(r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor [\d.]+ ms", ddp["execution_candidates"]), ddp
+    assert mwms["execution_candidates"].endswith("(its only candidate)"), mwms
+    assert "parity: fair" in out and "parity: UNFAIR" not in out, out[-3000:]
+    # `raylab compare` through the MLflow server printed the job's trials, a row each
+    compared = out.split("raylab compare", 1)[-1] if "raylab compare" in out else out
+    assert all(re.search(rf"^{re.escape(name)} +FINISHED", out, re.M) for name in LATEST_TRIALS), compared[-3000:]
+
+
+def test_the_readmes_ui_link_opens_on_the_jobs_trials_and_their_charts(walked):
+    assert walked["code"] == 0, walked["out"][-3000:]
+    the_ui_shows_the_latest_trials_and_charts(walked["ui"])

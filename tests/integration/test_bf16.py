@@ -1,0 +1,60 @@
+"""bf16 where each framework runs it on this CPU and a recorded fallback where not: the mnist recipe's MLP in every
+framework with `--set precision=bf16 --precision-fallback fp32`, once, on the shared local cluster. (fp16 with loss
+scaling: test_fp16.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.conftest import load_recipe, shared_run
+from tests.integration.test_recipes import children
+
+pytestmark = pytest.mark.integration
+RAY_TRAIN_STARTS = 0  # the shared run's
+SECONDS = 110
+
+
+@pytest.fixture(scope="module")
+def mnist_bf16(ray_cluster, tmp_path_factory, template_db):
+    """The mnist recipe's MLP in bf16 where the framework runs it on this CPU (tf:mirrored under Keras
+    mixed_bfloat16, torch autocast) and in fp32, recorded as a fallback, where it does not (xla on CPU)."""
+    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, "mnist-bf16", 5, load_recipe("mnist"),
+                      "--quick", "--trials", "tf:mirrored,torch:none,xla:single,jax:none,jax:dp x2", "--set", "precision=bf16",
+                      "--precision-fallback", "fp32")
+
+
+def test_bf16_where_the_framework_runs_it_and_a_recorded_fallback_where_not(mnist_bf16):
+    """(The CNN in bf16 takes 2 minutes a step of 1024 on this CPU, which has no bf16 instructions.) --set
+    precision reaches the trial (it was once accepted and then ignored)."""
+    out, client, summary = mnist_bf16.out, mnist_bf16.client, mnist_bf16.summary
+    assert mnist_bf16.code == 0, mnist_bf16.tail()
+    applied = {}
+    for run in children(client, summary):
+        assert run.info.status == "FINISHED", run.info.run_name
+        assert run.data.params["precision"] == "bf16" and run.data.tags["float32_matmul"] == "ieee"
+        applied[run.info.run_name] = run.data.tags["precision_applied"]
+        assert run.data.metrics["val_accuracy"] > 0.6, run.info.run_name  # bf16 still learns
+        assert run.data.metrics["peak_rss_mb"] > 200
+        if run.info.run_name.startswith("xla"):
+            assert "TPU only" in run.data.tags["precision_fallback_reason"]
+    assert applied == {"tf:mirrored x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32", "jax:none x1": "bf16",
+                       "jax:dp x2": "bf16"}
+    assert "xla:single x1 runs fp32, not bf16: torch_xla 2.9's autocast runs bf16 on a TPU only" in out
+    assert ("! precision: tf:mirrored x1 bf16, torch:none x1 bf16, xla:single x1 fp32, jax:none x1 bf16, jax:dp x2 bf16"
+            in out)  # the parity report
+    assert "peak RSS MB" in out
+
+
+def test_mnist_records_the_data_that_ran(mnist_bf16):
+    """No MNIST digits on this machine: the run says so and records Fashion-MNIST as its data."""
+    client, summary = mnist_bf16.client, mnist_bf16.summary
+    assert mnist_bf16.code == 0, mnist_bf16.tail()
+    parent = client.get_run(summary["parent_run_id"])
+    data = parent.data.params["data"]
+    assert data in ("mnist", "fashion-mnist")
+    if data == "fashion-mnist":
+        assert "MNIST digits not found" in parent.data.tags["data_note"]
+        assert "raylab: note: MNIST digits not found" in mnist_bf16.out
+    for run in children(client, summary):
+        assert run.data.params["data"] == data and run.data.params["batch_per_replica"] == "25"
+        assert run.data.params["target_accuracy"] == ("0.97" if data == "mnist" else "0.85")
