@@ -58,6 +58,12 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
     assert re.match(r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor [\d.]+ ms", ddp["execution_candidates"]), ddp
     assert mwms["execution_candidates"].endswith("(its only candidate)"), mwms
     assert "parity: fair" in out and "parity: UNFAIR" not in out, out[-3000:]
+    # what the parity report compared of what the workers built: the models' settings and each framework's count of
+    # the work a sample costs (TF's and torch's own counters, the same MLP: 409.1 kFLOP)
+    assert re.search(r"^    model settings: alike \(\d+ normalization setting\(s\), \d+ dropout rate\(s\), \d+ initial "
+                     r"parameter spreads compared\)$", out, re.M), out[-3000:]
+    assert "    work per sample (forward and gradients, each framework's own counter): 409.1 kFLOP" in out, out[-3000:]
+    assert re.search(r"^trial .* GFLOP/s", out, re.M), out[-3000:]
     # `raylab compare` through the MLflow server printed the job's trials, a row each
     compared = out.split("raylab compare", 1)[-1] if "raylab compare" in out else out
     assert all(re.search(rf"^{re.escape(name)} +FINISHED", out, re.M) for name in LATEST_TRIALS), compared[-3000:]

@@ -12,6 +12,7 @@ import pytest
 from raylab import Recipe, main, optimizer  # noqa: F401 - main: the recipe is a user's file
 
 pytestmark = pytest.mark.integration
+TIER = "full"  # the default tier's race: tests/e2e/test_walkthrough.py
 RAY_TRAIN_STARTS = 2  # torch:none and tf:none, once
 
 rng = np.random.default_rng(0)

@@ -1,6 +1,7 @@
-"""--precision fp16 with dynamic loss scaling, in TF and torch, on one replica and two: one invocation of the
-fashion MLP (tf:none, torch:none, tf:mwms x2, torch:ddp x2) whose model makes rank 1's gradient infinite on every
-batch that holds a marker image (all white, 16 of them in the train split), and writes a line per such batch.
+"""--precision fp16 with dynamic loss scaling, on one replica and two: an invocation of the fashion MLP per framework
+(torch:none and torch:ddp x2 here, in the default tier; tf:none and tf:mwms x2 in test_fp16_tf.py, full tier) whose
+model makes rank 1's gradient infinite on every batch that holds a marker image (all white, 16 of them in the train
+split), and writes a line per such batch.
 Every replica must skip exactly those steps (the loss scale halves each time) and end with the same weights;
 rank 0, whose own gradients stayed finite, reports the skips. (fp16 on this CPU is emulated: TF's float16
 matmuls run at a 65th of float32's speed here, and both frameworks' float16 convolution gradients at a 100th
@@ -20,8 +21,10 @@ from tests.integration.test_matrix import most_reads
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the shared run's
+SECONDS = 75
 
-TRIALS = ["tf:none x1", "torch:none x1", "tf:mwms x2", "torch:ddp x2"]
+FRAMEWORK = "torch"  # this module's; test_fp16_tf.py runs the same tests in TF
+TRIALS = {"tf": ["tf:none x1", "tf:mwms x2"], "torch": ["torch:none x1", "torch:ddp x2"]}
 MARKERS = 16
 INITIAL = {"tf": 2.0 ** 15, "torch": 2.0 ** 16}  # Keras' and torch's initial loss scales
 
@@ -112,45 +115,54 @@ def tf_model(hits: str):
     return keras.Model(image, keras.layers.Dense(10)(h))
 
 
-@pytest.fixture(scope="module")
-def fp16(ray_cluster, tmp_path_factory, template_db):
+def fp16_run(tmp_path_factory, template_db, framework: str):
+    """One framework's trials in fp16 on the marked data, once for the module: its Ran, with `hits` (one word per
+    poisoned batch: "tf" or "torch") and `framework`."""
     from raylab import Recipe, Scale, optimizer
 
-    where = tmp_path_factory.mktemp("fp16")
+    where = tmp_path_factory.mktemp(f"fp16-{framework}")
     hits = where / "hits.txt"
     recipe = Recipe(name="fp16_poison", data=marked,
                     models={"tf": functools.partial(tf_model, str(hits)), "torch": functools.partial(torch_model, str(hits))},
                     loss="sparse_categorical_crossentropy", optimizer=optimizer("adam", 5e-4, epsilon=1e-7),
                     metrics=("accuracy",), preprocess=Scale(1 / 255), batch_per_replica=32, epochs=1)
-    ran = shared_run(where, template_db, "fp16", 4, recipe, "--trials", "tf:none,torch:none,tf:mwms x2,torch:ddp x2",
-                     "--precision", "fp16", "--steps-per-epoch", "96")
-    ran.hits = hits.read_text().split() if hits.exists() else []  # one word per poisoned batch: "tf" or "torch"
+    ran = shared_run(where, template_db, f"fp16-{framework}", 2, recipe, "--trials", ",".join(TRIALS[framework]),
+                     "--precision", "fp16", "--steps-per-epoch", "96", seconds=60)
+    ran.hits = hits.read_text().split() if hits.exists() else []
+    ran.framework = framework
     return ran
 
 
-def test_fp16_trains_in_tf_and_torch_with_a_loss_scale_recorded(fp16):
+@pytest.fixture(scope="module")
+def fp16(ray_cluster, tmp_path_factory, template_db):
+    return fp16_run(tmp_path_factory, template_db, FRAMEWORK)
+
+
+def test_fp16_trains_with_a_loss_scale_recorded(fp16):
     assert fp16.code == 0, fp16.tail()
-    assert [t["trial"] for t in fp16.summary["trials"]] == TRIALS
-    for name in TRIALS:
+    fw = fp16.framework
+    assert [t["trial"] for t in fp16.summary["trials"]] == TRIALS[fw]
+    for name in TRIALS[fw]:
         run = fp16.run(name)
         m, t = run.data.metrics, run.data.tags
         assert run.info.status == "FINISHED" and t["precision_applied"] == "fp16", name
         assert m["val_accuracy"] > 0.6, (name, m)  # training went on through the skipped steps
-        skipped, initial = int(m["skipped_steps"]), INITIAL[name.split(":")[0]]
+        skipped = int(m["skipped_steps"])
         # under 2,000 steps the scale never grows: it is halved once per skipped step, no more and no less
-        assert m["loss_scale"] == initial / 2 ** skipped, (name, m["loss_scale"], skipped)
-    assert "precision: fp16" in fp16.out and "fp16 loss scale (final, steps skipped): tf:none x1 32768, 0 skipped" in fp16.out
+        assert m["loss_scale"] == INITIAL[fw] / 2 ** skipped, (name, m["loss_scale"], skipped)
+    assert "precision: fp16" in fp16.out
+    assert f"fp16 loss scale (final, steps skipped): {fw}:none x1 {INITIAL[fw]:.0f}, 0 skipped" in fp16.out
 
 
-@pytest.mark.parametrize("trial, framework", [("tf:mwms x2", "tf"), ("torch:ddp x2", "torch")])
-def test_one_replicas_non_finite_gradient_is_skipped_by_every_replica(fp16, trial, framework):
+def test_one_replicas_non_finite_gradient_is_skipped_by_every_replica(fp16):
     """Rank 1's marker batches made its gradients infinite; rank 0's stayed finite, yet rank 0 skipped each of
     those steps (its skipped_steps is what is recorded) and both ranks ended with the same weights. The one-replica
-    trials saw the same markers without the poison and skipped nothing: no skip here comes from fp16 itself."""
+    trial saw the same markers without the poison and skipped nothing: no skip here comes from fp16 itself."""
     assert fp16.code == 0, fp16.tail()
+    framework = fp16.framework
     hits = fp16.hits.count(framework)
     assert hits >= 1, fp16.hits  # the markers reached rank 1 at least once in 96 steps
-    run = fp16.run(trial)
+    run = fp16.run(TRIALS[framework][1])
     assert int(run.data.metrics["skipped_steps"]) == hits, (run.data.metrics, fp16.hits)
     assert run.data.tags["replicas_consistent"] == "True", run.data.tags["param_checksums"]
     single = fp16.run(f"{framework}:none x1")

@@ -242,6 +242,16 @@ def test_work_per_sample_is_each_frameworks_own_count_and_the_table_shows_the_ra
     assert "GFLOP/s" in matrix.out.split("experiment 'fashion', run")[-1]
 
 
+def test_the_parity_report_calls_unlike_executions_unfair_and_says_how_to_align_them(matrix):
+    """The matrix runs each framework's usual execution (`--compile off`): tf.function, eager, torch_xla's graphs and
+    jit side by side, which the report calls UNFAIR, naming the executions and the flag that aligns them. (Its other
+    verdict, fair, at each framework's best: tests/e2e/test_walkthrough.py.)"""
+    out = matrix.out.split("experiment 'fashion', run")[-1]
+    verdict = re.search(r"^parity: UNFAIR \((.*)\)$", out, re.M)
+    assert verdict and "execution" in verdict.group(1), out[-3000:]
+    assert re.search(r"^  ! execution .*tf\.function: .*eager: .*xla: .*jit: .*--compile on", out, re.M), out[-3000:]
+
+
 def test_finished_trials_leave_no_checkpoints_and_the_end_says_so(matrix):
     """--keep-checkpoints none (the default): every trial checkpointed (its size recorded), and once it FINISHED its
     Ray Train run's directory went, a warm group's at the invocation's end (raylab/driver/retention.py)."""
