@@ -21,6 +21,7 @@ from tests.e2e.test_resume import nothing_left, processes_of
 pytestmark = pytest.mark.e2e
 TIER = "full"
 RAY_TRAIN_STARTS = 3  # torch:none's group, torch:ddp x2's group, torch:none's new group after the loss
+SECONDS = 85
 
 ROOT = Path(__file__).resolve().parents[2]
 

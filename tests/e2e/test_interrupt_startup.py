@@ -22,7 +22,7 @@ from tests.e2e.test_interrupt import left_of, sqlite_store, user_env
 pytestmark = pytest.mark.e2e
 TIER = "full"
 RAY_TRAIN_STARTS = 2  # the stops at 6 and 10 s may catch a trial's start-up already under way
-SECONDS = 100
+SECONDS = 80
 
 ROOT = Path(__file__).resolve().parents[2]
 

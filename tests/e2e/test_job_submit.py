@@ -19,6 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 0
+SECONDS = 30
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

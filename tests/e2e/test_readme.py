@@ -37,6 +37,7 @@ pytestmark = pytest.mark.e2e
 # my_shards.py 1, the submitted job's 2
 TIER = "full"
 RAY_TRAIN_STARTS = 17
+SECONDS = 850
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard

@@ -17,6 +17,7 @@ from tests.conftest import paced
 pytestmark = pytest.mark.e2e
 TIER = "full"
 RAY_TRAIN_STARTS = 1  # one warm group's fit() for the three trials; the restart after the kill keeps its controller
+SECONDS = 110
 
 ROOT = Path(__file__).resolve().parents[2]
 

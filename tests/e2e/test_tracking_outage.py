@@ -30,6 +30,7 @@ from tests.e2e.test_resume import nothing_left
 pytestmark = pytest.mark.e2e
 TIER = "full"
 RAY_TRAIN_STARTS = 1
+SECONDS = 90
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -30,8 +30,9 @@ FASHION = load_recipe("fashion")
 K = {"torch": 28_000, "tf": 70_000, "jax": 112_000}
 # Per framework: three probes (up to five where the edge moves) and the trial, each cold (a memory cap keeps trials
 # out of warm worker groups: raylab/driver/groups.py)
+TIER = "full"  # the default tier's search: tests/unit/test_batchsize.py, on real allocator failures
 RAY_TRAIN_STARTS = 5  # torch's
-SECONDS = 70
+SECONDS = 100
 
 
 def wide_torch():

@@ -14,6 +14,7 @@ from raylab import Recipe, main, optimizer  # noqa: F401 - main: the recipe is a
 pytestmark = pytest.mark.integration
 TIER = "full"  # the default tier's race: tests/e2e/test_walkthrough.py
 RAY_TRAIN_STARTS = 2  # torch:none and tf:none, once
+SECONDS = 150
 
 rng = np.random.default_rng(0)
 X = rng.normal(size=(2048, 8)).astype(np.float32)

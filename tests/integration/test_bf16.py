@@ -11,6 +11,7 @@ from tests.integration.conftest import load_recipe, shared_run
 from tests.integration.test_recipes import children
 
 pytestmark = pytest.mark.integration
+TIER = "full"  # the default tier's bf16 trial: test_image_folder.py
 RAY_TRAIN_STARTS = 0  # the shared run's
 SECONDS = 60
 

@@ -14,7 +14,7 @@ from tests.integration.test_out_of_memory import out_of_host_memory_is_named_and
 pytestmark = pytest.mark.integration
 TIER = "full"  # the default tier's trial out of memory: test_out_of_memory.py (torch)
 RAY_TRAIN_STARTS = 6  # the broken loss in torch and TF; the CNN at two batches in TF; no process group
-SECONDS = 170
+SECONDS = 300
 
 FASHION = load_recipe("fashion")
 

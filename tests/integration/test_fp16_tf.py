@@ -12,7 +12,7 @@ from tests.integration.test_fp16 import test_one_replicas_non_finite_gradient_is
 pytestmark = pytest.mark.integration
 TIER = "full"
 RAY_TRAIN_STARTS = 0  # the shared run's
-SECONDS = 75
+SECONDS = 90
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """An image folder, streamed: procedural scenes written as PNG files, one folder per class, read with Ray Data's image
-reader, decoded and resized in the pipeline. Here, in the default tier, torch:none trains on it; in
+reader, decoded and resized in the pipeline. Here, in the default tier, torch:none trains on it in bf16; in
 test_image_folder_sweep.py (full tier) torch and TF at two batch sizes (`--batch 16,32`, the batch sweep) with
 per-framework optimizers that differ only in a default, which the parity report catches from what the workers built.
 """
@@ -60,7 +60,18 @@ def image_folder_run(tmp_path_factory, template_db, name: str, starts: int, *arg
 
 @pytest.fixture(scope="module")
 def image_folder(ray_cluster, tmp_path_factory, template_db):
-    return image_folder_run(tmp_path_factory, template_db, "image-folder", 1, "--trials", "torch:none", "--batch", "16")
+    return image_folder_run(tmp_path_factory, template_db, "image-folder", 1, "--trials", "torch:none", "--batch", "16",
+                            "--set", "precision=bf16")
+
+
+def test_the_trial_ran_bf16_as_asked_and_says_so(image_folder):
+    """The default tier's bf16 trial (torch autocast on this CPU; every framework's, and torch_xla's recorded
+    fallback to fp32: test_bf16.py and test_bf16_tf_jax.py, full tier)."""
+    assert image_folder.code == 0, image_folder.tail()
+    [trial] = image_folder.summary["trials"]
+    run = image_folder.client.get_run(trial["run_id"])
+    assert run.data.params["precision"] == "bf16" and run.data.tags["precision_applied"] == "bf16", run.data.tags
+    assert "precision: bf16" in image_folder.out
 
 
 def test_an_image_folder_of_scenes_trains_streamed(image_folder):

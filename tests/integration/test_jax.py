@@ -16,6 +16,7 @@ from tests.integration.conftest import shared_run
 pytestmark = pytest.mark.integration
 TIER = "full"
 RAY_TRAIN_STARTS = 0  # the shared run's
+SECONDS = 190
 
 TRIALS = ["tf:none x1 xla", "torch:none x1 inductor", "torch:ddp x2 inductor", "jax:none x1", "jax:dp x2"]
 EXECUTION = {"tf:none x1 xla": "xla", "torch:none x1 inductor": "inductor", "torch:ddp x2 inductor": "inductor",

@@ -12,6 +12,7 @@ import pytest
 from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration
+TIER = "full"  # the default tier's: tests/unit/test_failure.py, a real allocation failure named
 RAY_TRAIN_STARTS = 2  # the CNN at two batches (a memory cap keeps trials cold)
 SECONDS = 60
 

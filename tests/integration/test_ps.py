@@ -17,6 +17,7 @@ from tests.integration.test_fault_tolerance import runs_by_trial
 pytestmark = pytest.mark.integration
 TIER = "full"
 RAY_TRAIN_STARTS = 0  # the trials are the shared runs'
+SECONDS = 150
 
 def test_torch_ps_sync_computes_what_ddp_computes(lost_workers):
     """Same seed, same shards, same order: averaged gradients applied once equal DDP's all-reduce."""
