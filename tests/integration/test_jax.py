@@ -86,7 +86,7 @@ def parity(ray_cluster, tmp_path_factory, template_db):
                     optimizer=optimizer("adamw", 3e-3, weight_decay=0.01), schedule=Schedule("step", every=100, gamma=0.5),
                     batch_per_replica=64, global_batch=64, epochs=3, warmup_steps=8)
     return shared_run(tmp_path_factory.mktemp("jax-parity"), template_db, "jax-parity", 5, recipe, "--compile", "on",
-                      "--trials", ",".join(t.split()[0] + (" x2" if "x2" in t else "") for t in TRIALS))
+                      "--trials", ",".join(t.split()[0] + (" x2" if "x2" in t else "") for t in TRIALS), seconds=185)
 
 
 def test_a_recipe_from_the_docs_trains_in_jax_as_in_tf_and_torch(parity):

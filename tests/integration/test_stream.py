@@ -74,7 +74,8 @@ def streamed(ray_cluster, tmp_path_factory, template_db, sorted_by_label):
     where = tmp_path_factory.mktemp("streamed")
     return shared_run(where, template_db, "streamed", 6, held(where / "gate", LOST_STEPS_N),
                       "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single,jax:none,jax:dp x2", *LOST_STEPS,
-                      "--checkpoint-every", "0.0001", "--data", str(sorted_by_label), kill={"torch:ddp x2": ["worker"]})
+                      "--checkpoint-every", "0.0001", "--data", str(sorted_by_label), kill={"torch:ddp x2": ["worker"]},
+                      seconds=250)
 
 
 def test_a_label_sorted_file_trains_in_every_framework_like_in_memory(streamed, lost_workers):

@@ -27,7 +27,7 @@ def side_by_side(cluster, tmp_path_factory, template_db):
     """tf:none, torch:ddp x2 and tf:mwms x2 with --concurrency auto, once for the tests that read it: tf:none
     holds one node while torch:ddp x2 holds the other two."""
     return shared_run(tmp_path_factory.mktemp("side-by-side"), template_db, "multinode-side-by-side", 3, FASHION,
-                      "--quick", "--trials", "tf:none,torch:ddp x2,tf:mwms x2", "--concurrency", "auto")
+                      "--quick", "--trials", "tf:none,torch:ddp x2,tf:mwms x2", "--concurrency", "auto", seconds=100)
 
 
 def test_data_parallel_trials_span_nodes(side_by_side, cluster):

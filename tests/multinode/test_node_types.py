@@ -28,7 +28,7 @@ def two_types(cluster, tmp_path_factory, template_db):
     prices.write_text(json.dumps({"cpu": 0.05, "T4": 0.35, "TPU-V4": 3.22}))
     return shared_run(where, template_db, "multinode-two-types", 4, FASHION, "--quick", "--trials", "torch:none",
                       "--accelerator-type", "T4,TPU-V4", "--prices", str(prices), "--concurrency", "auto",
-                      "--repeats", "2", "--set", "target_accuracy=0.5")
+                      "--repeats", "2", "--set", "target_accuracy=0.5", seconds=110)
 
 
 def test_one_invocation_runs_each_trial_on_each_node_type_and_prices_it(two_types, cluster):
