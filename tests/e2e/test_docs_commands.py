@@ -25,7 +25,7 @@ from tests.e2e.test_readme import page_blocks
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 0  # nothing starts Ray
-SECONDS = 30
+SECONDS = 15
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = ["README.md", *sorted(str(Path(p).relative_to(ROOT)) for p in glob.glob(str(ROOT / "docs" / "*.md")))]

@@ -23,7 +23,7 @@ from tests.e2e.listening import KINDS, Listeners
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 1  # the stopped trial
-SECONDS = 60
+SECONDS = 65
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.e2e
+TIER = "full"  # the default tier's job through a token: tests/e2e/test_walkthrough.py
 RAY_TRAIN_STARTS = 0
-SECONDS = 30
+SECONDS = 35
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

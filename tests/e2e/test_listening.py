@@ -18,8 +18,9 @@ from tests.e2e.listening import descendants, listening, loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
+TIER = "full"  # the default tier's: tests/e2e/test_walkthrough.py reads the README's UI's listeners
 RAY_TRAIN_STARTS = 0
-SECONDS = 15
+SECONDS = 40
 
 
 def answers(port: int) -> bool:

@@ -30,6 +30,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.e2e.browser import CHARTS, look
+from tests.e2e.listening import listening
 
 pytestmark = pytest.mark.e2e
 # fashion.py --quick's 12 default trials in 9 (tf:mirrored x1, torch:ddp x1 and jax:dp x1 run in the warm groups of
@@ -104,6 +105,18 @@ def copy_of_checkout(dest: Path) -> None:
     (dest / ".venv").symlink_to(ROOT / ".venv")
 
 
+def in_session(sid: int) -> set[int]:
+    """The processes of session `sid` (a script started with start_new_session, and what it left running)."""
+    out = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                out.add(int(proc.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def port_busy(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -164,7 +177,12 @@ def run_as_a_user(tmp_path: Path, script: str, files: dict[str, str]) -> dict:
     try:
         proc.wait(timeout=TIMEOUT_S)
         if proc.returncode == 0:  # the README's `mlflow ui` is still up: look at its link as a user would
+            deadline = time.monotonic() + 120  # once it listens (a script that starts it last ends before it does)
+            while not port_busy(5000) and time.monotonic() < deadline:
+                time.sleep(0.5)
             ui = look(UI_LINK, LATEST_TRIALS)
+            # what the script's own processes (the MLflow UI and server it left running) listen on, from /proc
+            ui["listeners"] = [(ip, port) for ip, port, pid in listening() if pid in in_session(proc.pid)]
     finally:
         log.close()
         ray_stop = [str(ROOT / ".venv" / "bin" / "ray"), "stop", "--force"]

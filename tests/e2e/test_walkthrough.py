@@ -1,7 +1,8 @@
 """The cluster walk-through as the pages write it, in the default tier: docs/clusters.md's marked block (a Ray head
 with token authentication, an MLflow server, `ray job submit` of the fashion recipe, `raylab compare`, `ray stop`),
 then the README's MLflow UI command, run by bash as a user runs them (tests/e2e/test_readme.py `run_as_a_user`: a
-copy of the checkout, a HOME of its own, no .venv on PATH); then the README's UI link in headless Chromium.
+copy of the checkout, a HOME of its own, no .venv on PATH); then the README's UI link in headless Chromium, and what
+the UI and the MLflow server listen on.
 
 The README test (test_readme.py, full tier) runs the same block after the README's first run, whose kept race
 answer the job then reads; here the HOME is fresh, so the job's own invocation races torch's executions before its
@@ -15,12 +16,13 @@ import re
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.e2e.listening import loopback
 from tests.e2e.test_readme import LATEST_TRIALS, ROOT, page_blocks, run_as_a_user, \
     the_ui_shows_the_latest_trials_and_charts
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 2  # the submitted job's tf:mwms x2 and torch:ddp x2
-SECONDS = 240
+SECONDS = 250
 
 
 def walkthrough() -> str:
@@ -72,3 +74,13 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
 def test_the_readmes_ui_link_opens_on_the_jobs_trials_and_their_charts(walked):
     assert walked["code"] == 0, walked["out"][-3000:]
     the_ui_shows_the_latest_trials_and_charts(walked["ui"])
+
+
+def test_the_mlflow_ui_and_server_the_pages_start_listen_on_loopback_only(walked):
+    """The README's `mlflow ui` and docs/clusters.md's `mlflow server`, still running as the pages leave them, read
+    from /proc while the UI served the page above: on 127.0.0.1 only. (The same for a running trial's cluster:
+    test_interrupt.py.)"""
+    assert walked["code"] == 0, walked["out"][-3000:]
+    listeners = walked["ui"]["listeners"]
+    assert {("127.0.0.1", 5000), ("127.0.0.1", 5001)} <= set(listeners), listeners
+    assert all(loopback(ip) for ip, _ in listeners), listeners

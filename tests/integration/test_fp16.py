@@ -21,7 +21,7 @@ from tests.integration.test_matrix import most_reads
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the shared run's
-SECONDS = 90
+SECONDS = 65
 
 FRAMEWORK = "torch"  # this module's; test_fp16_tf.py runs the same tests in TF
 TRIALS = {"tf": ["tf:none x1", "tf:mwms x2"], "torch": ["torch:none x1", "torch:ddp x2"]}
@@ -127,7 +127,7 @@ def fp16_run(tmp_path_factory, template_db, framework: str):
                     loss="sparse_categorical_crossentropy", optimizer=optimizer("adam", 5e-4, epsilon=1e-7),
                     metrics=("accuracy",), preprocess=Scale(1 / 255), batch_per_replica=32, epochs=1)
     ran = shared_run(where, template_db, f"fp16-{framework}", 2, recipe, "--trials", ",".join(TRIALS[framework]),
-                     "--precision", "fp16", "--steps-per-epoch", "96", seconds=60)
+                     "--precision", "fp16", "--steps-per-epoch", "96", seconds=50)
     ran.hits = hits.read_text().split() if hits.exists() else []
     ran.framework = framework
     return ran

@@ -16,7 +16,7 @@ from tests.integration.test_fault_tolerance import runs_by_trial
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the trials are the shared run's
-SECONDS = 60
+SECONDS = 50
 
 EDGE_STEPS = paced(100)
 

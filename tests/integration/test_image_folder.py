@@ -13,7 +13,7 @@ from tests.integration.conftest import load_recipe, shared_run
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the shared run's
-SECONDS = 60
+SECONDS = 40
 
 FASHION = load_recipe("fashion")
 

@@ -10,7 +10,7 @@ from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # the plain scripts run in this process
-SECONDS = 40
+SECONDS = 30
 
 
 @pytest.mark.parametrize("framework", ["tf", "torch"])

@@ -17,7 +17,7 @@ from tests.integration.conftest import ROOT, load_recipe
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 1  # the Parquet trial
-SECONDS = 60
+SECONDS = 55
 
 FASHION = load_recipe("fashion")
 

@@ -9,7 +9,7 @@ from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0
-SECONDS = 20
+SECONDS = 5
 
 FASHION = load_recipe("fashion")
 

@@ -13,8 +13,9 @@ from tests.integration.conftest import shared_run
 from tests.multinode.conftest import load_recipe
 
 pytestmark = pytest.mark.multinode
+TIER = "full"  # the default tier's: tests/unit/test_hardware.py (the axis's scheduling, table and report)
 RAY_TRAIN_STARTS = 0  # the trials on two types are the shared run's; the refused one starts none
-SECONDS = 150
+SECONDS = 110
 
 FASHION = load_recipe("fashion")
 
