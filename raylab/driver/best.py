@@ -1,20 +1,17 @@
 """--compile best (the default): each framework's execution measured on the recipe's own model, never assumed.
 
-Which execution wins depends on the model and the machine (bench/results.md, "Compiled against eager": on the 2-core
-VM torch.compile is 30% slower on the fashion MLP and 18-19% faster on the CNN and the ResNet-UNet; TF's XLA 2-4x
-slower where dropout draws random numbers, 1.75x faster without). So before the trials, for each (framework, batch
-per replica, precision) of the invocation whose kinds have more than one candidate (Strategy.candidates: torch eager
-and Inductor, TF's tf.function and XLA; jax and torch_xla have one), one Ray task with a trial's CPUs, threads and
-device builds the recipe's model in each candidate the way a trial's worker does (the framework's race.py), runs its
-first step (compilation), then times windows of steps of each in turn (raylab/timing.py side_by_side). Every trial of that
-framework trains in the fastest candidate its kind can run (tf:mirrored has no XLA step: tf.function). A candidate
-that fails (a graph break under fullgraph=True, an op with no XLA kernel) is recorded with its error; the others run.
+Which execution wins depends on the model and the machine (bench/results.md, "Compiled against eager"). So before the
+trials, for each (framework, batch per replica, precision) of the invocation whose kinds have more than one candidate
+(Strategy.candidates: torch eager and Inductor, TF's tf.function and XLA; jax and torch_xla have one), one Ray actor
+with a trial's CPUs, threads and device builds the recipe's model in each candidate as a trial's worker does (the
+framework's race.py), runs its first step (compilation), then times windows of each in turn (raylab/timing.py
+side_by_side); as many at once as the cluster holds. Every trial of that framework trains in the fastest candidate
+its kind can run (tf:mirrored has no XLA step). A candidate that fails is recorded with its error; the others run.
 
 The answer is kept on this host (CACHE), keyed on the cluster's hosts, the device, the framework's version, the
 recipe's model and task (the source of the model builders' files, the task's loss, optimizer, schedule and metrics,
 the input shapes), batch, precision and threads, dated; the next invocation of the same recipe reads it instead of
-racing (--race-again measures again). Repeats, warm groups and the compile cache (the race compiles into the
-invocation's directory) reuse it within an invocation. Each trial records what ran (`execution`), how it was chosen
+racing (--race-again measures again). Each trial records what ran (`execution`), how it was chosen
 (`execution_choice`), every candidate's steady step time and first step (`execution_candidates`), the winner's
 margin and the race's wall time, apart from its own start-up and training (`race_s`, `race_source`).
 """
@@ -175,11 +172,42 @@ def race_rows(ds, shared, batch: int):
 
 
 def run_races(recipe, cfg: Settings, ds, racing: dict) -> dict:
-    """{key: Choice} for each key's (candidates, the rows to step over). One Racer (a Ray actor with a trial's CPUs, threads and
-    device) per key: all make their candidates ready at once (tracing, compiling: Ray runs as many at once as the
-    cluster has CPUs and GPUs for), then each times its candidates alone, one racer after another, so that no
-    figure is taken beside another's work. A racer that fails as a whole (its process lost, the timeout) is every
-    candidate's failure: the trials run their usual execution."""
+    """{key: Choice} for each key's (candidates, rows to step over): a Racer (a Ray actor with a trial's CPUs, threads
+    and device) per key, in waves the cluster holds at once (`waves`), each ended before the next wave starts."""
+    import ray
+
+    out, free = {}, ray.available_resources()
+    for wave in waves({key: racer_needs(cfg.at(key[3])) for key in racing}, free):
+        out.update(race_wave(recipe, cfg, ds, {key: racing[key] for key in wave}))
+    return out
+
+
+def waves(needs: dict, free: dict) -> list[list]:
+    """The keys in order, in waves whose racers' needs ({resource: amount}) fit in `free` together (alone: it waits)."""
+    out, wave, room = [], [], dict(free)
+    for key, need in needs.items():
+        if wave and any(room.get(r, 0.0) < n for r, n in need.items()):
+            out, wave, room = out + [wave], [], dict(free)
+        wave.append(key)
+        room = {r: room.get(r, 0.0) - need.get(r, 0.0) for r in set(room) | set(need)}
+        if min(room.values(), default=0.0) < 0:  # it fits nowhere now: alone
+            out, wave, room = out + [wave], [], dict(free)
+    return out + [wave] if wave else out
+
+
+def racer_needs(on: Settings) -> dict:
+    """What one Racer holds while it runs: a trial's CPUs, its GPU, a sliver of its nodes' accelerator type."""
+    from raylab.driver.resources import ACCELERATOR_SLIVER
+    from raylab.record.prices import ACCELERATOR
+
+    return {"CPU": float(on.threads), **({"GPU": 1.0} if on.device == "gpu" else {}),
+            **({ACCELERATOR + on.accelerator_type: ACCELERATOR_SLIVER} if on.accelerator_type else {})}
+
+
+def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
+    """{key: Choice} of one wave: its racers make their candidates ready at once (tracing, compiling), then each
+    times its candidates alone, one after another (no figure taken beside another's work). A racer that fails as a
+    whole (its process lost, the timeout) is every candidate's failure: its trials run their usual execution."""
     import ray
 
     from raylab.config import compile_cache_dir
@@ -215,13 +243,11 @@ def racer_actor(cfg: Settings):
     """The Racer's Ray actor class with a trial's CPUs, threads, device and accelerator type."""
     import ray
 
-    from raylab.driver.resources import ACCELERATOR_SLIVER
-    from raylab.record.prices import ACCELERATOR
-
     env = {"OMP_NUM_THREADS": str(cfg.threads), "TF_CPP_MIN_LOG_LEVEL": "2",
            **({"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {})}
-    on = {"resources": {ACCELERATOR + cfg.accelerator_type: ACCELERATOR_SLIVER}} if cfg.accelerator_type else {}
-    return ray.remote(max_restarts=0)(Racer).options(num_cpus=cfg.threads, num_gpus=1 if cfg.device == "gpu" else 0,
+    need = racer_needs(cfg)
+    on = {"resources": {r: n for r, n in need.items() if r not in ("CPU", "GPU")}} if cfg.accelerator_type else {}
+    return ray.remote(max_restarts=0)(Racer).options(num_cpus=need["CPU"], num_gpus=need.get("GPU", 0),
                                                     runtime_env={"env_vars": env}, **on)
 
 

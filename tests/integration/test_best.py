@@ -13,7 +13,7 @@ from raylab import Recipe, main, optimizer  # noqa: F401 - main: the recipe is a
 
 pytestmark = pytest.mark.integration
 TIER = "full"  # the default tier's race: tests/e2e/test_walkthrough.py
-RAY_TRAIN_STARTS = 2  # torch:none and tf:none, once
+RAY_TRAIN_STARTS = 2  # torch:none and tf:none, each kind's two batch sizes in one warm group
 SECONDS = 150
 
 rng = np.random.default_rng(0)
@@ -66,23 +66,29 @@ RECIPE = Recipe(name="uncompilable", data=(X[:1536], Y[:1536], X[1536:], Y[1536:
 
 @pytest.mark.timeout(600)
 def test_best_runs_every_trial_where_a_compiled_candidate_fails_and_says_why(run_recipe, capsys):
-    code, summary, client = run_recipe(RECIPE, "--trials", "torch:none,tf:none", "--compile", "best")
+    """Two batch sizes of two frameworks: four races on the 2-CPU cluster, a CPU each, more than it holds at once.
+    They go in waves of two (raylab/driver/best.py `waves`; started all at once, the last two waited 30 minutes for
+    CPUs the first two held), and each batch's trials train in what its own race found."""
+    code, summary, client = run_recipe(RECIPE, "--trials", "torch:none,tf:none", "--compile", "best",
+                                       "--batch", "32,64")
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     runs = {t["trial"]: client.get_run(t["run_id"]) for t in summary["trials"]}
-    assert {name: run.info.status for name, run in runs.items()} == {"torch:none x1": "FINISHED",
-                                                                      "tf:none x1": "FINISHED"}
-    torch_run, tf_run = runs["torch:none x1"].data, runs["tf:none x1"].data
-    assert torch_run.tags["execution"] == "eager" and tf_run.tags["execution"] == "tf.function"
-    assert torch_run.params["execution_choice"] == tf_run.params["execution_choice"] == "best"
-    # the usual execution timed, the compiled one failed on its own (not the race as a whole)
-    assert re.match(r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor failed: \w+",
-                    torch_run.params["execution_candidates"]), torch_run.params["execution_candidates"]
-    assert re.match(r"tf\.function [\d.]+ ms \(first step [\d.]+ s\); xla failed: \w+",
-                    tf_run.params["execution_candidates"]), tf_run.params["execution_candidates"]
-    assert "the race failed" not in torch_run.params["execution_candidates"] + tf_run.params["execution_candidates"]
-    assert float(torch_run.params["race_s"]) > 0 and torch_run.params["race_source"] == "raced"
-    assert "execution_margin" not in torch_run.params  # nothing else ran to win against
-    assert torch_run.tags["optimizer_impl"] == "fused"
-    assert "--compile best: PyTorch (batch 32, fp32) trains in eager" in out
+    names = [f"{kind} x1 b{batch}" for batch in (32, 64) for kind in ("torch:none", "tf:none")]
+    assert {name: run.info.status for name, run in runs.items()} == {name: "FINISHED" for name in names}
+    assert out.count("raylab: --compile best: timing ") == 4  # one race a (framework, batch)
+    for batch in (32, 64):
+        torch_run, tf_run = runs[f"torch:none x1 b{batch}"].data, runs[f"tf:none x1 b{batch}"].data
+        assert torch_run.tags["execution"] == "eager" and tf_run.tags["execution"] == "tf.function"
+        assert torch_run.params["execution_choice"] == tf_run.params["execution_choice"] == "best"
+        # the usual execution timed, the compiled one failed on its own (not the race as a whole)
+        assert re.match(r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor failed: \w+",
+                        torch_run.params["execution_candidates"]), torch_run.params["execution_candidates"]
+        assert re.match(r"tf\.function [\d.]+ ms \(first step [\d.]+ s\); xla failed: \w+",
+                        tf_run.params["execution_candidates"]), tf_run.params["execution_candidates"]
+        assert "the race failed" not in torch_run.params["execution_candidates"] + tf_run.params["execution_candidates"]
+        assert float(torch_run.params["race_s"]) > 0 and torch_run.params["race_source"] == "raced"
+        assert "execution_margin" not in torch_run.params  # nothing else ran to win against
+        assert torch_run.tags["optimizer_impl"] == "fused"
+        assert f"--compile best: PyTorch (batch {batch}, fp32) trains in eager" in out
     assert "parity: fair" in out and "each framework's best" in out, out[-3000:]

@@ -119,3 +119,16 @@ def test_the_table_says_what_won_and_by_how_much():
         == "eager best 1.33x"
     assert compare.shown_execution({"execution": "jit", "execution_choice": "best"}) == "jit best"
     assert compare.shown_execution({"execution": "inductor", "execution_choice": "forced"}) == "inductor"
+
+
+def test_races_go_in_waves_the_cluster_holds_at_once():
+    """Four keys of one CPU each on two CPUs: two waves of two (all four at once waited 30 minutes for CPUs the first
+    two held); a GPU each on one GPU: one at a time; a key that fits nowhere gets a wave of its own."""
+    cpu = {"CPU": 1.0}
+    assert best.waves({k: cpu for k in "abcd"}, {"CPU": 2.0, "memory": 1e9}) == [["a", "b"], ["c", "d"]]
+    gpu = {"CPU": 1.0, "GPU": 1.0}
+    assert best.waves({"tf": gpu, "torch": gpu}, {"CPU": 16.0, "GPU": 1.0}) == [["tf"], ["torch"]]
+    assert best.waves({"a": cpu, "big": {"CPU": 4.0}, "c": cpu}, {"CPU": 2.0}) == [["a"], ["big"], ["c"]]
+    t4 = {"CPU": 1.0, "accelerator_type:T4": 0.001}
+    assert best.waves({"x": t4, "y": cpu}, {"CPU": 2.0}) == [["x"], ["y"]]  # no T4 node: it waits alone
+    assert best.waves({}, {"CPU": 2.0}) == []
