@@ -40,8 +40,11 @@ class Budget:
 
 
 DEFAULT = Budget(starts=45, seconds=25 * 60)
-SLICES = 4  # K: .ci/run's slice of the full-only tests
-SLICE = Budget(starts=60, seconds=14 * 60)  # one slice, so that set-up + the default tier + a slice fit in 50 minutes
+SLICES = 5  # K: .ci/run's slice of the full-only tests (about 88 minutes of them on 2026-11-29: 18 a slice)
+# one slice, so that set-up (about 7 minutes) + the default tier + a slice fit in 50 minutes; the slice that holds the
+# runs the fault tests share (lost_workers, lost_tf_ps: test_fault_tolerance.py, test_ps.py, test_stream.py) cannot
+# be cut smaller than they are (22 minutes on 2026-11-29) and is listed as over
+SLICE = Budget(starts=60, seconds=18 * 60)
 GROUPED = ("tests/unit/",)  # reported (and declared, in the package's __init__.py) as one row
 UNKNOWN_S = 60.0  # the weight of a file that declares no seconds, when slicing
 
