@@ -19,7 +19,7 @@ from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 2  # the first driver's warm group (both repeats), the resumed trial
-SECONDS = 95
+SECONDS = 105
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = paced(200)  # per epoch: the trials hold at 1.5 x this

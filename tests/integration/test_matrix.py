@@ -21,7 +21,7 @@ from tests.integration.conftest import load_recipe, shared_run
 
 pytestmark = pytest.mark.integration
 RAY_TRAIN_STARTS = 0  # every trial here is the shared run's
-SECONDS = 450
+SECONDS = 460
 
 FASHION = load_recipe("fashion")
 KINDS = ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2", "xla:single x1",
@@ -68,7 +68,7 @@ def matrix(ray_cluster, tmp_path_factory, template_db):
     trials = ("tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2,"
               "jax:none,jax:dp x2")
     return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 10, recipe,
-                      "--quick", "--profile", "--ps", "2", "--trials", trials, seconds=440)
+                      "--quick", "--profile", "--ps", "2", "--trials", trials, seconds=460)
 
 
 def most_reads(steps: int, window: int) -> int:
