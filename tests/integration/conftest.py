@@ -121,7 +121,7 @@ def lost_workers(ray_cluster, tmp_path_factory, template_db):
     where = tmp_path_factory.mktemp("lost-workers")
     return shared_run(where, template_db, "lost-workers", 8, held(where / "gate", LOST_STEPS_N),
                       "--trials", LOST_WORKERS_TRIALS, *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
-                      kill=LOST_WORKERS_PLAN, seconds=550)
+                      kill=LOST_WORKERS_PLAN, seconds=600)
 
 
 @pytest.fixture(scope="package")
@@ -130,7 +130,7 @@ def lost_tf_ps(ray_cluster, tmp_path_factory, template_db):
     where = tmp_path_factory.mktemp("lost-tf-ps")
     return shared_run(where, template_db, "lost-tf-ps", 2, held(where / "gate", LOST_STEPS_N),
                       "--trials", "tf:ps x2", *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
-                      kill=LOST_TF_PS_PLAN, seconds=250)
+                      kill=LOST_TF_PS_PLAN, seconds=260)
 
 
 class Tee(io.StringIO):

@@ -19,7 +19,7 @@ from tests.integration.killing import children, no_train_workers_left
 pytestmark = pytest.mark.integration
 TIER = "full"  # the default tier's held kill and restart: test_held_restart.py
 RAY_TRAIN_STARTS = 0  # the trials are the shared run's (conftest.py)
-SECONDS = 850  # lost_workers and lost_tf_ps, set up here
+SECONDS = 880  # lost_workers and lost_tf_ps, set up here
 STEPS, EPOCHS = LOST_STEPS_N, 3  # per epoch, as the shared runs (RAYLAB_TEST_PACE)
 
 

@@ -17,7 +17,7 @@ from tests.integration.test_fault_tolerance import runs_by_trial
 pytestmark = pytest.mark.integration
 TIER = "full"
 RAY_TRAIN_STARTS = 0  # the trials are the shared runs'
-SECONDS = 150
+SECONDS = 100
 
 def test_torch_ps_sync_computes_what_ddp_computes(lost_workers):
     """Same seed, same shards, same order: averaged gradients applied once equal DDP's all-reduce."""
@@ -55,7 +55,7 @@ def killed_without_restarts(ray_cluster, tmp_path_factory, template_db):
     where = tmp_path_factory.mktemp("ps-kills")
     return shared_run(where, template_db, "ps-kills", 2, held(where / "gate", 100), "--quick", "--epochs", "3",
                       "--steps-per-epoch", "100", "--trials", "torch:ps-sync x2,tf:ps x2", "--max-failures", "0",
-                      kill={"torch:ps-sync x2": ["server-actor"], "tf:ps x2": ["tf-chief"]}, seconds=120)
+                      kill={"torch:ps-sync x2": ["server-actor"], "tf:ps x2": ["tf-chief"]}, seconds=100)
 
 
 @pytest.mark.parametrize("name,expected", [("torch:ps-sync x2", "parameter server died mid-trial"),
