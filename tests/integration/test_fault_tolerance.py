@@ -1,25 +1,24 @@
 """A trial survives a lost worker: real worker processes SIGKILLed mid-trial on the shared local cluster.
 
-Two invocations (conftest.py): `lost_workers`, torch:ddp x2, tf:mwms x2, torch:ps-sync x2, xla:ddp x2 and jax:dp x2, 3 epochs
-of 200 steps, each twice (A B B A), the first repeat of each losing a process while it holds mid-epoch 2 (the held
-recipe, bench/held_recipe.py: a Ray Train worker, the very one that holds; ps-sync its parameter server), the
-second the uninterrupted twin; and `lost_tf_ps`, tf:ps x2 twice, losing a worker task in the first repeat and its ps
-task in the second while a worker task holds in its graph. Each trial checkpoints at epoch ends;
-Ray Train restarts the worker group from the last checkpoint, the data order goes on where it was, and MLflow
-holds every epoch once.
+The invocation is conftest.py's `lost_workers`: torch:ddp x2, tf:mwms x2, torch:ps-sync x2, xla:ddp x2 and jax:dp x2,
+3 epochs of 200 steps, each twice (A B B A), one repeat of each losing a process while it holds mid-epoch 2 (the
+held recipe, bench/held_recipe.py: a Ray Train worker, the very one that holds; ps-sync its parameter server), the
+other the uninterrupted twin. Each trial checkpoints at epoch ends; Ray Train restarts the worker group from the
+last checkpoint, the data order goes on where it was, and MLflow holds every epoch once. (tf:ps's lost tasks, the
+other invocation: test_ps.py; the two are in different files so that a slice of the full tier holds one.)
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import LOST_STEPS_N, LOST_TF_PS_PLAN, LOST_WORKERS_PLAN
+from tests.integration.conftest import LOST_STEPS_N, LOST_WORKERS_PLAN
 from tests.integration.killing import children, no_train_workers_left
 
 pytestmark = pytest.mark.integration
 TIER = "full"  # the default tier's held kill and restart: test_held_restart.py
 RAY_TRAIN_STARTS = 0  # the trials are the shared run's (conftest.py)
-SECONDS = 880  # lost_workers and lost_tf_ps, set up here
+SECONDS = 640  # lost_workers, set up here
 STEPS, EPOCHS = LOST_STEPS_N, 3  # per epoch, as the shared runs (RAYLAB_TEST_PACE)
 
 
@@ -33,15 +32,7 @@ def runs_by_trial(ran) -> dict[str, list]:
     return out
 
 
-@pytest.fixture(params=["lost_workers", "lost_tf_ps"])
-def lost(request):
-    """Each of the two runs, with its plan."""
-    return request.getfixturevalue(request.param), {"lost_workers": LOST_WORKERS_PLAN,
-                                                     "lost_tf_ps": LOST_TF_PS_PLAN}[request.param]
-
-
-def test_every_planned_process_was_lost_and_every_trial_finished(lost):
-    ran, plan = lost
+def every_planned_process_was_lost_and_every_trial_finished(ran, plan):
     assert ran.code == 0, ran.tail()
     planned = sum(1 for victims in plan.values() for v in victims if v)
     assert len(ran.killer.killed_runs()) == planned, (  # a miss is the Killer's defect, not raylab's failure
@@ -59,10 +50,9 @@ def test_every_planned_process_was_lost_and_every_trial_finished(lost):
     assert no_train_workers_left()
 
 
-def test_a_lost_process_restarts_from_the_last_checkpoint(lost):
+def a_lost_process_restarted_from_the_last_checkpoint(ran):
     """FINISHED with restarts=1 where a process was lost (after epoch 1's checkpoint was safe, so it resumed at
     or past it), none elsewhere."""
-    ran, plan = lost
     for name, restarted, run in [(n, r, run) for n, runs in runs_by_trial(ran).items() for r, run in runs]:
         m = run.data.metrics
         assert m.get("restarts", 0) == (1 if restarted else 0), (name, m)
@@ -72,6 +62,14 @@ def test_a_lost_process_restarts_from_the_last_checkpoint(lost):
             assert m["resumed_from_step"] >= STEPS, m
         else:
             assert "resumed_from_step" not in m
+
+
+def test_every_planned_process_was_lost_and_every_trial_finished(lost_workers):
+    every_planned_process_was_lost_and_every_trial_finished(lost_workers, LOST_WORKERS_PLAN)
+
+
+def test_a_lost_process_restarts_from_the_last_checkpoint(lost_workers):
+    a_lost_process_restarted_from_the_last_checkpoint(lost_workers)
 
 
 def test_lost_worker_restarts_from_checkpoint_and_ends_as_the_uninterrupted_run(lost_workers):
@@ -111,11 +109,28 @@ def test_jax_dp_restarts_with_a_new_jax_distributed_world_and_ends_as_the_uninte
     assert all(r.data.tags["replicas_consistent"] == "True" for _, r in runs)
 
 
-def test_tf_ps_and_xla_restart_from_their_checkpoints(lost_workers, lost_tf_ps):
-    """tf:ps x2 with a worker task SIGKILLed, and again with its parameter server task SIGKILLed (the variables
-    the ps held come back from the chief's checkpoint); xla:ddp x2 (torch_xla's save of model, optimizer and
-    schedule) ends with the weights of its uninterrupted repeat."""
-    assert [r for r, _ in runs_by_trial(lost_tf_ps)["tf:ps x2"]] == [True, True]
+def test_xla_restarts_from_its_checkpoint_and_ends_as_the_uninterrupted_run(lost_workers):
+    """xla:ddp x2 (torch_xla's save of model, optimizer and schedule) ends with the weights of its uninterrupted
+    repeat."""
     xla = runs_by_trial(lost_workers)["xla:ddp x2"]
     assert sorted(r for r, _ in xla) == [False, True]
     assert len({r.data.tags["param_checksums"] for _, r in xla}) == 1, xla  # bit for bit the uninterrupted weights
+
+
+def test_torch_ps_sync_computes_what_ddp_computes(lost_workers):
+    """Same seed, same shards, same order: averaged gradients applied once equal DDP's all-reduce."""
+    trials = runs_by_trial(lost_workers)
+    (ddp,) = [r for restarted, r in trials["torch:ddp x2"] if not restarted]
+    (ps,) = [r for restarted, r in trials["torch:ps-sync x2"] if not restarted]
+    ddp_sum = [float(v) for v in ddp.data.tags["param_checksums"].split(",")]
+    ps_sum = [float(v) for v in ps.data.tags["param_checksums"].split(",")]
+    assert len(ps_sum) == 2 and ps.data.tags["replicas_consistent"] == "True"
+    assert ps_sum[0] == pytest.approx(ddp_sum[0], rel=1e-5)
+    assert ps.data.metrics["val_accuracy"] == pytest.approx(ddp.data.metrics["val_accuracy"], abs=2e-3)
+    assert ps.data.metrics["val_accuracy"] > 0.6
+    assert ps.data.params["parameter_servers"] == "1" and ps.data.params["ray_workers"] == "3"
+    # 3 processes on 2 CPUs: it ran, on a share of the CPUs, and says so.
+    assert ps.data.params["oversubscribed"] == "True" and float(ps.data.params["cpus_per_process"]) < 1
+    assert ddp.data.params["oversubscribed"] == "False"
+    m = ps.data.metrics
+    assert m["ps_push_pull_ms"] > 0 and m["ps_bytes_per_step"] == 2 * 101_770 * 4 * 2
