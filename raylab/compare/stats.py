@@ -1,17 +1,18 @@
 """The measurement protocol over one invocation's trials, as read back from MLflow.
 
-Pure functions over `raylab compare` rows (dicts): repeats folded into median and spread,
-whether two trials differ beyond that spread, the parity report, scaling efficiency and
-raylab's overhead against the plain scripts. Nothing here talks to MLflow or Ray.
+Pure functions over `raylab compare` rows (dicts): repeats folded into median and spread, whether two trials
+differ beyond that spread, the answer (the fastest and the cheapest to the recipe's target, over like runs),
+scaling efficiency and raylab's overhead against the plain scripts. (The parity report:
+raylab/compare/parity.py.) Nothing here talks to MLflow or Ray.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import warnings
 
 from raylab.registry import NAMES, framework
-from raylab.task import model_settings
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
@@ -22,16 +23,6 @@ FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s"
 # never one median over both.
 BY_START = ["startup_s", "wall_s", "time_to_target_s", *(f"startup_{p}_s" for p in ("workers", "imports", "setup",
                                                                                   "data", "model", "other"))]
-# What must match across the trials of a fair comparison: (row key, label).
-# The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
-PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"),
-          ("built_loss", "loss as built"),
-          ("built_metrics", "metrics as built"), ("built_preprocess", "preprocessing as built"),
-          ("precision_applied", "precision"), ("float32_matmul", "float32 matmul"),
-          ("threads", "threads/replica"), ("data", "data"), ("shuffle", "shuffle"),
-          ("train_samples", "train samples"), ("seed", "seed"), ("epochs", "epochs"),
-          ("steps_per_epoch", "steps/epoch")]
-PER_RUN_LENGTH = [("built_lr_schedule", "learning rate as built"), ("global_batch", "global batch")]
 WALL_TARGET, SPS_TARGET = 1.05, 0.97  # raylab vs a plain script: whole-job time at most, samples/s at least
 
 
@@ -63,8 +54,11 @@ def fold(rows: list[dict]) -> list[dict]:
         sps = [r["samples_per_sec"] for r in done if r.get("samples_per_sec") is not None]
         out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
         out["sps_values"] = sps  # each repeat's, for the differences' intervals
-        out["to_target_values"] = [r["time_to_target_s"] for r in done if r.get("time_to_target_s") is not None]
-        out["cost_values"] = [r["cost_to_target_usd"] for r in done if r.get("cost_to_target_usd") is not None]
+        # each finished repeat to the target: its start, the figures (None: it missed) and its start-up (answer())
+        out["to_target_runs"] = [{"start": r.get("start") or "cold", "startup_s": r.get("startup_s"),
+                                  "time_to_target_s": r.get("time_to_target_s"),
+                                  "cost_to_target_usd": r.get("cost_to_target_usd"),
+                                  "price_usd_per_hour": r.get("price_usd_per_hour")} for r in done]
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
         restarted = any(r.get("restarts") for r in runs)
         for key in ("restarts", "recovery_s", "lost_s"):  # restarts are summed over repeats, not medians
@@ -102,47 +96,112 @@ def significance(folded: list[dict]) -> list[str]:
     ranked = sorted((r for r in folded if len(r.get("sps_values") or []) >= 2), key=lambda r: -r["samples_per_sec"])
     lines = []
     for fast, slow in zip(ranked, ranked[1:]):
-        ratio, lo, hi = welch_ratio(fast["sps_values"], slow["sps_values"])
-        repeats = f"{len(fast['sps_values'])}+{len(slow['sps_values'])} repeats"
-        interval = f"95% CI {lo:.2f}x..{hi:.2f}x, Welch's t on log samples/s"
-        if lo <= 1 <= hi:
-            lines.append(f"{fast['trial']} vs {slow['trial']}: not distinguishable at {repeats} ({ratio:.2f}x the "
-                         f"samples/s, {interval})")
+        interval = welch_ratio(fast["sps_values"], slow["sps_values"])
+        if interval is None:
+            continue
+        n_a, n_b = len(fast["sps_values"]), len(slow["sps_values"])
+        shown = ci(interval, "samples/s", n_a, n_b)
+        if interval[1] <= 1 <= interval[2]:
+            lines.append(f"{fast['trial']} vs {slow['trial']}: not distinguishable at {n_a}+{n_b} repeats "
+                         f"({interval[0]:.2f}x the samples/s, {shown})")
         else:
-            lines.append(f"{fast['trial']} vs {slow['trial']}: {ratio:.2f}x the samples/s ({interval}; {repeats})")
+            lines.append(f"{fast['trial']} vs {slow['trial']}: {interval[0]:.2f}x the samples/s ({shown}; "
+                         f"{n_a}+{n_b} repeats)")
     return lines
 
 
 def answer(folded: list[dict]) -> list[str]:
     """The comparison's answer: the fastest trial to the recipe's target, against the next, and with --prices the
-    cheapest, the same way (the last lines of the report)."""
-    return best_to_target(folded, "time_to_target_s", "to_target_values", ("fastest", "sooner", "seconds"),
-                          "{:.1f} s".format) + \
-        best_to_target(folded, "cost_to_target_usd", "cost_values", ("cheapest", "cheaper", "dollars"), "${:.4g}".format)
+    cheapest, the same way (the last lines of the report), over like runs (basis())."""
+    return best_to_target(folded, "time_to_target_s", ("fastest", "sooner", "seconds"), "{:.1f} s".format) + \
+        best_to_target(folded, "cost_to_target_usd", ("cheapest", "cheaper", "dollars"), "${:.4g}".format)
 
 
-def best_to_target(folded: list[dict], key: str, values: str, words: tuple[str, str, str], shown) -> list[str]:
-    """The trial that reached the recipe's target soonest, or cheapest (`key`: the median over the repeats that
-    reached it; `values`: each repeat's), against the next one, with the interval where both have 2 repeats or
-    more."""
+def basis(folded: list[dict]) -> tuple[str | None, str]:
+    """The repeats every trial's answer is read from, and how the answer says so: one start kind all the trials
+    have ("cold" where they have both and as many cold repeats, else the kind with the most repeats in all), or,
+    where they have none in common (a kind that always starts cold against one in a warm group), every repeat with
+    its start-up taken out. ("", "") where every repeat started cold: the usual case, said by nothing."""
+    runs = [r.get("to_target_runs") or [] for r in folded]
+    kinds = [{x["start"] for x in trial} for trial in runs if trial]
+    if all(k == {"cold"} for k in kinds):
+        return "cold", ""
+    common = set.intersection(*kinds) if kinds else set()
+    if common:
+        def fewest(kind):
+            return min(sum(x["start"] == kind for x in trial) for trial in runs if trial)
+        kind = max(sorted(common), key=lambda k: (fewest(k), k == "cold"))
+        return kind, f" ({kind} starts)"
+    return None, " (start-up taken out: the trials never started alike)"
+
+
+def reached(trial: dict, key: str, start: str | None) -> tuple[list[float], int]:
+    """(each repeat's figure where it reached the target, the repeats on this basis): None for start, start-up
+    taken out (the figure less the start-up's time, or its cost at the trial's price)."""
+    values, repeats = [], 0
+    for x in trial.get("to_target_runs") or []:
+        if start is not None and x["start"] != start:
+            continue
+        repeats += 1
+        value = x.get(key)
+        if value is None:
+            continue  # a miss: counted in the repeats, never ranked on
+        if start is None:
+            if x.get("startup_s") is None:
+                continue
+            per_s = 1.0 if key == "time_to_target_s" else (x.get("price_usd_per_hour") or math.nan) / 3600
+            value -= x["startup_s"] * per_s
+            if math.isnan(value):
+                continue
+        values.append(value)
+    return values, repeats
+
+
+def best_to_target(folded: list[dict], key: str, words: tuple[str, str, str], shown) -> list[str]:
+    """The trial that reached the recipe's target soonest, or cheapest, against the next one, with the interval
+    where both have 2 repeats or more. Ranked first by the share of repeats that reached the target (a repeat that
+    missed is a miss: the fastest is the one that reaches it in every repeat, soonest), then by the median of those
+    that did."""
     best_word, lead, unit = words
-    ranked = sorted((r for r in folded if r.get(values)), key=lambda r: r[key])
+    start, said = basis(folded)
+    ranked = []
+    for trial in folded:
+        values, repeats = reached(trial, key, start)
+        if values:
+            ranked.append((trial["trial"], values, repeats, statistics.median(values)))
     if not ranked:
         return []
-    best = ranked[0]
-    line = (f"{best_word} to target: {best['trial']}, {shown(best[key])} (reached in {len(best[values])} of "
-            f"{best['runs']} repeat(s))")
+    ranked.sort(key=lambda t: (-len(t[1]) / t[2], t[3]))
+    name, values, repeats, median = ranked[0]
+    line = f"{best_word} to target{said}: {name}, {shown(median)} (reached in {len(values)} of {repeats} repeat(s))"
+    if len(values) < repeats:
+        line += " (no trial reached it in every repeat)"
     if len(ranked) > 1:
-        after = ranked[1]
-        interval = welch_ratio(after[values], best[values])
+        after, after_values, after_repeats, after_median = ranked[1]
+        missed = f", reached in {len(after_values)} of {after_repeats}" if len(after_values) < after_repeats else ""
+        interval = welch_ratio(after_values, values)
         if interval is None:
-            line += f"; next {after['trial']}, {shown(after[key])} (no interval: fewer than 2 repeats)"
+            line += f"; next {after}, {shown(after_median)}{missed} (no interval: fewer than 2 repeats)"
         else:
-            ratio, lo, hi = interval
-            verdict = "not distinguishable from" if lo <= 1 <= hi else f"{ratio:.2f}x {lead} than"
-            line += (f"; {verdict} {after['trial']}, {shown(after[key])} (95% CI {lo:.2f}x..{hi:.2f}x, "
-                     f"Welch's t on log {unit})")
+            line += f"; {verdict(interval, lead)} {after}, {shown(after_median)}" \
+                    f"{missed} ({ci(interval, unit, len(after_values), len(values))})"
     return [line]
+
+
+def verdict(interval: tuple[float, float, float], lead: str) -> str:
+    """"1.37x sooner than", or "not distinguishable from" where the 95% interval holds 1."""
+    ratio, lo, hi = interval
+    return "not distinguishable from" if lo <= 1 <= hi else f"{ratio:.2f}x {lead} than"
+
+
+def ci(interval: tuple[float, float, float], unit: str, n_a: int, n_b: int) -> str:
+    """The interval as the report shows it: a point where the repeats did not vary at all (they claim no
+    certainty: more repeats show the noise), and a hint to add repeats where it holds 1."""
+    ratio, lo, hi = interval
+    if lo == hi:
+        return f"no spread in {n_a}+{n_b} repeats: no interval to show; add repeats (--repeats) to measure the noise"
+    text = f"95% CI {lo:.2f}x..{hi:.2f}x, Welch's t on log {unit}"
+    return text + ("; add repeats (--repeats) to tell them apart" if lo <= 1 <= hi else "")
 
 
 # Student's t, two-sided 95%, by degrees of freedom; Welch's fractional degrees are rounded down to the next
@@ -165,41 +224,6 @@ def welch_ratio(a: list[float], b: list[float]) -> tuple[float, float, float] | 
     t = next(T975[k] for k in sorted(T975, reverse=True) if k <= max(1, df))
     half = t * math.sqrt(va + vb)
     return math.exp(d), math.exp(d - half), math.exp(d + half)
-
-
-def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
-    """(report lines, mismatches): each setting across the trials, and the ones that differ."""
-    trials = [r for r in rows if r["status"] == "FINISHED"]
-    lines, mismatches = [], []
-    for key, label in PARITY:
-        _same(trials, key, label, lines, mismatches)
-    _execution(trials, lines, mismatches)
-    hardware(trials, lines)
-    work(trials, lines, mismatches)
-    shown, differences = model_settings.compare({r["trial"]: r.get("model_settings") for r in trials})
-    lines += shown
-    if differences:
-        mismatches.append("model settings")
-    # What depends on the run's length and the replicas is compared within each worker count (and --batch size):
-    # weak scaling grows the global batch with the replicas, so an x2 trial makes half the optimizer updates.
-    swept = len({str(r.get("batch_per_replica")) for r in trials}) > 1
-    for workers, size in sorted({(r["workers"], str(r.get("batch_per_replica"))) for r in trials}):
-        group = [r for r in trials if r["workers"] == workers and str(r.get("batch_per_replica")) == size]
-        where = f" at x{workers}" + (f" b{size}" if swept else "")
-        for key, label in PER_RUN_LENGTH:
-            _same(group, key, label + where, lines, mismatches)
-    scaled = [r for r in trials if r.get("loss_scale") is not None]
-    if scaled:  # fp16: each framework's own dynamic loss scale (Keras starts at 2**15, torch at 2**16)
-        lines.append("    fp16 loss scale (final, steps skipped): " + ", ".join(
-            f"{r['trial']} {r['loss_scale']:g}, {r['skipped_steps']:.0f} skipped" for r in scaled))
-    synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
-    if synthetic:
-        lines.append("    data is synthetic: throughput only, no accuracy claims")
-    over = sorted({r["trial"] for r in trials if r.get("oversubscribed")})
-    if over:
-        mismatches.append("oversubscribed")
-        lines.append(f"  ! oversubscribed (fewer CPUs than threads): {', '.join(over)}")
-    return lines, mismatches
 
 
 def scaling(folded: list[dict]) -> list[str]:
@@ -255,96 +279,16 @@ def startup(folded: list[dict]) -> list[str]:
     return lines
 
 
-def _execution(trials: list[dict], lines: list, mismatches: list) -> None:
-    """Each trial's execution. Each framework's best against the others' (--compile best: every candidate measured
-    on the model, the faster trained) is fair, with the candidates shown; so is compiled against compiled (Inductor,
-    XLA, jit). Compiled against not compiled where --compile forced it (eager torch, a TF graph without XLA) is a
-    difference, with the fix. Then what changes speed but not the math: the optimizer's implementation."""
-    runs = {r["trial"]: (r.get("execution"), r.get("compiled")) for r in trials if r.get("execution") is not None}
-    _optimizer_impl(trials, lines, mismatches)
-    if not runs:
-        return
-    if all(r.get("execution_choice") == "best" for r in trials if r["trial"] in runs):
-        won: dict = {}  # (execution, its race) -> the trials that ran it
-        for r in trials:
-            if r["trial"] in runs:
-                raced = str(r.get("execution_candidates"))
-                won.setdefault((r["execution"], raced if ";" in raced else "its only candidate"), []).append(r["trial"])
-        lines.append("    execution (each framework's best, measured before its trials: --compile best): " + "; ".join(
-            f"{e} ({raced}): {', '.join(ts)}" for (e, raced), ts in won.items()))
-        return
-    by = {}
-    for t, (e, _) in runs.items():
-        by.setdefault(e, []).append(t)
-    listed = "; ".join(f"{e}: {', '.join(ts)}" for e, ts in by.items())
-    both = {(r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "True"} & \
-        {(r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "False"}
-    if both:  # --compile off,on: a trial both ways is an axis, as a --batch sweep is; the table names each execution
-        lines.append(f"    execution (swept: compare compiled with compiled): {listed}")
-    elif len({str(c) for _, c in runs.values()}) > 1:
-        mismatches.append("execution")
-        lines.append(f"  ! execution (compiled against not): {listed}; run them all compiled with --compile on "
-                     "(or both ways with --compile off,on)")
-    else:
-        kind = {"True": " (compiled)", "False": " (not compiled)"}.get(str(next(iter(runs.values()))[1]), "")
-        lines.append(f"    execution{kind}: {listed}")
+MOVED_TO_PARITY = ("parity", "PARITY", "PER_RUN_LENGTH", "WORK_APART", "flops", "work", "hardware")
 
 
-def _optimizer_impl(trials: list[dict], lines: list, mismatches: list) -> None:
-    """How each framework's optimizer runs its update (torch: fused, foreach or per-tensor; recorded where the
-    framework has a choice): shown; two trials of one framework that differ in it are a difference."""
-    impls = {r["trial"]: (r["framework"], r["optimizer_impl"]) for r in trials if r.get("optimizer_impl")}
-    if not impls:
-        return
-    listed = ", ".join(f"{t} {impl}" for t, (_, impl) in impls.items())
-    if any(len({i for f, i in impls.values() if f == fw}) > 1 for fw, _ in impls.values()):
-        mismatches.append("optimizer implementation")
-        lines.append(f"  ! optimizer implementation (within a framework): {listed}")
-    else:
-        lines.append(f"    optimizer implementation: {listed}")
+def __getattr__(name: str):
+    """The parity report's names, moved to raylab.compare.parity: kept here for a release, with a warning."""
+    if name in MOVED_TO_PARITY:
+        from raylab._moved import REMOVED_IN_NEXT
+        from raylab.compare import parity
 
-
-WORK_APART = 1.10  # counts of one step's work further apart than this: the models differ, or a counter misses an op
-
-
-def flops(value: float) -> str:
-    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.4g} {unit}"
-    return f"{value:.4g} FLOP"
-
-
-def work(trials: list[dict], lines: list, mismatches: list) -> None:
-    """Work per sample (one step's forward pass and gradients, each framework's own count): within 10% across the
-    trials, or a mismatch naming each trial's count."""
-    counted = {r["trial"]: r["flops_per_sample"] for r in trials if r.get("flops_per_sample")}
-    if not counted:
-        return
-    low, high = min(counted.values()), max(counted.values())
-    if high > WORK_APART * low:
-        mismatches.append("work per sample")
-        lines.append("  ! work per sample (forward and gradients, each framework's own counter) over 10% apart, the "
-                     "models differ or a counter misses an op: " + ", ".join(f"{t} {flops(v)}" for t, v in counted.items()))
-    else:
-        span = flops(low) if flops(low) == flops(high) else f"{flops(low)}..{flops(high)}"
-        lines.append(f"    work per sample (forward and gradients, each framework's own counter): {span}")
-
-
-def hardware(trials: list[dict], lines: list) -> None:
-    """What the trials ran on: one line, or, where --device swept it, the axis with each trial's (never a mismatch:
-    the comparison asked for it; each trial's utilization is against its own hardware's peak)."""
-    ran = list(dict.fromkeys(r["hardware"] for r in trials if r.get("hardware")))  # each trial's name says its own
-    if len(ran) > 1:
-        lines.append(f"    hardware (swept, the axis compared): {', '.join(ran)}")
-    elif ran:
-        lines.append(f"    hardware: {ran[0]}")
-
-
-def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: list) -> None:
-    values = {r["trial"]: r.get(key) for r in trials if r.get(key) is not None}
-    distinct = sorted({str(v) for v in values.values()})
-    if len(distinct) > 1:
-        mismatches.append(label)
-        lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in values.items()))
-    elif distinct:
-        lines.append(f"    {label}: {distinct[0]}")
+        warnings.warn(f"raylab.compare.stats.{name} moved to raylab.compare.parity.{name}; import it from there "
+                      f"(the old name goes in raylab {REMOVED_IN_NEXT})", DeprecationWarning, stacklevel=2)
+        return getattr(parity, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

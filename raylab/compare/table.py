@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from raylab.compare import stats
+from raylab.compare import parity, stats
 from raylab.compare.chart import write_chart
 from raylab.record.tracking import PARENT, ROLE
 from raylab.errors import UserError
@@ -97,7 +97,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "execution": t.get("execution") or p.get("execution"), "compiled": p.get("compiled"),
             "execution_choice": p.get("execution_choice"), "execution_candidates": p.get("execution_candidates"),
             "execution_margin": p.get("execution_margin"), "optimizer_impl": t.get("optimizer_impl"),
-            "model_settings": t.get("model_settings"),
+            "model_settings": t.get("model_settings"), "flops_count": t.get("flops_count"),
             "start": p.get("start"), "group_index": p.get("group_index"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             "shared_machine": t.get("shared_machine") == "true", "hardware": hardware_of(p, t),
@@ -149,7 +149,7 @@ def format_table(rows: list[dict]) -> str:
         columns = columns[:1] + [("hardware", "hardware", "{}")] + columns[1:]
     if any(r.get("input_wait_share") is not None for r in rows):  # the steps' wait for input, where timed
         columns = columns + [("input_wait_share", "input wait", "{:.0%}")]
-    if any(r.get("achieved_tflops") is not None for r in rows):  # work per sample x samples/s (stats.work)
+    if any(r.get("achieved_tflops") is not None for r in rows):  # work per sample x samples/s (parity.work)
         columns = columns + [("achieved_tflops", "GFLOP/s", lambda v: f"{v * 1000:,.1f}")]
     if any(r.get("utilization") is not None for r in rows):  # of `raylab peak`'s product rate (raylab/driver/peak.py)
         columns = columns + [("utilization", "of peak", "{:.1%}")]
@@ -208,7 +208,7 @@ def format_report(rows: list[dict]) -> str:
                 ("startup before the first step, s (process = until the worker process starts; workers = its Ray Train and backend set-up)",
                  stats.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows))]
     parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]
-    lines, mismatches = stats.parity(rows)
+    lines, mismatches = parity.parity(rows)
     verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"
     parts.append(f"\nparity: {verdict}\n" + "\n".join(lines))
     if answer := stats.answer(folded):  # last: which trial to pick, with its confidence
@@ -253,7 +253,7 @@ def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path 
     exp, parent = find_parent(tracker.client, experiment, run_id)
     rows = trial_rows(tracker.client, exp.experiment_id, parent.info.run_id)
     if fmt == "json":
-        _, mismatches = stats.parity(rows)
+        _, mismatches = parity.parity(rows)
         folded = stats.fold(rows)
         return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "trials": rows,
                            "folded": folded, "unfair": mismatches, "answer": stats.answer(folded)}, indent=2)

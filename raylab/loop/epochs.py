@@ -103,6 +103,10 @@ def work(flops, data, rank: int, counted: dict) -> Callable[[], dict] | None:
         except Exception as e:  # noqa: BLE001 - a count is an extra: the trial stands without it
             counted["how"] = f"not counted: {type(e).__name__}: {str(e)[:200]}"
             return {}
+        if not step > 0:  # nothing the counter knows (an op it has no count for): not a figure of 0
+            counted["how"] = ("not counted: the framework's counter found no matrix product or convolution it "
+                              "counts in the step")
+            return {}
         counted["how"] = "forward and gradients, matrix products and convolutions (frameworks' own counters)"
         return {"flops_per_sample": step / num_items(x), "flops_count_s": time.perf_counter() - start}
 

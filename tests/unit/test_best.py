@@ -10,7 +10,7 @@ import pytest
 from raylab.cli.expand import expand_trials, parse_compile
 from raylab.config import TrialSpec
 from raylab.driver import best
-from raylab.compare import stats
+from raylab.compare import parity
 from raylab.compare import table as compare
 from raylab.errors import UserError
 from raylab.registry import get_strategy
@@ -102,16 +102,16 @@ def test_best_against_best_is_fair_and_forced_eager_against_jit_is_not():
                                       "execution_margin": "1.33", "execution_candidates": "eager 1 ms; inductor 1.3 ms",
                                       "optimizer_impl": "fused"},
                    "jax:none x1": {"framework": "jax", "execution": "jit", "compiled": "True"}})
-    lines, mismatches = stats.parity(fair)
+    lines, mismatches = parity.parity(fair)
     assert mismatches == []
     assert any("each framework's best" in line and "eager (eager 1 ms; inductor 1.3 ms): torch:none x1" in line
                and "jit (its only candidate): jax:none x1" in line for line in lines), lines
     assert "    optimizer implementation: torch:none x1 fused" in lines
     forced = [{**r, "execution_choice": "forced"} for r in fair]
-    assert "execution" in stats.parity(forced)[1]
+    assert "execution" in parity.parity(forced)[1]
     mixed = fair + rows(**{"torch:ddp x1": {"framework": "torch", "execution": "eager", "compiled": "False",
                                              "optimizer_impl": "per-tensor"}})
-    assert "optimizer implementation" in stats.parity(mixed)[1]
+    assert "optimizer implementation" in parity.parity(mixed)[1]
 
 
 def test_the_table_says_what_won_and_by_how_much():

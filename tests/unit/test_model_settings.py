@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from raylab.compare import stats
+from raylab.compare import parity
 from raylab.task.model_settings import compare, distribution, family, summary
 from tests.integration.conftest import ROOT, load_recipe
 
@@ -31,7 +31,7 @@ def read_all(models: dict) -> dict:
 def verdict(settings: dict) -> tuple[list[str], list[str]]:
     rows = [{"trial": t, "status": "FINISHED", "framework": t.split(":")[0], "workers": 1, "model_settings": s}
             for t, s in settings.items()]
-    return stats.parity(rows)
+    return parity.parity(rows)
 
 
 @pytest.mark.parametrize("name", ["fashion", "fashion_cnn", "mnist", "cifar10", "residual_mlp"])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from raylab.config import Settings, TrialSpec
-from raylab.compare import stats
+from raylab.compare import parity, stats
 from raylab.record import figures
 from raylab.driver.matrix import schedule
 
@@ -36,7 +38,7 @@ def test_differences_are_welch_intervals_on_the_repeats():
     lines = stats.significance(stats.fold(rows)) + stats.answer(stats.fold(rows))
     assert lines == [
         "b:x x1 vs a:x x1: not distinguishable at 3+3 repeats (1.12x the samples/s, 95% CI 0.92x..1.38x, "
-        "Welch's t on log samples/s)",
+        "Welch's t on log samples/s; add repeats (--repeats) to tell them apart)",
         "a:x x1 vs c:x x1: 2.00x the samples/s (95% CI 1.63x..2.46x, Welch's t on log samples/s; 3+3 repeats)",
         "fastest to target: a:x x1, 11.0 s (reached in 3 of 3 repeat(s)); 1.37x sooner than b:x x1, 15.0 s "
         "(95% CI 1.11x..1.68x, Welch's t on log seconds)"]
@@ -49,13 +51,13 @@ def test_single_runs_make_no_significance_claim():
 
 def test_parity_flags_what_differs_and_passes_weak_scaling_batches():
     rows = [row("tf:none x1", 1), row("torch:none x1", 1, parameters="101771"), row("torch:ddp x2", 1)]
-    lines, mismatches = stats.parity(rows)
+    lines, mismatches = parity.parity(rows)
     assert mismatches == ["parameters"]
     assert any(line.startswith("  ! parameters:") and "torch:none x1 101771" in line for line in lines)
     assert "    global batch at x2: 64" in lines  # x1 and x2 differ by design (batch per replica is fixed)
-    _, mismatches = stats.parity([row("tf:none x1", 1), row("torch:none x1", 1, global_batch="64")])
+    _, mismatches = parity.parity([row("tf:none x1", 1), row("torch:none x1", 1, global_batch="64")])
     assert mismatches == ["global batch at x1"]
-    _, mismatches = stats.parity([row("tf:ps x2", 1, oversubscribed=True)])
+    _, mismatches = parity.parity([row("tf:ps x2", 1, oversubscribed=True)])
     assert mismatches == ["oversubscribed"]
 
 
@@ -63,10 +65,10 @@ def test_parity_names_a_shuffle_that_differs():
     """A streamed trial whose shuffle window could not hold its split did not train on the same order of data as
     one shuffled over the whole split (in memory: "global"): unfair, and said."""
     window = "window 2,621 rows, files in a new seeded order every pass"
-    lines, mismatches = stats.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle=window)])
+    lines, mismatches = parity.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle=window)])
     assert mismatches == ["shuffle"]
     assert f"  ! shuffle: tf:none x1 global, torch:none x1 {window}" in lines
-    lines, mismatches = stats.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle="global")])
+    lines, mismatches = parity.parity([row("tf:none x1", 1, shuffle="global"), row("torch:none x1", 1, shuffle="global")])
     assert mismatches == [] and "    shuffle: global" in lines
 
 
@@ -74,11 +76,11 @@ def test_parity_compares_what_each_worker_built():
     """Two trials that declared the same task but built different optimizers (Keras' and torch's default
     Adam epsilon) are unfair; the same built optimizer is fair."""
     tf_adam, torch_adam = "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)", "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)"
-    lines, mismatches = stats.parity([row("tf:none x1", 1, built_optimizer=tf_adam),
+    lines, mismatches = parity.parity([row("tf:none x1", 1, built_optimizer=tf_adam),
                                          row("torch:none x1", 1, built_optimizer=torch_adam)])
     assert mismatches == ["optimizer as built"]
     assert any("torch:none x1 adam(beta_1=0.9, beta_2=0.999, epsilon=1e-08)" in line for line in lines)
-    _, mismatches = stats.parity([row("tf:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.001"),
+    _, mismatches = parity.parity([row("tf:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.001"),
                                      row("torch:none x1", 1, built_optimizer=tf_adam, built_lr_schedule="0%=0.0005")])
     assert mismatches == ["learning rate as built at x1"]
 
@@ -86,7 +88,7 @@ def test_parity_compares_what_each_worker_built():
 def test_parity_compares_global_batches_within_each_swept_size():
     rows = [row("tf:none x1 b32", 1, batch_per_replica="32", global_batch="32"),
             row("torch:none x1 b256", 1, batch_per_replica="256", global_batch="256")]
-    lines, mismatches = stats.parity([{**r, "trial": r["trial"]} for r in rows])
+    lines, mismatches = parity.parity([{**r, "trial": r["trial"]} for r in rows])
     assert mismatches == [] and "    global batch at x1 b256: 256" in lines
 
 
@@ -136,13 +138,13 @@ def test_restarted_trials_are_marked_with_their_cost_summed_over_repeats():
 def test_parity_flags_compiled_against_not_compiled_with_the_fix():
     eager = [row("torch:none x1", 100, execution="eager", compiled="False"),
              row("jax:none x1", 300, execution="jit", compiled="True")]
-    lines, mismatches = stats.parity(eager)
+    lines, mismatches = parity.parity(eager)
     assert mismatches == ["execution"]
     assert "  ! execution (compiled against not): eager: torch:none x1; jit: jax:none x1; run them all compiled " \
            "with --compile on (or both ways with --compile off,on)" in lines
     compiled = [row("torch:none x1 inductor", 100, execution="inductor", compiled="True"),
                 row("jax:none x1", 300, execution="jit", compiled="True")]
-    lines, mismatches = stats.parity(compiled)
+    lines, mismatches = parity.parity(compiled)
     assert mismatches == [] and "    execution (compiled): inductor: torch:none x1 inductor; jit: jax:none x1" in lines
 
 
@@ -150,20 +152,82 @@ def test_parity_treats_compile_off_on_as_an_axis():
     swept = [row("torch:none x1", 100, execution="eager", compiled="False", requested_strategy="none"),
              row("torch:none x1 inductor", 110, execution="inductor", compiled="True", requested_strategy="none"),
              row("jax:none x1", 300, execution="jit", compiled="True", requested_strategy="none")]
-    lines, mismatches = stats.parity(swept)
+    lines, mismatches = parity.parity(swept)
     assert mismatches == [] and any(line.startswith("    execution (swept: compare compiled with compiled)")
                                     for line in lines)
 
 
 def test_parity_compares_each_frameworks_count_of_the_work_per_sample():
-    """Counts within 10% are one model's (the counters' conventions differ a little: TF counts a few elementwise
-    ops); further apart, the models differ or a counter misses an op, and each trial's count is named."""
-    lines, mismatches = stats.parity([row("tf:none x1", 1, flops_per_sample=410_004.4),
+    """Counts within 2% are one model's (the counters' conventions may differ a little); further apart, the models
+    differ or a counter misses an op, and each trial's count is named."""
+    lines, mismatches = parity.parity([row("tf:none x1", 1, flops_per_sample=410_004.4),
                                       row("torch:none x1", 1, flops_per_sample=409_088.0), row("tf:plain x1", 1)])
     assert mismatches == []
     assert "    work per sample (forward and gradients, each framework's own counter): 409.1 kFLOP..410 kFLOP" in lines
-    lines, mismatches = stats.parity([row("jax:none x1", 1, flops_per_sample=409_088.0),
+    lines, mismatches = parity.parity([row("jax:none x1", 1, flops_per_sample=409_088.0),
                                       row("torch:none x1", 1, flops_per_sample=492_770_304.0)])
     assert mismatches == ["work per sample"]
     assert any(line.startswith("  ! work per sample") and "jax:none x1 409.1 kFLOP, torch:none x1 492.8 MFLOP" in line
                for line in lines)
+    lines, mismatches = parity.parity([row("jax:none x1", 1, flops_per_sample=409_088.0),
+                                      row("torch:none x1", 1, flops_per_sample=409_088.0 * 1.03)])
+    assert mismatches == ["work per sample"]  # 3% apart: not one model
+
+
+def test_a_count_of_zero_or_none_is_not_counted_and_says_why():
+    """0 is never a count: a trial without one is named with its reason (the worker's, a kind that counts
+    nothing, or a 0 recorded by an older raylab), and the others' counts are still compared."""
+    lines, mismatches = parity.parity([
+        row("jax:none x1", 1, flops_per_sample=409_088.0, flops_count="forward and gradients"),
+        row("tf:none x1", 1, flops_count="not counted: the framework's counter found no matrix product or "
+                                           "convolution it counts in the step"),
+        row("torch:none x1", 1, flops_per_sample=0.0), row("torch:ps-sync x2", 1), row("tf:plain x1", 1)])
+    assert mismatches == []
+    assert ("  ? work per sample not counted, so not shown alike: tf:none x1 (the framework's counter found no "
+            "matrix product or convolution it counts in the step); torch:none x1 (the counter found nothing it "
+            "counts (0 recorded)); torch:ps-sync x2 (its kind records no count)") in lines
+    assert "    work per sample (forward and gradients, each framework's own counter): 409.1 kFLOP" in lines
+    lines, _ = parity.parity([row("tf:none x1", 1, flops_count="not counted: a streamed trial's test split is read "
+                                                                 "in batches")])
+    assert "    work per sample: not counted (a streamed trial's test split is read in batches)" in lines
+    assert not any("work per sample" in line for line in parity.parity([row("tf:none x1", 1)])[0])
+
+
+def test_the_answer_compares_like_starts_and_counts_a_missed_target_as_a_miss():
+    """Cold and warm repeats apart: every trial has both, so the answer is read from the kind with more repeats
+    (warm, here), and said so; a trial that reached the target once in three is ranked after one that reached it
+    every time, however fast that once; no crash where a trial's cold runs all missed."""
+    a = [row("a:x x1", 100, start=s, startup_s=u, time_to_target_s=t)
+         for s, u, t in (("cold", 10, 30), ("warm", 1, 20), ("warm", 1, 21), ("warm", 1, 22))]
+    b = [row("b:x x1", 100, start=s, startup_s=u, time_to_target_s=t)
+         for s, u, t in (("cold", 10, None), ("warm", 1, 5), ("warm", 1, None), ("warm", 1, None))]
+    (line,) = stats.best_to_target(stats.fold(a + b), "time_to_target_s", ("fastest", "sooner", "seconds"),
+                                   "{:.1f} s".format)
+    assert line.startswith("fastest to target (warm starts): a:x x1, 21.0 s (reached in 3 of 3 repeat(s)); next "
+                           "b:x x1, 5.0 s, reached in 1 of 3 (no interval"), line
+    # a kind that always starts cold against one in a warm group: nothing in common, start-up taken out
+    c = [row("c:x x1", 100, start="cold", startup_s=12, time_to_target_s=t) for t in (40, 42)]
+    d = [row("d:x x1", 100, start="warm", startup_s=1, time_to_target_s=t) for t in (30, 31)]
+    (line,) = stats.answer(stats.fold(c + d))
+    # (d's 30.5 s against c's 41 s with start-ups in: c's 12 s cold start was most of that)
+    assert line.startswith("fastest to target (start-up taken out: the trials never started alike): c:x x1, 29.0 s "
+                           "(reached in 2 of 2 repeat(s)); not distinguishable from d:x x1, 29.5 s"), line
+    # only cold runs: said by nothing, as before
+    assert stats.basis(stats.fold(c)) == ("cold", "")
+
+
+def test_repeats_that_do_not_vary_are_no_certainty():
+    """Zero variance: no interval is claimed, and the line asks for repeats."""
+    rows = [row("a:x x1", 100, time_to_target_s=10) for _ in range(2)] + \
+           [row("b:x x1", 50, time_to_target_s=20) for _ in range(2)]
+    lines = stats.significance(stats.fold(rows)) + stats.answer(stats.fold(rows))
+    assert lines == [
+        "a:x x1 vs b:x x1: 2.00x the samples/s (no spread in 2+2 repeats: no interval to show; add repeats "
+        "(--repeats) to measure the noise; 2+2 repeats)",
+        "fastest to target: a:x x1, 10.0 s (reached in 2 of 2 repeat(s)); 2.00x sooner than b:x x1, 20.0 s (no "
+        "spread in 2+2 repeats: no interval to show; add repeats (--repeats) to measure the noise)"]
+
+
+def test_the_parity_reports_names_moved_with_a_warning():
+    with pytest.warns(DeprecationWarning, match=r"raylab.compare.stats.parity moved to raylab.compare.parity.parity"):
+        assert stats.parity is parity.parity
