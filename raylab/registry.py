@@ -180,6 +180,9 @@ class Framework:
     import_env: dict = field(default_factory=dict)  # environment read at import, set from a worker's start
     collective_paths: tuple[str, ...] = ()  # source paths of its collective ops (an error there: a lost peer?)
     device_errors: tuple[str, ...] = ()  # modules whose OutOfMemoryError is the accelerator's, not the host's
+    # distributions besides `package` whose versions change what its steps compile to and run (kept answers are
+    # keyed on them: raylab/driver/host.py); those not installed count as absent
+    runtimes: tuple[str, ...] = ()
 
     def part(self, module: str):
         import importlib

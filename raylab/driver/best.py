@@ -8,9 +8,10 @@ framework's race.py), runs its first step (compilation), then times windows of e
 side_by_side); as many at once as the cluster holds. Every trial of that framework trains in the fastest candidate
 its kind can run (tf:mirrored has no XLA step). A candidate that fails is recorded with its error; the others run.
 
-The answer is kept on this host (CACHE), keyed on the cluster's hosts, the device, the framework's version, the
-recipe's model and task (the source of the model builders' files, the task's loss, optimizer, schedule and metrics,
-the input shapes), batch, precision and threads, dated; the next invocation of the same recipe reads it instead of
+The answer is kept on this host (CACHE), keyed on the host's identity (raylab/driver/host.py: raylab's version and
+source, the framework's and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the
+device, the recipe's model and task (the source of the model builder and of the user's modules it imports, the
+task's loss, optimizer, schedule and metrics, the input shapes), batch, precision and threads, dated; the next invocation of the same recipe reads it instead of
 racing (--race-again measures again). Each trial records what ran (`execution`), how it was chosen
 (`execution_choice`), every candidate's steady step time and first step (`execution_candidates`), the winner's
 margin and the race's wall time, apart from its own start-up and training (`race_s`, `race_source`).
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
 import os
 import time
@@ -294,40 +294,24 @@ def first_line(e: BaseException) -> str:
 # --- this host's kept answers ------------------------------------------------------------------------------------
 
 def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
-    """What must be equal for a kept answer to hold: the hosts, device, threads, versions, model, task and shapes."""
+    """What must be equal for a kept answer to hold: the host's identity (raylab/driver/host.py: raylab, the
+    framework and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the device,
+    threads, the model's source (the builder's and the user's modules it imports), the task and the shapes."""
     import ray
 
     from raylab.data import tree_map
+    from raylab.driver.host import identity, model_source
 
     name, batch, precision, hardware = key
     fw = framework(name)
-    hosts = sorted({n.get("NodeManagerHostname", "") for n in ray.nodes() if n.get("Alive")})
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    hosts = sorted({n.get("NodeManagerHostname", "") for n in alive})
+    accelerators = sorted({r for n in alive for r in n.get("Resources", {}) if r.startswith("accelerator_type:")})
     shapes = str(tree_map(lambda a: (tuple(a.shape[1:]), str(a.dtype)), x))
     return hashlib.sha256(json.dumps([
-        hosts, hardware or cfg.device, cfg.threads, name, _version(fw.package), batch, precision, labels, shapes,
-        _model_source(recipe, fw.name), repr(recipe.loss), repr(recipe.optimizer), repr(recipe.schedule),
-        repr(recipe.metrics), repr(recipe.preprocess)], default=str).encode()).hexdigest()[:24]
-
-
-def _version(package: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(package)  # names are normalized: a module's name finds its distribution
-    except metadata.PackageNotFoundError:
-        return "?"
-
-
-def _model_source(recipe, name: str) -> str:
-    """The source file of the recipe's model builder for `name`: the model's structure, as far as the driver can
-    tell without importing the framework (a change to the file races again)."""
-    builder = recipe.models.get(framework(name).models)
-    try:
-        path = inspect.getsourcefile(builder)
-        text = Path(path).read_text() if path else repr(builder)
-    except (TypeError, OSError):
-        text = repr(builder)
-    return hashlib.sha256(text.encode()).hexdigest()
+        identity([fw]), hosts, accelerators, hardware or cfg.device, cfg.threads, name, batch, precision, labels,
+        shapes, model_source(recipe.models.get(fw.models)), repr(recipe.loss), repr(recipe.optimizer),
+        repr(recipe.schedule), repr(recipe.metrics), repr(recipe.preprocess)], default=str).encode()).hexdigest()[:24]
 
 
 def read_cache() -> dict:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -96,17 +95,10 @@ def measure(rounds: int = 3, poll_s: float | None = None) -> dict:
 
 
 def identity() -> dict:
-    """What a measured floor is valid for: this host, its CPUs and the versions that set it."""
-    from importlib import metadata
+    """What a measured floor is valid for: this host's identity (raylab/driver/host.py), every cache's."""
+    from raylab.driver.host import identity as host
 
-    def version(name):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-
-    return {"host": socket.gethostname(), "cpus": os.cpu_count(), "python": sys.version.split()[0],
-            **{name: version(name) for name in ("ray", *(fw.package for fw in frameworks()))}}
+    return host()
 
 
 def save(figures: dict, path: Path = CACHE) -> Path:

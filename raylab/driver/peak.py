@@ -26,11 +26,10 @@ def key(name: str, device: str, precision: str, threads: int) -> str:
 
 
 def identity() -> dict:
-    """What a measured peak is valid for: the floor's (host, CPUs, versions) and the CPU's model."""
-    from raylab.driver.floor import identity as versions
-    from raylab.loop.worker_config import cpu_model
+    """What a measured peak is valid for: this host's identity (raylab/driver/host.py), every cache's."""
+    from raylab.driver.host import identity as host
 
-    return {**versions(), "cpu_model": cpu_model()}
+    return host()
 
 
 def probe(name: str, precision: str, device: str, threads: int, size: int, seconds: float) -> dict:
