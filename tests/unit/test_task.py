@@ -197,3 +197,21 @@ def test_both_frameworks_take_the_target_first():
         for cls in (TFTask, TorchTask):
             assert list(inspect.signature(getattr(cls, method)).parameters)[1:] == ["y", "pred"], (cls, method)
     assert list(inspect.signature(TorchTask.step_stats).parameters)[1:] == ["loss", "y", "pred"]
+
+
+def test_the_tf_race_sets_up_with_the_workers_own_functions(monkeypatch):
+    """--compile best's TF racer: the environment, float32 matmuls (TF32 off), threads, seed and precision policy
+    set by the functions a tf:none worker calls (raylab/frameworks/tf/worker.py), not a copy of them."""
+    from raylab.frameworks.tf import race, worker
+
+    calls = []
+    for name in ("import_tf", "numerics"):
+        real = getattr(worker, name)
+        monkeypatch.setattr(worker, name, lambda *a, real=real, name=name: (calls.append(name), real(*a))[1])
+    threads = tf.config.threading.get_intra_op_parallelism_threads()  # set once a process: as this one has it
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # what import_tf sets for a CPU trial, undone after the test
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    got_tf, got_keras = race._set_up("fp32", "cpu", threads, 7)
+    assert calls == ["import_tf", "numerics"] and got_tf is tf
+    assert not tf.config.experimental.tensor_float_32_execution_enabled()
+    assert got_keras.mixed_precision.global_policy().name == "float32"

@@ -1,9 +1,12 @@
 """torch.compile in the torch trials (raylab/frameworks/torch/compiled.py), through the worker's own pieces and no
 Ray: the compiled step trains as the eager one (dropout included), fp16's loss scale runs outside the compiled code,
 evaluation's shorter last batch compiles apart from training, a checkpoint of a compiled model restores into
-another compiled model, and every compilation is counted. One test: each compilation costs seconds."""
+another compiled model, and every compilation is counted (one test: each compilation costs seconds); and
+--compile best's racer set up by the worker's own function."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -66,3 +69,22 @@ def test_a_compiled_step_trains_as_the_eager_one_with_fp16_outside_and_restores_
     assert all(torch.equal(a, b) for a, b in zip(module.state_dict().values(), restored.state_dict().values()))
     _, scaled, _, fp16, _, _ = trained("inductor", 8, precision="fp16")
     assert np.isfinite(scaled).all() and fp16.figures()["compiles_after_warmup"] == 0
+
+
+def test_the_race_sets_up_as_the_worker_does_with_the_workers_own_function(monkeypatch):
+    """--compile best's racer and a trial's worker call one set-up (threads, seed, Inductor's cache, TF32 off for
+    matmuls and cuDNN): a setting added to it reaches both. The racer's candidate then steps the recipe's model."""
+    from raylab.frameworks.torch import race, worker
+
+    calls, real = [], worker.setup
+    monkeypatch.setattr(worker, "setup", lambda *a: (calls.append(a), real(*a))[1])
+    worker.torch_imports(SimpleNamespace(threads=1, seed=3, compile_cache=None))
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True  # as a fresh process has cuDNN's
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(128, 6)).astype(np.float32), rng.integers(0, 3, 128)
+    task = Task(models={"torch": model}, loss="sparse_categorical_crossentropy", metrics=("accuracy",),
+                optimizer=optimizer("adam", 1e-2))
+    run, first_s = race.ready(task, x, y, 32, "eager", "fp32", "cpu", 1, 3)
+    assert calls == [(1, 3, None), (1, 3, None)]
+    assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+    assert first_s > 0 and np.isfinite(run(2)).all()

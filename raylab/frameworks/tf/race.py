@@ -4,7 +4,6 @@ own (TF's threads are fixed at its first op)."""
 
 from __future__ import annotations
 
-import os
 from types import SimpleNamespace
 
 
@@ -15,11 +14,10 @@ def ready(task, x, y, batch: int, label: str, precision: str, device: str, threa
     XLA's compilation included; `cache_dir` is torch's, unused). Raises what building or compiling it raised (an op with no XLA kernel)."""
     import time
 
-    tf, keras = _set_up(precision, device, threads)
+    tf, keras = _set_up(precision, device, threads, seed)
     from raylab.frameworks.tf.task import TFTask
     from raylab.frameworks.tf.worker import _model, shard_batches, training
 
-    keras.utils.set_random_seed(seed)
     tt = TFTask(task, tf, keras, 10_000)
     dist = tf.distribute.get_strategy()
     model, optimizer = _model(tf, keras, dist, tt, precision)
@@ -35,20 +33,16 @@ def ready(task, x, y, batch: int, label: str, precision: str, device: str, threa
     return run, time.perf_counter() - t0
 
 
-def _set_up(precision: str, device: str, threads: int):
-    """(tf, keras) with the threads, float32 matmuls and mixed-precision policy a tf:none worker sets (once a
-    process: the first candidate sets them, the next finds them set)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    import tensorflow as tf
+def _set_up(precision: str, device: str, threads: int, seed: int):
+    """(tf, keras) set up by a tf:none worker's own functions (worker.py import_tf, _threads, numerics): its
+    environment, float32 matmuls, threads, seed and mixed-precision policy. Threads once a process: the first
+    candidate sets them, the next finds them set."""
+    from raylab.frameworks.tf.worker import _threads, import_tf, numerics
 
-    from raylab.frameworks.tf.worker import POLICIES, _threads
-
+    tf = import_tf(device)
     if tf.config.threading.get_intra_op_parallelism_threads() != threads:
         _threads(tf, threads, 1)
-    tf.config.experimental.enable_tensor_float_32_execution(False)
     import keras
 
-    keras.mixed_precision.set_global_policy(POLICIES.get(precision, "float32"))
+    numerics(keras, seed, precision)
     return tf, keras

@@ -171,10 +171,7 @@ def tf_worker_loop(config: dict) -> None:
     import keras  # after the strategy: it must see the logical devices set above
 
     phases.mark("imports")
-    keras.utils.set_random_seed(cfg.seed)
-    # bf16, fp16: bfloat16 or float16 compute and float32 variables in every layer the recipe's model builds
-    # from here on; fp16 also scales the loss (raylab/frameworks/tf/loss_scale.py)
-    keras.mixed_precision.set_global_policy(POLICIES.get(cfg.precision, "float32"))
+    numerics(keras, cfg.seed, cfg.precision)
     steps_per_epoch = cfg.steps(items_per_worker(cfg, world) // (cfg.batch_per_replica * local_replicas))
     task = TFTask(cfg.task, tf, keras, steps_per_epoch * cfg.epochs)
     task.eval_batch = cfg.batch_per_replica
@@ -233,16 +230,29 @@ def training(tf, dist, task, model, optimizer, batches, cfg, ran: str, streamed:
 
 
 def tf_imports(cfg):
+    """A TF worker's imports at the loop's start (raylab/loop/start.py): import_tf()."""
+    return import_tf(cfg.device)
+
+
+def import_tf(device: str):
     """TensorFlow imported with the environment it reads at import set; float32 matmuls in float32 (TF runs them in
     TF32 on Ampere and later by default; torch does not): both frameworks do the same arithmetic, recorded as
-    float32_matmul. tf itself returned."""
+    float32_matmul. tf itself returned. With _threads() and numerics(), what every TF process that steps a recipe's
+    model sets: a trial's worker and --compile best's racer (race.py) call these same functions."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if cfg.device == "cpu":  # what ran is what's recorded: no GPU may sneak in (and no cuInit noise)
+    if device == "cpu":  # what ran is what's recorded: no GPU may sneak in (and no cuInit noise)
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import tensorflow as tf
 
     tf.config.experimental.enable_tensor_float_32_execution(False)
     return tf
+
+
+def numerics(keras, seed: int, precision: str) -> None:
+    """The seed, and the precision: bf16, fp16: bfloat16 or float16 compute and float32 variables in every layer
+    the recipe's model builds from here on; fp16 also scales the loss (raylab/frameworks/tf/loss_scale.py)."""
+    keras.utils.set_random_seed(seed)
+    keras.mixed_precision.set_global_policy(POLICIES.get(precision, "float32"))
 
 
 def _train_fn(tf, dist, task, replica_step, batches, cfg):

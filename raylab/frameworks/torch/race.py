@@ -1,5 +1,6 @@
 """--compile best's race for torch (raylab/driver/best.py): each candidate execution built and stepped as a trial's
-worker builds and steps it (build_model, step_context, train_fn: the same functions), ready for timing.race."""
+worker sets up, builds and steps it (setup, build_model, step_context, train_fn: the same functions), ready for
+timing.race."""
 
 from __future__ import annotations
 
@@ -15,13 +16,11 @@ def ready(task, x, y, batch: int, label: str, precision: str, device: str, threa
 
     import torch
 
-    from raylab.frameworks.torch.compiled import set_cache
     from raylab.frameworks.torch.task import TorchTask, to_tensors
-    from raylab.frameworks.torch.worker import build_model, host_copy, mean_loss, shard_batches, step_context, train_fn
+    from raylab.frameworks.torch.worker import (build_model, host_copy, mean_loss, setup, shard_batches, step_context,
+                                                train_fn)
 
-    set_cache(cache_dir)
-    torch.set_num_threads(threads)
-    torch.manual_seed(seed)
+    setup(threads, seed, cache_dir)  # the worker's own: threads, seed, Inductor's cache, TF32 off
     where = torch.device("cuda", 0) if device == "gpu" else torch.device("cpu")
     tt = TorchTask(task, total_steps=10_000)
     spec = SimpleNamespace(execution=label, threads=threads, short="none", warmup_steps=3, precision=precision)

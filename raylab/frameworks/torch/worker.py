@@ -98,9 +98,7 @@ def torch_worker_loop(config: dict) -> None:
     device = torch.device(f"cuda:{ctx.get_local_rank()}" if cfg.device == "gpu" else "cpu")
     if cfg.device == "gpu":
         torch.cuda.set_device(device)
-    # float32 convolutions in float32 too (cuDNN's TF32 is on by default; matmuls' is off), as in TF
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    phases.mark("setup")
+    phases.mark("setup")  # threads, seed and float32 arithmetic: setup(), at the loop's start
     task, steps_per_epoch, data = shard_and_task(cfg, ctx)
     batches = batch_source(data, cfg.batch_per_replica, cfg.seed + rank, steps_per_epoch,
                            device if device.type != "cpu" else None)
@@ -168,16 +166,25 @@ def step_context(precision: str, device, optimizer, profile=None):
 
 
 def torch_imports(cfg) -> None:
-    """A torch-family worker's imports at the loop's start (raylab/loop/start.py): torch, its threads set, seeded."""
+    """A torch-family worker's imports at the loop's start (raylab/loop/start.py): torch, set up (setup())."""
+    setup(cfg.threads, cfg.seed, cfg.compile_cache)
+
+
+def setup(threads: int, seed: int, compile_cache: str | None) -> None:
+    """What every torch process that steps a recipe's model sets before it builds one: a trial's worker and
+    --compile best's racer (race.py) call this one function, so that what the race times is what the trial runs.
+    Threads (Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than 1 at batch 32
+    on a 2-core machine); the seed (same init on every rank; DDP also broadcasts rank 0's); Inductor's cache; and
+    float32 in float32: TF32 off for matmuls and cuDNN's convolutions (cuDNN's is on by default, matmuls' off), as
+    in TF, recorded as float32_matmul."""
     import torch
 
     from raylab.frameworks.torch.compiled import set_cache
 
-    # Ray sets OMP_NUM_THREADS, but say it explicitly: 2 intra-op threads ran 14x slower than
-    # 1 at batch 32 on a 2-core machine.
-    torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)  # same init on every rank (DDP also broadcasts rank 0's)
-    set_cache(cfg.compile_cache)
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    set_cache(compile_cache)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
 
 
 def shard_and_task(cfg, ctx, xla: bool = False):
