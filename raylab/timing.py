@@ -178,7 +178,7 @@ def side_by_side(runs: dict, budget_s: float = 3.0, window_s: float = 0.5, max_w
     weights from the caches: 15% slower a step), until each has had `rounds` blocks and the turns have spent
     `budget_s` (a slow step, the ResNet-UNet's 1 s, stops at `rounds` windows). Turns, so that the machine's drift
     falls on every run alike. Returns label -> {"step_ms": median ms a step over the windows, "first_s": its first
-    steps, "windows": how many were timed}.
+    steps, "windows": how many were timed, "spread": their noise (spread())}.
     """
     sizes = {}
     for label, (run, _) in runs.items():
@@ -208,4 +208,10 @@ def side_by_side(runs: dict, budget_s: float = 3.0, window_s: float = 0.5, max_w
             block(label, keep=True)
         turns += 1
     return {label: {"step_ms": float(np.median(times[label]) * 1e3), "first_s": runs[label][1],
-                    "windows": len(times[label])} for label in runs}
+                    "windows": len(times[label]), "spread": spread(times[label])} for label in runs}
+
+
+def spread(times: list[float]) -> float:
+    """The windows' noise: their interquartile range over their median (0.04: the middle half within 4%)."""
+    q1, median, q3 = np.percentile(times, [25, 50, 75])
+    return float((q3 - q1) / median) if median > 0 else 0.0

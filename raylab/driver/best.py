@@ -3,18 +3,20 @@
 Which execution wins depends on the model and the machine (bench/results.md, "Compiled against eager"). So before the
 trials, for each (framework, batch per replica, precision) of the invocation whose kinds have more than one candidate
 (Strategy.candidates: torch eager and Inductor, TF's tf.function and XLA; jax and torch_xla have one), one Ray actor
-with a trial's CPUs, threads and device builds the recipe's model in each candidate as a trial's worker does (the
-framework's race.py), runs its first step (compilation), then times windows of each in turn (raylab/timing.py
-side_by_side); as many at once as the cluster holds. Every trial of that framework trains in the fastest candidate
-its kind can run (tf:mirrored has no XLA step). A candidate that fails is recorded with its error; the others run.
+with a trial's CPUs, threads and device, set up by the worker's own function, builds the recipe's model in each
+candidate as a trial's worker does (the framework's race.py), runs its first step (compilation), then times windows
+of each in turn (raylab/timing.py side_by_side); as many at once as the cluster holds. Every trial of that
+framework trains in the candidate its kind can run (tf:mirrored has no XLA step) that its steps spend least in,
+past the race's noise (raylab/driver/choice.py). A candidate that fails is recorded with its error; the others run.
 
 The answer is kept on this host (CACHE), keyed on the host's identity (raylab/driver/host.py: raylab's version and
 source, the framework's and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the
 device, the recipe's model and task (the source of the model builder and of the user's modules it imports, the
-task's loss, optimizer, schedule and metrics, the input shapes), batch, precision and threads, dated; the next invocation of the same recipe reads it instead of
-racing (--race-again measures again). Each trial records what ran (`execution`), how it was chosen
-(`execution_choice`), every candidate's steady step time and first step (`execution_candidates`), the winner's
-margin and the race's wall time, apart from its own start-up and training (`race_s`, `race_source`).
+task's loss, optimizer, schedule and metrics, the input shapes), batch, precision and threads, dated; the next
+invocation of the same recipe reads it instead of racing (--race-again measures again). Each trial records what ran
+(`execution`), how it was chosen (`execution_choice`), every candidate's steady step time and first step
+(`execution_candidates`), what each would have spent on its steps (`execution_projected`), the winner's margin a
+step and the race's wall time, apart from its own start-up and training (`race_s`, `race_source`).
 """
 
 from __future__ import annotations
@@ -24,64 +26,15 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from raylab.config import Settings, TrialSpec
-from raylab.registry import framework, get_strategy
+from raylab.driver.choice import Choice
+from raylab.registry import framework
 
 CACHE = Path("~/.cache/raylab/best-execution.json")
 RACE_TIMEOUT_S = 1800.0  # compiling the ResNet-UNet took 52 s here; a race past this is given up: usual executions
 RACE_ROWS, RACE_MB = 128, 64  # batches of training rows a race steps over, and its most MB of inputs
-
-
-@dataclass
-class Choice:
-    """What --compile best found for one (framework, batch, precision)."""
-
-    candidates: dict  # label -> {"step_ms", "first_s", "windows"}, {"error": why}, or {} (the only candidate)
-    race_s: float  # the race's wall time on the driver, its Ray task's start included (0: none ran)
-    source: str  # "raced", "kept on this host since <date>", "its only candidate"
-
-    def ranked(self) -> list[str]:
-        """The candidates that ran, fastest first (the only candidate where there was nothing to measure)."""
-        timed = [label for label, got in self.candidates.items() if "step_ms" in got]
-        if not timed:
-            return [label for label, got in self.candidates.items() if "error" not in got]
-        return sorted(timed, key=lambda label: self.candidates[label]["step_ms"])
-
-    def for_kind(self, kind: str, device: str) -> str:
-        """The execution a kind trains in: the fastest candidate it can run, else its usual one."""
-        strategy = get_strategy(kind)
-        own = strategy.candidates(device)
-        return next((label for label in self.ranked() if label in own), strategy.executions["off"])
-
-    def margin(self, chosen: str, own: list[str] | None = None) -> float | None:
-        """The next fastest candidate's step time over the chosen one's (1.43: it won by 43%), where both ran; among
-        `own`, the candidates the trial's kind can run, where given (tf:mirrored's only one wins against none)."""
-        times = sorted(got["step_ms"] for label, got in self.candidates.items()
-                       if "step_ms" in got and label != chosen and (own is None or label in own))
-        mine = self.candidates.get(chosen, {}).get("step_ms")
-        return times[0] / mine if times and mine else None
-
-    def described(self) -> str:
-        """'eager 1.02 ms, inductor 1.46 ms (first step 19.8 s)': every candidate's steady step and first step."""
-        parts = []
-        for label, got in self.candidates.items():
-            if "error" in got:
-                parts.append(f"{label} failed: {got['error']}")
-            elif "step_ms" in got:
-                parts.append(f"{label} {got['step_ms']:.3g} ms (first step {got['first_s']:.1f} s)")
-            else:
-                parts.append(f"{label} (its only candidate)")
-        return "; ".join(parts)
-
-    def params(self, chosen: str, own: list[str] | None = None) -> dict:
-        """A trial's MLflow params of the choice; `own`: the candidates its kind can run (the margin is over them)."""
-        margin = self.margin(chosen, own)
-        return {"execution_choice": "best", "execution_candidates": self.described()[:490],
-                **({"execution_margin": round(margin, 3)} if margin else {}),
-                "race_s": round(self.race_s, 2), "race_source": self.source}
 
 
 def key_of(recipe, cfg: Settings, spec: TrialSpec) -> tuple:
@@ -113,16 +66,22 @@ def resolve(recipe, cfg: Settings, ds, shared) -> None:
         else:
             racing[key] = (labels, rows)
     cfg.best.update(run_races(recipe, cfg, ds, racing))
-    for key in keys:
-        say(recipe, key, cfg.best[key])
-    cfg.trials = [chosen(recipe, cfg, s) for s in cfg.trials]
+    items = shared.info.train_items if getattr(ds, "streamed", False) else ds.train_items
+    cfg.trials = [chosen(recipe, cfg, s, items) for s in cfg.trials]
+    for key, specs in keys.items():
+        say(key, cfg.best[key], [s for s in cfg.trials if s.best and s.name in {t.name for t in specs}])
 
 
-def chosen(recipe, cfg: Settings, spec: TrialSpec) -> TrialSpec:
-    """The spec with its execution set from its key's Choice (None: its kind's usual execution)."""
+def chosen(recipe, cfg: Settings, spec: TrialSpec, items: int) -> TrialSpec:
+    """The spec with its execution set from its key's Choice (None: its kind's usual execution), for the steps
+    its trial runs on `items` training items (kept on the Choice for params())."""
     if not spec.best:
         return spec
-    label = cfg.best[key_of(recipe, cfg, spec)].for_kind(spec.kind, cfg.on(spec).device)
+    choice = cfg.best[key_of(recipe, cfg, spec)]
+    replicas = spec.layout(cfg).replicas
+    per_epoch = cfg.steps_per_epoch or max(1, items // (recipe.with_batch(spec.batch).per_replica(replicas) * replicas))
+    choice.steps[spec.name] = steps = cfg.epochs * per_epoch
+    label = choice.for_kind(spec.kind, cfg.on(spec).device, steps)
     return dataclasses.replace(spec, execution=None if label == spec.strategy.executions["off"] else label)
 
 
@@ -130,7 +89,8 @@ def params(recipe, cfg: Settings, spec: TrialSpec) -> dict:
     """What a trial records of how its execution was chosen: forced by --compile, or the Choice's params."""
     if not spec.best:
         return {"execution_choice": "forced"}
-    return cfg.best[key_of(recipe, cfg, spec)].params(spec.executes(), spec.strategy.candidates(cfg.on(spec).device))
+    choice = cfg.best[key_of(recipe, cfg, spec)]
+    return choice.params(spec.executes(), spec.strategy.candidates(cfg.on(spec).device), choice.steps.get(spec.name))
 
 
 def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | None:
@@ -141,17 +101,20 @@ def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | No
     return Choice(found["candidates"], 0.0, f"kept on this host since {found['when']}") if found else None
 
 
-def say(recipe, key: tuple, choice: Choice) -> None:
-    """The choice on the console: which execution, by how much, every candidate, where the answer came from."""
+def say(key: tuple, choice: Choice, trials: list[TrialSpec]) -> None:
+    """The choice on the console: what the key's trials train in, what each candidate would spend on their steps,
+    every candidate's figures, where the answer came from."""
     from raylab.driver import console
 
     if choice.source == "its only candidate":
         return
-    won = (choice.ranked() or list(choice.candidates))[0]
-    margin = choice.margin(won)
+    took = ", ".join(dict.fromkeys(s.executes() for s in trials)) or (choice.ranked() or list(choice.candidates))[0]
+    timed = [label for label, got in choice.candidates.items() if "step_ms" in got]
+    spent = "; ".join(f"{n} steps: " + ", ".join(f"{label} {choice.projected(label, n):.1f} s" for label in timed)
+                      for n in sorted({choice.steps[s.name] for s in trials if s.name in choice.steps}))
     on = f", on {key[3]}" if key[3] else ""
     console.get().line(f"raylab: --compile best: {framework(key[0]).title} (batch {key[1]}, {key[2]}{on}) trains in "
-                       f"{won}" + (f", {margin:.2f}x faster a step than the next" if margin else "")
+                       f"{took}" + (f" ({spent}, first step included)" if spent and len(timed) > 1 else "")
                        + f" ({choice.described()}; {choice.source}"
                        + (f", {choice.race_s:.1f} s" if choice.race_s else "") + ")")
 

@@ -58,6 +58,9 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
     ddp, mwms = by_name["torch:ddp x2"], by_name["tf:mwms x2"]
     assert ddp["execution_choice"] == "best" and ddp["race_source"] == "raced", ddp
     assert re.match(r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor [\d.]+ ms", ddp["execution_candidates"]), ddp
+    # chosen on what its steps would spend in each (the first step, compilation, included), past the race's noise
+    assert re.match(r"\d+ steps: eager [\d.]+ s, inductor [\d.]+ s; a lead over the usual execution counts past "
+                    r"1\.\d\dx$", ddp["execution_projected"]), ddp
     assert mwms["execution_candidates"].endswith("(its only candidate)"), mwms
     assert "parity: fair" in out and "parity: UNFAIR" not in out, out[-3000:]
     # what the parity report compared of what the workers built: the models' settings and each framework's count of

@@ -132,3 +132,22 @@ def test_races_go_in_waves_the_cluster_holds_at_once():
     t4 = {"CPU": 1.0, "accelerator_type:T4": 0.001}
     assert best.waves({"x": t4, "y": cpu}, {"CPU": 2.0}) == [["x"], ["y"]]  # no T4 node: it waits alone
     assert best.waves({}, {"CPU": 2.0}) == []
+
+
+def test_a_kind_trains_in_what_its_steps_spend_least_in_and_past_the_races_noise():
+    """A 20 s compile for a 25% faster step: a short trial stays eager, a long one compiles; a lead inside the
+    windows' spread is no lead; each candidate's projected seconds are recorded."""
+    raced = {"eager": {"step_ms": 2.0, "first_s": 0.1, "windows": 40, "spread": 0.05},
+             "inductor": {"step_ms": 1.5, "first_s": 20.0, "windows": 40, "spread": 0.03}}
+    choice = best.Choice(raced, 25.0, "raced")
+    assert choice.for_kind("torch:none", "cpu") == "inductor"  # a step alone: the faster step
+    assert choice.for_kind("torch:none", "cpu", steps=600) == "eager"  # 1.3 s against 20.9
+    assert choice.for_kind("torch:none", "cpu", steps=100_000) == "inductor"  # 200 s against 170: 1.18x > 1.05x
+    noisy = best.Choice({**raced, "eager": {**raced["eager"], "spread": 0.25}}, 25.0, "raced")
+    assert noisy.for_kind("torch:none", "cpu", steps=100_000) == "eager"  # 1.18x inside a 25% spread
+    assert choice.projected("inductor", 601) == pytest.approx(20.9)
+    params = choice.params("eager", ["eager", "inductor"], 600)
+    assert params["execution_projected"] == ("600 steps: eager 1.3 s, inductor 20.9 s; a lead over the usual "
+                                             "execution counts past 1.05x")
+    kept = best.Choice({"eager": RACED["eager"], "inductor": {"step_ms": 0.5, "first_s": 0.1}}, 0.0, "kept")
+    assert kept.for_kind("torch:none", "cpu", steps=600) == "inductor"  # kept before spreads were: no noise known
