@@ -9,6 +9,7 @@ from pathlib import Path
 
 from raylab.compare import parity, stats
 from raylab.compare.chart import write_chart
+from raylab.record.prices import WHOLE
 from raylab.record.tracking import PARENT, ROLE
 from raylab.errors import UserError
 
@@ -97,7 +98,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "execution": t.get("execution") or p.get("execution"), "compiled": p.get("compiled"),
             "execution_choice": p.get("execution_choice"), "execution_candidates": p.get("execution_candidates"),
             "execution_margin": p.get("execution_margin"), "optimizer_impl": t.get("optimizer_impl"),
-            "model_settings": t.get("model_settings"), "flops_count": t.get("flops_count"),
+            "model_settings": t.get("model_settings"), "flops_count": t.get("flops_count"), "cost_split": t.get("cost_split"),
             "start": p.get("start"), "group_index": p.get("group_index"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
             "shared_machine": t.get("shared_machine") == "true", "hardware": hardware_of(p, t),
@@ -206,7 +207,8 @@ def format_report(rows: list[dict]) -> str:
     sections = [("differences", stats.significance(folded)), ("scaling", stats.scaling(folded)),
                 ("overhead vs plain scripts", stats.overhead(folded)),
                 ("startup before the first step, s (process = until the worker process starts; workers = its Ray Train and backend set-up)",
-                 stats.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows))]
+                 stats.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows)),
+                ("cost (--prices): how each trial was billed", cost_split(rows))]
     parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]
     lines, mismatches = parity.parity(rows)
     verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"
@@ -224,6 +226,15 @@ def overlapping(rows: list[dict]) -> list[str]:
         lines.append("! the nodes are one machine (a simulated cluster): trials side by side shared its cores, so "
                      "their timings are not comparable with trials run alone")
     return lines
+
+
+def cost_split(rows: list[dict]) -> list[str]:
+    """How the trials' costs were split, each way once with its trials (raylab/record/prices.py)."""
+    ways: dict[str, list[str]] = {}
+    for r in rows:
+        if r.get("cost_usd") is not None:
+            ways.setdefault(r.get("cost_split") or WHOLE, []).append(r["trial"])
+    return [f"{way}: {', '.join(dict.fromkeys(trials))}" for way, trials in ways.items()]
 
 
 def format_csv(rows: list[dict]) -> str:

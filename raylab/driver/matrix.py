@@ -261,7 +261,8 @@ class Matrix:
                                         "overlapped_with": ",".join(with_) or "none",
                                         **({"shared_machine": "true"} if shared and with_ else {}),
                                         "trial_started": f"{t0:.3f}", "trial_ended": f"{t1:.3f}"})
-            spent, said = cost(prices, [n.resources for n in taken], o.result) if prices and "wall_s" in o.result else ({}, {})
+            spent, said = (cost(prices, [n.resources for n in taken], o.result, simulated=shared)
+                           if prices and "wall_s" in o.result else ({}, {}))
             o.result.update(spent)
             if said:
                 tracker.set_tags(o.run_id, said)

@@ -33,9 +33,15 @@ def node_type(resources: dict) -> str:
     return next((k[len(ACCELERATOR):] for k in sorted(resources) if k.startswith(ACCELERATOR)), "cpu")
 
 
-def cost(prices: dict, held: list[dict], result: dict) -> tuple[dict, dict]:
+WHOLE = "its nodes, whole, for its wall time (no other trial holds a node while it runs)"
+SIMULATED = "its nodes, whole, for its wall time, priced as the nodes they stand for (a simulated cluster: one machine)"
+
+
+def cost(prices: dict, held: list[dict], result: dict, simulated: bool = False) -> tuple[dict, dict]:
     """(metrics, tags) of a trial that held nodes with these resources: cost_usd (its wall time at their hourly
-    rate) and cost_to_target_usd, with the rate and the node types; a type the file has no price for: a tag saying
+    rate) and cost_to_target_usd, with the rate, the node types and how it was billed (the tag cost_split: a node
+    is held by one trial at a time, raylab/driver/matrix.py `Nodes`, so a trial pays its nodes whole; on a simulated
+    cluster they are one machine's, priced as what they stand for); a type the file has no price for: a tag saying
     so, and no cost."""
     types = [node_type(r) for r in held]
     missing = sorted({t for t in types if t not in prices})
@@ -45,4 +51,4 @@ def cost(prices: dict, held: list[dict], result: dict) -> tuple[dict, dict]:
     metrics = {"price_usd_per_hour": rate, "cost_usd": result["wall_s"] * rate / 3600}
     if result.get("time_to_target_s") is not None:
         metrics["cost_to_target_usd"] = result["time_to_target_s"] * rate / 3600
-    return metrics, {"node_types": ",".join(types)}
+    return metrics, {"node_types": ",".join(types), "cost_split": SIMULATED if simulated else WHOLE}
