@@ -4,7 +4,7 @@ has it), per device, precision and threads, and keeps the figures in ~/.cache/ra
 CPU and these versions. A trial then records `peak_tflops` (its framework's, on its device, at its applied
 precision and threads) and `utilization`: its `achieved_tflops` over that peak times its replicas. A matrix
 product is the most a framework gets out of the device; a training step, with its smaller products, elementwise
-ops and the optimizer, stays below it.
+ops and the optimizer, stays below it. (A trial's share of the peaks: raylab/driver/utilization.py.)
 """
 
 from __future__ import annotations
@@ -15,14 +15,11 @@ import sys
 import time
 from pathlib import Path
 
+from raylab.driver.utilization import key
 from raylab.registry import framework
 
 CACHE = Path("~/.cache/raylab/peak.json")
 SIZES = {"cpu": 1024, "gpu": 8192}  # n x n products: large enough to reach the rate, small enough to repeat
-
-
-def key(name: str, device: str, precision: str, threads: int) -> str:
-    return f"{name}/{device}/{precision}/{threads}"
 
 
 def identity() -> dict:
@@ -59,23 +56,6 @@ def save(peaks: dict, path: Path = CACHE) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"identity": identity(), "peaks": {**load(path), **peaks}}, indent=2))
     return path
-
-
-def utilization(name: str, device: str, tags: dict, threads: int, replicas: int, achieved_tflops: float | None,
-                peaks: dict, names: list[str | None] = ()) -> tuple[dict, dict]:
-    """(metrics, tags) of a trial's share of the peaks: {"peak_tflops", "utilization"} where its peak was measured
-    here, and, on an accelerator the vendors' table knows (`names`: its device's name, node type, TPU type),
-    {"vendor_peak_tflops", "vendor_utilization"} (raylab/record/vendor.py). tags: the trial's own (the precision
-    and the float32 matmul it applied, its device's name)."""
-    from raylab.record.vendor import vendor_utilization
-
-    precision = tags.get("precision_applied") or "fp32"
-    metrics, said = vendor_utilization(device, [tags.get("device_name"), *names], precision,
-                                       tags.get("float32_matmul"), replicas, achieved_tflops)
-    peak = peaks.get(key(name, device, precision, threads), {}).get("tflops")
-    if peak and achieved_tflops is not None:
-        metrics.update({"peak_tflops": peak, "utilization": achieved_tflops / (peak * max(replicas, 1))})
-    return metrics, said
 
 
 def peak_main(argv: list[str]) -> int:

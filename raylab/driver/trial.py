@@ -27,7 +27,7 @@ from raylab.data import Dataset
 from raylab.driver import best, cluster, console
 from raylab.driver import floor as startup_floor
 from raylab.driver import peak as peaks
-from raylab.driver.peak import utilization
+from raylab.driver.utilization import utilization, worker_nodes
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.record.params import common_params
 from raylab.driver.progress import Progress
@@ -197,10 +197,11 @@ class Trial:
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.short,
                            spec.strategy.replicas_found)
         memory, memory_tags = self.peak_memory()
+        types, here = worker_nodes(rec.tags)  # a peak measured on this host is its trials' only where they ran here
         used, used_tags = utilization(spec.framework, spec.strategy.device(self.cfg), rec.tags, self.cfg.threads,
                                       int(rec.tags.get("replicas_in_sync") or spec.workers),
-                                      rec.result.get("achieved_tflops"), peaks.load(),  # `raylab peak` measured it here
-                                      [self.cfg.accelerator_type, self.cfg.tpu_type])
+                                      rec.result.get("achieved_tflops"), peaks.load() if here else {},
+                                      [self.cfg.accelerator_type, *types, self.cfg.tpu_type])
         memory.update(used)
         memory_tags.update(used_tags)
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran

@@ -11,12 +11,17 @@ T4 or V100, fp32 on a TPU) leaves the trial without a vendor figure.
 
 Sources (checked 2026-11-28; the sparse figures on the data sheets are twice these):
   NVIDIA H100 and H200 Tensor Core GPU data sheets (nvidia.com/en-us/data-center/h100, /h200): SXM FP32 67,
-  TF32 494.7, BF16 and FP16 989.4; H100 PCIe FP32 51.2, TF32 378, BF16 and FP16 756.
-  NVIDIA A100 data sheet (nvidia.com/en-us/data-center/a100): FP32 19.5, TF32 156, BF16 and FP16 312.
-  NVIDIA V100 data sheet (SXM2): FP32 15.7, FP16 tensor 125. NVIDIA T4 data sheet: FP32 8.1, FP16 65.
-  NVIDIA L4 data sheet: FP32 30.3, TF32 60, BF16 and FP16 121.
+  TF32 494.7, BF16 and FP16 989.4; H100 PCIe FP32 51.2, TF32 378, BF16 and FP16 756; H100 NVL and H200 NVL FP32
+  60, TF32 417.5, BF16 and FP16 835.5 (the sheets' 835 and 1,671 are with sparsity).
+  NVIDIA A100 data sheet (nvidia.com/en-us/data-center/a100): FP32 19.5, TF32 156, BF16 and FP16 312 (SXM and
+  PCIe alike). NVIDIA V100 data sheet: SXM2 FP32 15.7, FP16 tensor 125; PCIe FP32 14, FP16 tensor 112. NVIDIA T4
+  data sheet: FP32 8.1, FP16 65. NVIDIA L4 data sheet: FP32 30.3, TF32 60, BF16 and FP16 121.
   Google Cloud TPU system architecture pages (cloud.google.com/tpu/docs/v2 ... /v6e), peak bf16 per chip:
-  v2 45, v3 123, v4 275, v5e 197, v5p 459, v6e (Trillium) 918.
+  v2 45, v3 123, v4 275, v5e 197, v5p 459, v6e (Trillium) 918. jax names them "TPU v4", "TPU v5 lite" (v5e),
+  "TPU v5" (v5p), "TPU v6 lite" (v6e); Ray's node types "TPU-V4", "TPU-V5LITEPOD", "TPU-V5P", "TPU-V6E".
+
+Ray's GPU node types ("H100", "H200", "V100") do not say the form factor: a trial known only by one is given the
+SXM row, and its tag says that the form factor was not known.
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ import re
 _H100 = {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}
 # (a pattern matched against the device's name, node type or TPU type, case-insensitive; its name; TFLOP/s by rate),
 # the more specific first (an H100 PCIe before any H100)
+_NVL = {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}
 PEAKS = [
     (r"h100.*pcie", "H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
+    (r"h100.*nvl", "H100 NVL", _NVL),
+    (r"h200.*nvl", "H200 NVL", _NVL),
     (r"h200", "H200 SXM", _H100),
     (r"h100", "H100 SXM", _H100),
     (r"a100", "A100", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
+    (r"v100.*pcie", "V100 PCIe", {"fp32": 14.0, "fp16": 112.0}),
     (r"v100", "V100 SXM2", {"fp32": 15.7, "fp16": 125.0}),
     (r"(^|\W)t4($|\W)", "T4", {"fp32": 8.1, "fp16": 65.0}),
     (r"(^|\W)l4($|\W)", "L4", {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}),
@@ -38,9 +47,9 @@ PEAKS = [
     (r"(^|\W)v2(\W|$)", "TPU v2", {"bf16": 45.0}),
     (r"(^|\W)v3(\W|$)", "TPU v3", {"bf16": 123.0}),
     (r"(^|\W)v4(\W|$)", "TPU v4", {"bf16": 275.0}),
-    (r"(^|\W)v5(e|litepod)(\W|$)", "TPU v5e", {"bf16": 197.0}),
-    (r"(^|\W)v5p(\W|$)", "TPU v5p", {"bf16": 459.0}),
-    (r"(^|\W)v6e(\W|$)", "TPU v6e", {"bf16": 918.0}),
+    (r"(^|\W)v5(e|litepod|\s*lite)(\W|$)", "TPU v5e", {"bf16": 197.0}),
+    (r"(^|\W)v5p(\W|$)|^tpu v5$", "TPU v5p", {"bf16": 459.0}),
+    (r"(^|\W)v6(e|\s*lite)(\W|$)", "TPU v6e", {"bf16": 918.0}),
 ]
 
 
@@ -70,6 +79,9 @@ def vendor_utilization(device: str, names: list[str | None], precision: str | No
     if found is None or rate not in found[1]:
         return {}, {}
     label, rates = found
+    named = next(n for n in names if known(n) is not None)
+    guessed = re.fullmatch(r"h\d00|v100", named.strip().lower()) is not None  # Ray's type: no form factor
     peak = rates[rate] * max(replicas, 1)
     return ({"vendor_peak_tflops": peak, "vendor_utilization": achieved_tflops / peak},
-            {"vendor_peak": f"{label} {rate} {rates[rate]:g} TFLOP/s a device (vendor, dense)"})
+            {"vendor_peak": f"{label} {rate} {rates[rate]:g} TFLOP/s a device (vendor, dense)"
+                            + (f"; node type {named} does not say the form factor: the SXM figures" if guessed else "")})

@@ -284,6 +284,7 @@ def tf_facts(tf, keras_version: str, dist, model, threads: dict) -> dict:
     """What every TF trial records about what ran: strategy class, device, versions, parameters, the model's
     settings (read before its first step), threads."""
     from raylab.frameworks.tf.layers import model_settings
+    from raylab.frameworks.tf.memory import device_name
 
     return {
         "strategy_class": type(dist).__name__,
@@ -292,7 +293,9 @@ def tf_facts(tf, keras_version: str, dist, model, threads: dict) -> dict:
         "framework_version": tf.__version__, "keras_version": keras_version, "precision_applied": "fp32",
         "float32_matmul": "tf32" if tf.config.experimental.tensor_float_32_execution_enabled() else "ieee",
         "parameters": trainable_parameters(model), "model_settings": model_settings(model), **threads,
+        **device_name(tf),  # memory.py
     }
+
 
 
 def _strategy_for(tf, cfg, local_replicas: int):

@@ -62,7 +62,7 @@ def xla_worker_loop(config: dict) -> None:
         "strategy_class": "xla+gloo-allreduce" if path == "gloo-cpu" else ("xla-ddp" if world > 1 else "xla"),
         "replicas_in_sync": world,
         "device_kind": "xla:" + pjrt.lower(),
-        "pjrt_device": pjrt,
+        "pjrt_device": pjrt, **device_name(pjrt),
         "sync_path": path, **(cpu_threads.recorded() if pjrt == "CPU" else {}),
         **torch_facts(model), "precision_applied": step.precision,
         "torch_xla_version": torch_xla.__version__, "execution": cfg.execution,
@@ -235,3 +235,19 @@ def reset() -> None:
     """Never called: torch_xla cannot clear its compiled-graph cache, so every xla trial has processes of its own
     (its kinds' Strategy.cold)."""
     raise RuntimeError("an xla trial never runs in a warm worker group")
+
+
+def device_name(pjrt: str) -> dict:
+    """{"device_name": ...} for the vendors' peaks (raylab/record/vendor.py): a CUDA device's name as torch gives
+    it, or a Cloud TPU VM's accelerator type (TPU_ACCELERATOR_TYPE, "v5litepod-8"); {} where neither is known."""
+    import os
+
+    if pjrt == "CUDA":
+        import torch
+
+        try:
+            return {"device_name": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else {}
+        except Exception:  # noqa: BLE001 - a name is an extra: the trial stands without it
+            return {}
+    name = os.environ.get("TPU_ACCELERATOR_TYPE") if pjrt == "TPU" else None
+    return {"device_name": name} if name else {}
