@@ -8,7 +8,15 @@ settings. Nothing here talks to MLflow or Ray.
 
 from __future__ import annotations
 
+import statistics
+
 from raylab.task import model_settings
+
+# Seconds of steady steps a samples/s figure needs to mean something: under it a trial is "too short to time".
+# Measured (issue 71, this 2-core VM, 2026-11-29): the fashion MLP's jax:none over 3 epochs (0.3 s of steps) read
+# 0.76x of its plain loop in one round and 1.12-1.40x in the next; over 12 epochs (1-4 s) 1.12-1.28x; bench/'s
+# rule for any figure it quotes is 5 s of steady steps or more a side.
+STEADY_FLOOR_S = 5.0
 
 # What must match across the trials of a fair comparison: (row key, label).
 # The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
@@ -49,6 +57,9 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
     if synthetic:
         lines.append("    data is synthetic: throughput only, no accuracy claims")
+    if short := too_short(trials):  # said, not a mismatch: the settings are alike, the figure is thin
+        lines.append(f"  ? too short to time (under {STEADY_FLOOR_S:g} s of steady steps, samples/s is not a figure "
+                     "to compare): " + ", ".join(f"{t} {s:.1f} s" for t, s in short))
     over = sorted({r["trial"] for r in trials if r.get("oversubscribed")})
     if over:
         mismatches.append("oversubscribed")
@@ -173,3 +184,13 @@ def _same(trials: list[dict], key: str, label: str, lines: list, mismatches: lis
         lines.append(f"  ! {label}: " + ", ".join(f"{t} {v}" for t, v in values.items()))
     elif distinct:
         lines.append(f"    {label}: {distinct[0]}")
+
+
+def too_short(rows: list[dict]) -> list[tuple[str, float]]:
+    """(trial, its median seconds of steady steps) of each finished trial whose samples/s rests on less than
+    STEADY_FLOOR_S, in first-seen order."""
+    seconds: dict[str, list[float]] = {}
+    for r in rows:
+        if r.get("status") == "FINISHED" and r.get("steady_s") is not None:
+            seconds.setdefault(r["trial"], []).append(r["steady_s"])
+    return [(t, statistics.median(v)) for t, v in seconds.items() if statistics.median(v) < STEADY_FLOOR_S]

@@ -17,7 +17,7 @@ from raylab.registry import NAMES, framework
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
 FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
           "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
-          "flops_per_sample", "achieved_tflops", "utilization", "vendor_utilization", "cost_usd", "cost_to_target_usd",
+          "flops_per_sample", "achieved_tflops", "steady_s", "utilization", "vendor_utilization", "cost_usd", "cost_to_target_usd",
           *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
 # What a warm start changes (raylab/driver/groups.py): folded per start, cold runs in the key, warm ones in KEY_warm,
 # never one median over both.

@@ -47,7 +47,7 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
            "input_wait_s", "input_wait_share", "peak_rss_mb", "loss_scale", "skipped_steps", "flops_per_sample",
            "achieved_tflops", "peak_tflops", "utilization", "vendor_utilization", "vendor_peak_tflops", "cost_usd",
-           "cost_to_target_usd", "price_usd_per_hour"]
+           "cost_to_target_usd", "price_usd_per_hour", "steady_s"]
 INPUT_BOUND = 0.2  # a trial whose steps waited for input this share of their time or more is flagged input-bound
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
@@ -160,6 +160,7 @@ def format_table(rows: list[dict]) -> str:
         columns = columns + [("cost_usd", "cost $", "{:.4g}")]
     if any(r.get("peak_rss_mb") is not None for r in rows):  # the largest worker process's peak RSS
         columns = columns + [("peak_rss_mb", "peak RSS MB", "{:,.0f}")]
+    columns, rows, short = steady_column(columns, rows)
     concurrent = any(r.get("overlapped_with") not in (None, "none") for r in rows)
     if concurrent:  # trials ran at the same time: how many whole nodes each held
         columns = columns[:2] + [("nodes_held", "nodes", "{:.0f}")] + columns[2:]
@@ -184,6 +185,7 @@ def format_table(rows: list[dict]) -> str:
               for r in rows if r.get("restarts")]
     notes += [f"! input-bound: its steps waited for input {r['input_wait_share']:.0%} of their time ({r['trial']}); "
               "the figures measure the input pipeline more than the step" for r in rows if input_bound(r)]
+    notes += short
     if repeated:
         notes.append("medians over repeats; min..max = the samples/s range")
     if any("warm" in (r.get("start") or "") for r in rows):
@@ -193,6 +195,19 @@ def format_table(rows: list[dict]) -> str:
         notes.append("trials ran at the same time, each on whole nodes of its own (nodes = nodes it held); "
                      "who overlapped whom is under 'ran at the same time'")
     return "\n".join(lines + notes + (["failed:"] + failed if failed else []))
+
+
+def steady_column(columns: list, rows: list[dict]) -> tuple[list, list[dict], list[str]]:
+    """(columns, rows, notes) with "steady s" where some trial's samples/s rests on too few seconds of steps to
+    mean something (parity.too_short): each trial's seconds, the short ones marked ~, and the note saying why."""
+    short = dict(parity.too_short(rows))
+    if not short:
+        return columns, rows, []
+    rows = [{**r, "steady_shown": None if r.get("steady_s") is None else
+             f"{r['steady_s']:.1f}" + (" ~" if r["trial"] in short else "")} for r in rows]
+    return columns + [("steady_shown", "steady s", "{}")], rows, [
+        f"~ too short to time: under {parity.STEADY_FLOOR_S:g} s of steady steps, its samples/s is not a figure to "
+        "compare (one pause moves it by a tenth or more); give it more steps (--epochs, --steps-per-epoch)"]
 
 
 def input_bound(row: dict) -> bool:

@@ -231,3 +231,21 @@ def test_repeats_that_do_not_vary_are_no_certainty():
 def test_the_parity_reports_names_moved_with_a_warning():
     with pytest.warns(DeprecationWarning, match=r"raylab.compare.stats.parity moved to raylab.compare.parity.parity"):
         assert stats.parity is parity.parity
+
+
+def test_a_trial_too_short_to_time_is_marked_in_the_table_and_the_parity_report():
+    """A samples/s over 0.3 s of steady steps is no figure to compare (issue 71: one pause moved such a trial from
+    1.12x to 0.76x of its plain loop): the table shows each trial's steady seconds, the short one marked, and the
+    parity report says so without calling the comparison unfair; a trial over the floor is shown as before."""
+    from raylab.compare import table
+    from raylab.timing import summarize_windows
+
+    assert summarize_windows([(0.1, 32), (0.2, 32)], 32)["steady_s"] == pytest.approx(0.3)
+    rows = [row("tf:none x1", 100, steady_s=0.3), row("torch:none x1", 90, steady_s=12.0)]
+    report = table.format_report(rows)
+    header, _, tf, torch_line = report.splitlines()[:4]
+    assert header.split()[-2:] == ["steady", "s"] and tf.endswith("0.3 ~") and torch_line.endswith("12.0")
+    assert "~ too short to time: under 5 s of steady steps" in report
+    assert "  ? too short to time (under 5 s of steady steps, samples/s is not a figure to compare): tf:none x1 " \
+           "0.3 s" in report and "parity: fair" in report
+    assert "steady s" not in table.format_report([row("tf:none x1", 100, steady_s=6.0)])
