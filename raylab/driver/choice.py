@@ -59,13 +59,18 @@ class Choice:
         race's measured noise; a kept answer from before spreads were kept: none)."""
         return 1 + max(self.candidates[label].get("spread", 0.0) for label in labels)
 
-    def margin(self, chosen: str, own: list[str] | None = None) -> float | None:
-        """The next fastest candidate's step time over the chosen one's (1.43: it won by 43%), where both ran; among
-        `own`, the candidates the trial's kind can run, where given (tf:mirrored's only one wins against none)."""
-        times = sorted(got["step_ms"] for label, got in self.candidates.items()
-                       if "step_ms" in got and label != chosen and (own is None or label in own))
-        mine = self.candidates.get(chosen, {}).get("step_ms")
-        return times[0] / mine if times and mine else None
+    def margin(self, chosen: str, own: list[str] | None = None, steps: int | None = None) -> float | None:
+        """The next candidate's figure over the chosen one's (1.43: it won by 43%), where both ran: with the trial's
+        `steps`, the seconds each would spend on them (projected()); else a step's time. Among `own`, the candidates
+        the trial's kind can run, where given (tf:mirrored's only one wins against none)."""
+        def cost(label):
+            got = self.candidates[label]
+            return self.projected(label, steps) if steps else got["step_ms"]
+
+        others = sorted(cost(label) for label, got in self.candidates.items()
+                        if "step_ms" in got and label != chosen and (own is None or label in own))
+        mine = cost(chosen) if "step_ms" in self.candidates.get(chosen, {}) else None
+        return others[0] / mine if others and mine else None
 
     def described(self) -> str:
         """'eager 1.02 ms, inductor 1.46 ms (first step 19.8 s)': every candidate's steady step and first step."""
@@ -82,7 +87,7 @@ class Choice:
     def params(self, chosen: str, own: list[str] | None = None, steps: int | None = None) -> dict:
         """A trial's MLflow params of the choice; `own`: the candidates its kind can run (the margin is over them);
         `steps`: its steps, for what each candidate would have spent (execution_projected)."""
-        margin = self.margin(chosen, own)
+        margin = self.margin(chosen, own, steps)
         timed = [label for label in (own or self.candidates) if "step_ms" in self.candidates.get(label, {})]
         projected = (f"{steps} steps: " + ", ".join(f"{label} {self.projected(label, steps):.1f} s" for label in timed)
                      + f"; a lead over the usual execution counts past {self.needed(*timed):.2f}x"
