@@ -119,20 +119,22 @@ def answer(folded: list[dict]) -> list[str]:
 
 def basis(folded: list[dict]) -> tuple[str | None, str]:
     """The repeats every trial's answer is read from, and how the answer says so: one start kind all the trials
-    have ("cold" where they have both and as many cold repeats, else the kind with the most repeats in all), or,
-    where they have none in common (a kind that always starts cold against one in a warm group), every repeat with
-    its start-up taken out. ("", "") where every repeat started cold: the usual case, said by nothing."""
+    have at least 2 repeats of (the one with the most; cold on a tie), or else every repeat with its start-up taken
+    out (a kind that always starts cold against one in a warm group; one cold and one warm repeat each). ("cold", "")
+    where every repeat started cold: the usual case, said by nothing."""
     runs = [r.get("to_target_runs") or [] for r in folded]
     kinds = [{x["start"] for x in trial} for trial in runs if trial]
     if all(k == {"cold"} for k in kinds):
         return "cold", ""
-    common = set.intersection(*kinds) if kinds else set()
-    if common:
-        def fewest(kind):
-            return min(sum(x["start"] == kind for x in trial) for trial in runs if trial)
-        kind = max(sorted(common), key=lambda k: (fewest(k), k == "cold"))
+
+    def fewest(kind):
+        return min(sum(x["start"] == kind for x in trial) for trial in runs if trial)
+
+    common = sorted(set.intersection(*kinds)) if kinds else []
+    kind = max(common, key=lambda k: (fewest(k), k == "cold"), default=None)
+    if kind is not None and fewest(kind) >= 2:
         return kind, f" ({kind} starts)"
-    return None, " (start-up taken out: the trials never started alike)"
+    return None, " (start-up taken out: cold and warm repeats compared alike)"
 
 
 def reached(trial: dict, key: str, start: str | None) -> tuple[list[float], int]:
