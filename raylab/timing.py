@@ -44,7 +44,7 @@ def summarize_windows(windows: list[tuple[float, int]], global_batch: int) -> di
         "step_time_p90_ms": float(np.percentile(per_step, 90) * 1e3),
         "step_time_mean_ms": float(secs.sum() / steps.sum() * 1e3),
         "steady_steps": int(steps.sum()),
-        "steady_s": float(secs.sum()),  # what samples/s rests on (raylab/compare/stats.py STEADY_FLOOR_S)
+        "steady_s": float(secs.sum()),  # what samples/s rests on (raylab/compare/parity.py STEADY_FLOOR_S)
         "samples_per_sec": float(global_batch * steps.sum() / secs.sum()),
     }
 

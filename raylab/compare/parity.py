@@ -134,7 +134,7 @@ def work(trials: list[dict], lines: list, mismatches: list) -> None:
     that failed or found nothing it knows: 0 is never a count) is named with its reason: its work is not shown
     alike, and its utilization is not computed. (The plain scripts, the yardstick, count nothing by design.)"""
     counted = {r["trial"]: r["flops_per_sample"] for r in trials if r.get("flops_per_sample")}
-    missing = {r["trial"]: not_counted(r) for r in trials if not r.get("flops_per_sample") and
+    missing = {r["trial"]: not_counted(r) for r in trials if not r.get("flops_per_sample") and r["trial"] not in counted and
                r.get("strategy") != "plain" and (counted or r.get("flops_count") or r.get("flops_per_sample") is not None)}
     if missing and counted:
         lines.append("  ? work per sample not counted, so not shown alike: " + "; ".join(
@@ -191,6 +191,6 @@ def too_short(rows: list[dict]) -> list[tuple[str, float]]:
     STEADY_FLOOR_S, in first-seen order."""
     seconds: dict[str, list[float]] = {}
     for r in rows:
-        if r.get("status") == "FINISHED" and r.get("steady_s") is not None:
+        if r.get("steady_s") is not None:  # a finished run's (folded: the median of its finished repeats')
             seconds.setdefault(r["trial"], []).append(r["steady_s"])
     return [(t, statistics.median(v)) for t, v in seconds.items() if statistics.median(v) < STEADY_FLOOR_S]

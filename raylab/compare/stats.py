@@ -144,18 +144,15 @@ def reached(trial: dict, key: str, start: str | None) -> tuple[list[float], int]
     for x in trial.get("to_target_runs") or []:
         if start is not None and x["start"] != start:
             continue
-        repeats += 1
         value = x.get(key)
-        if value is None:
-            continue  # a miss: counted in the repeats, never ranked on
-        if start is None:
-            if x.get("startup_s") is None:
-                continue
+        if start is None:  # start-up taken out: a repeat without its start-up (or price) cannot be, and is left out
             per_s = 1.0 if key == "time_to_target_s" else (x.get("price_usd_per_hour") or math.nan) / 3600
-            value -= x["startup_s"] * per_s
-            if math.isnan(value):
+            if x.get("startup_s") is None or math.isnan(per_s):
                 continue
-        values.append(value)
+            value = None if value is None else value - x["startup_s"] * per_s
+        repeats += 1
+        if value is not None:  # None: a miss, counted in the repeats, never ranked on
+            values.append(value)
     return values, repeats
 
 

@@ -93,6 +93,6 @@ class Choice:
                      + f"; a lead over the usual execution counts past {self.needed(*timed):.2f}x"
                      if steps and len(timed) > 1 else None)
         return {"execution_choice": "best", "execution_candidates": self.described()[:490],
-                **({"execution_margin": round(margin, 3)} if margin else {}),
+                **({"execution_margin": round(margin, 3)} if margin and margin >= 1 else {}),  # what it won by
                 **({"execution_projected": projected[:490]} if projected else {}),
                 "race_s": round(self.race_s, 2), "race_source": self.source}

@@ -158,7 +158,8 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     status = "FAILED"
     try:
         trials.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
-        trials.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1, prices=cfg.prices)
+        trials.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1, prices=cfg.prices,
+                               simulated=one_machine and len(nodes) > 1)
         status = "FINISHED" if all(o.status == "FINISHED" for o in trials.done()) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"

@@ -242,10 +242,12 @@ class Matrix:
         """The outcomes of the items that ran or had finished before, in schedule order."""
         return [o for o in self.outcomes if o is not None]
 
-    def record_overlaps(self, tracker: Tracker, repeats: int, shared: bool = False, prices: dict | None = None) -> None:
+    def record_overlaps(self, tracker: Tracker, repeats: int, shared: bool = False, prices: dict | None = None,
+                        simulated: bool = False) -> None:
         """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric). shared:
         the nodes are one machine's, so trials that overlapped shared its cores (tag shared_machine=true). prices
-        (--prices): what each trial cost on them (raylab/record/prices.py). node_types: each held node's accelerator
+        (--prices): what each trial cost on them (raylab/record/prices.py; simulated: the nodes are one machine's,
+        priced as what they stand for). node_types: each held node's accelerator
         type, else cpu: the hardware it ran on, where a --device sweep asked for a type."""
         from raylab.record.prices import cost, node_type
 
@@ -261,7 +263,7 @@ class Matrix:
                                         "overlapped_with": ",".join(with_) or "none",
                                         **({"shared_machine": "true"} if shared and with_ else {}),
                                         "trial_started": f"{t0:.3f}", "trial_ended": f"{t1:.3f}"})
-            spent, said = (cost(prices, [n.resources for n in taken], o.result, simulated=shared)
+            spent, said = (cost(prices, [n.resources for n in taken], o.result, simulated=simulated)
                            if prices and "wall_s" in o.result else ({}, {}))
             o.result.update(spent)
             if said:

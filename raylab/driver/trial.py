@@ -197,7 +197,8 @@ class Trial:
         rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.short,
                            spec.strategy.replicas_found)
         memory, memory_tags = self.peak_memory()
-        types, here = worker_nodes(rec.tags)  # a peak measured on this host is its trials' only where they ran here
+        agreed = self.replica_agreement()  # worker_node_ids: where its workers ran
+        types, here = worker_nodes(agreed)  # a peak measured on this host is its trials' only where they ran here
         used, used_tags = utilization(spec.framework, spec.strategy.device(self.cfg), rec.tags, self.cfg.threads,
                                       int(rec.tags.get("replicas_in_sync") or spec.workers),
                                       rec.result.get("achieved_tflops"), peaks.load() if here else {},
@@ -207,7 +208,7 @@ class Trial:
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
         self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
         fallen = self.cfg.precision_fallen.get(spec.name)
-        self.tracker.set_tags(run_id, {**rec.tags, **self.replica_agreement(), **memory_tags,
+        self.tracker.set_tags(run_id, {**rec.tags, **agreed, **memory_tags,
                                        **({"precision_fallback_reason": fallen} if fallen else {})})
         self.tracker.log_params(run_id, rec.params)
         if rec.ran != spec.short:

@@ -3,8 +3,9 @@ chip), without structured sparsity. A trial on one of them records `vendor_peak_
 its replicas) and `vendor_utilization` (its `achieved_tflops` over that), beside `utilization`, which is against
 the rate `raylab peak` measured on the machine itself (raylab/driver/peak.py).
 
-Which device a trial ran on is what its worker found (the `device_name` tag: torch's and jax's name for the GPU),
-else the accelerator type of the nodes it held (`node_types`), else the TPU type asked for (--tpu-type v4-8). The
+Which device a trial ran on is what its worker found (the `device_name` tag: torch's, TF's and jax's name for the
+GPU, a Cloud TPU VM's type under torch_xla), else the accelerator type asked for or of the nodes its workers ran
+on, else the TPU type asked for (--tpu-type v4-8). The
 rate follows the precision applied: fp32 matrix products at full precision use the fp32 rate, TF32 products
 (`float32_matmul` tf32) the TF32 tensor-core rate, bf16 and fp16 theirs; a rate the vendor does not give (bf16 on a
 T4 or V100, fp32 on a TPU) leaves the trial without a vendor figure.
@@ -36,6 +37,7 @@ PEAKS = [
     (r"h100.*pcie", "H100 PCIe", {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
     (r"h100.*nvl", "H100 NVL", _NVL),
     (r"h200.*nvl", "H200 NVL", _NVL),
+    (r"gh200", "GH200", _H100),  # the Grace Hopper superchip's GPU: the H100 SXM's rates (its data sheet)
     (r"h200", "H200 SXM", _H100),
     (r"h100", "H100 SXM", _H100),
     (r"a100", "A100", {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),

@@ -145,6 +145,7 @@ def test_a_kind_trains_in_what_its_steps_spend_least_in_and_past_the_races_noise
     assert choice.for_kind("torch:none", "cpu", steps=100_000) == "inductor"  # 200 s against 170: 1.18x > 1.05x
     noisy = best.Choice({**raced, "eager": {**raced["eager"], "spread": 0.25}}, 25.0, "raced")
     assert noisy.for_kind("torch:none", "cpu", steps=100_000) == "eager"  # 1.18x inside a 25% spread
+    assert "execution_margin" not in noisy.params("eager", ["eager", "inductor"], 100_000)  # it won nothing
     assert choice.projected("inductor", 601) == pytest.approx(20.9)
     params = choice.params("eager", ["eager", "inductor"], 600)
     assert params["execution_margin"] == round(choice.projected("inductor", 600) / choice.projected("eager", 600), 3)

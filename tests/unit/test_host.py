@@ -75,3 +75,29 @@ def test_a_kept_race_answer_changes_with_raylab_and_with_a_model_module_the_buil
     finally:
         for name in ("mymodels.build", "mymodels"):
             sys.modules.pop(name, None)
+
+
+def test_the_model_source_is_read_without_importing_what_it_names(tmp_path, monkeypatch):
+    """`from pkg.mod import Name` and a framework's import are followed on sys.path without running any module (a
+    module that would raise at import is never imported); a namespace package's modules and a builder in a
+    package's __init__.py with relative imports are followed too."""
+    (tmp_path / "ns" / "deep").mkdir(parents=True)  # no __init__.py: a namespace package
+    (tmp_path / "ns" / "deep" / "layers.py").write_text("raise RuntimeError('imported')\nWIDTH = 1\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text(
+        "def torch_model(task):\n    from .net import Net\n    from ns.deep.layers import WIDTH\n    import torch\n"
+        "    return Net(WIDTH)\n")
+    (tmp_path / "pkg" / "net.py").write_text("class Net:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    pkg = importlib.import_module("pkg")
+    try:
+        before = set(sys.modules)
+        first = host.model_source(pkg.torch_model)
+        assert set(sys.modules) - before == set()  # nothing imported: not ns.deep.layers, not torch
+        (tmp_path / "ns" / "deep" / "layers.py").write_text("raise RuntimeError('imported')\nWIDTH = 2\n")
+        second = host.model_source(pkg.torch_model)
+        (tmp_path / "pkg" / "net.py").write_text("class Net:\n    width = 3\n")
+        assert len({first, second, host.model_source(pkg.torch_model)}) == 3
+    finally:
+        sys.modules.pop("pkg", None)

@@ -214,6 +214,9 @@ def test_the_answer_compares_like_starts_and_counts_a_missed_target_as_a_miss():
                            "(reached in 2 of 2 repeat(s)); not distinguishable from d:x x1, 29.5 s"), line
     # only cold runs: said by nothing, as before
     assert stats.basis(stats.fold(c)) == ("cold", "")
+    # start-up taken out: a repeat without its start-up is left out, not counted as a miss
+    e = [row("e:x x1", 100, start="warm", startup_s=None, time_to_target_s=30)]
+    assert stats.reached(stats.fold(c + e)[1], "time_to_target_s", None) == ([], 0)
 
 
 def test_repeats_that_do_not_vary_are_no_certainty():
@@ -249,3 +252,6 @@ def test_a_trial_too_short_to_time_is_marked_in_the_table_and_the_parity_report(
     assert "  ? too short to time (under 5 s of steady steps, samples/s is not a figure to compare): tf:none x1 " \
            "0.3 s" in report and "parity: fair" in report
     assert "steady s" not in table.format_report([row("tf:none x1", 100, steady_s=6.0)])
+    # a trial whose repeats partly failed is still marked on the ones that finished
+    partly = table.format_report([row("a:x x1", 100, steady_s=0.4), row("a:x x1", None, status="FAILED")])
+    assert "? too short to time" in partly and "0.4 ~" in partly

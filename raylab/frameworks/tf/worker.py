@@ -297,7 +297,6 @@ def tf_facts(tf, keras_version: str, dist, model, threads: dict) -> dict:
     }
 
 
-
 def _strategy_for(tf, cfg, local_replicas: int):
     """(strategy, the strategy that ran, fallback facts)."""
     if cfg.short != "tpu":

@@ -238,16 +238,9 @@ def reset() -> None:
 
 
 def device_name(pjrt: str) -> dict:
-    """{"device_name": ...} for the vendors' peaks (raylab/record/vendor.py): a CUDA device's name as torch gives
-    it, or a Cloud TPU VM's accelerator type (TPU_ACCELERATOR_TYPE, "v5litepod-8"); {} where neither is known."""
+    """{"device_name": a Cloud TPU VM's accelerator type (TPU_ACCELERATOR_TYPE, "v5litepod-8")} for the vendors'
+    peaks (raylab/record/vendor.py); {} elsewhere (torch_xla runs no CUDA here: raylab/frameworks/xla/kinds.py)."""
     import os
 
-    if pjrt == "CUDA":
-        import torch
-
-        try:
-            return {"device_name": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else {}
-        except Exception:  # noqa: BLE001 - a name is an extra: the trial stands without it
-            return {}
     name = os.environ.get("TPU_ACCELERATOR_TYPE") if pjrt == "TPU" else None
     return {"device_name": name} if name else {}
