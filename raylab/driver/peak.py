@@ -4,7 +4,9 @@ has it), per device, precision and threads, and keeps the figures in ~/.cache/ra
 CPU and these versions. A trial then records `peak_tflops` (its framework's, on its device, at its applied
 precision and threads) and `utilization`: its `achieved_tflops` over that peak times its replicas. A matrix
 product is the most a framework gets out of the device; a training step, with its smaller products, elementwise
-ops and the optimizer, stays below it. (A trial's share of the peaks: raylab/driver/utilization.py.)
+ops and the optimizer, stays below it.
+
+A trial's share of the peaks: raylab/driver/utilization.py.
 """
 
 from __future__ import annotations
