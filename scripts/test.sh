@@ -3,7 +3,7 @@
 #
 #   scripts/test.sh                      # the default tier: every capability proven once (25 minutes at most)
 #   scripts/test.sh --full               # the full tier: every test
-#   scripts/test.sh --full --slice 2/5   # one slice of the tests only the full tier runs (.ci/run runs one)
+#   scripts/test.sh --full --slice 2/6   # one slice of the tests only the full tier runs (.ci/run runs one)
 #   scripts/test.sh tests/unit           # any pytest arguments: a folder, a file, -k EXPR (within the tier)
 #
 # The tiers, the slices and the budget table a run ends with: tests/tiers.py, docs/testing.md.

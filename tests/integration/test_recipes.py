@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 # step benchmarks run in Ray tasks, not Ray Train)
 TIER = "full"
 RAY_TRAIN_STARTS = 7  # the --repeats 2 trial's second repeat runs warm
-SECONDS = 560
+SECONDS = 800
 
 
 def load_bench(name: str):
