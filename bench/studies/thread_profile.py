@@ -63,7 +63,8 @@ def machine() -> tuple[dict[int, tuple[str, float]], list[int]]:
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                title = (p / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")[:60]
+                words = (p / "cmdline").read_bytes().split(b"\0")[:3]
+                title = " ".join(w.decode(errors="replace").rsplit("/", 1)[-1] for w in words)[:70]
                 procs[int(p.name)] = (title, cpu_s(int(p.name)))
             except (OSError, IndexError):
                 continue
@@ -80,17 +81,17 @@ def beside(before, after, seconds: float, pid: int) -> dict:
     return {"others": sorted(((u / seconds, n, p) for u, n, p in used if u > 0), reverse=True), **share}
 
 
-def pin(pid: int) -> None:
+def pin(pid: int, cpus: set[int] | None = None) -> None:
     """Every thread of `pid` to CPU 0, every other process's threads to the other CPUs (a probe: where the machine's
-    other work lands)."""
+    other work lands); `pin(0, every CPU)` undoes it for every thread. Processes started meanwhile inherit their
+    parent's CPUs, so `main` undoes it however the run ends."""
     rest = set(range(1, os.cpu_count() or 2)) or {0}
     for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            for task in (p / "task").glob("*"):
-                try:
-                    os.sched_setaffinity(int(task.name), {0} if int(p.name) == pid else rest)
-                except OSError:
-                    continue
+        for task in (p / "task").glob("*") if p.name.isdigit() else ():
+            try:
+                os.sched_setaffinity(int(task.name), cpus or ({0} if int(p.name) == pid else rest))
+            except OSError:
+                continue
 
 
 def train_worker() -> int | None:
@@ -156,7 +157,7 @@ def profile(side: str, cmd: list[str], env: dict, args, tmp: Path) -> dict:
         if args.pin and not pinned:
             target = proc.pid if side == "plain" else train_worker()
             if target:
-                pin(target)
+                pin(target)  # the whole run pinned: its samples/s is the pinned run's
                 pinned = True
         try:
             if side == "plain" and cpu_s(proc.pid) >= args.warm_cpu:
@@ -234,14 +235,22 @@ def main() -> None:
         trial = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[args.framework],
                  "--workers", "1", "--epochs", str(args.epochs), "--batch", str(args.batch), "--threads",
                  str(args.threads), "--experiment", "bench-profile", "--tracking-uri", uri, "--json", str(tmp / "t.json")]
-        got_trial = profile("trial", trial, {**os.environ, "PYTHONPATH": str(ROOT)}, args, tmp)
+        try:
+            got_trial = profile("trial", trial, {**os.environ, "PYTHONPATH": str(ROOT)}, args, tmp)
+        finally:
+            if args.pin:
+                pin(0, set(range(os.cpu_count() or 1)))
         execution = json.loads((tmp / "t.json").read_text())["trials"][0].get("execution")
         spec = {"framework": args.framework, "task": str(tmp / "task.pkl"), "threads": args.threads,
                 "epochs": args.epochs, "steps_per_epoch": None, "batch": args.batch, "seed": 0,
                 "warmup": recipe.warmup_steps, "window": 32, "execution": execution}
         (tmp / "spec.json").write_text(json.dumps(spec))
         plain = [sys.executable, str(BENCH / "loop_cost.py"), "--plain", str(tmp / "spec.json")]
-        got_plain = profile("plain", plain, plain_env(args.framework, args.threads), args, tmp)
+        try:
+            got_plain = profile("plain", plain, plain_env(args.framework, args.threads), args, tmp)
+        finally:
+            if args.pin:
+                pin(0, set(range(os.cpu_count() or 1)))
         plain_sps = json.loads(got_plain["output"].strip().splitlines()[-1])["samples_per_sec"]
         trial_sps = json.loads((tmp / "t.json").read_text())["trials"][0]["samples_per_sec"]
         print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epochs, {args.framework}; "
