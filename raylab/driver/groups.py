@@ -35,6 +35,7 @@ that needs more than what is free (a cold one, a new group), the least recently 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -151,16 +152,26 @@ class GroupQueue:
     def started(self, index: int, rank: int, when: float) -> None:
         self.started_at.setdefault(index, when)
 
-    def finished(self, index: int, rank: int, failure: str | None = None) -> None:
-        self.finished_by.setdefault(index, set()).add(rank)
-        if failure:
-            self.failed[index] = failure
+    async def finished(self, index: int, rank: int, failure: str | None = None) -> None:
+        async with self.changed:
+            self.finished_by.setdefault(index, set()).add(rank)
+            if failure:
+                self.failed[index] = failure
+            self.changed.notify_all()
 
     def failure_of(self, index: int) -> str | None:
         return self.failed.get(index)
 
     def done(self, index: int) -> bool:
         return len(self.finished_by.get(index, ())) >= self.ranks
+
+    async def done_within(self, index: int, wait_s: float) -> bool:
+        """done(index), waiting up to wait_s for it: the driver hears the moment the last rank finishes, instead of
+        asking ten times a second (each ask a task here and on the driver, on the machine the steps run on)."""
+        async with self.changed:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.done(index)), wait_s)
+        return self.done(index)
 
     def failure(self, when: float, what: str, why: str) -> None:
         """A failure of the group's run, told to the trial it hit; kept here when it hit no trial (idle)."""
@@ -222,12 +233,11 @@ class WarmGroup:
     def wait(self, index: int) -> str | None:
         """Until every rank has finished trial `index`; what ended the group's run first is raised. Returns the
         line of a probe's failure the group went on after (raylab/loop/group_worker.py), else None."""
-        while not ray.get(self.queue.done.remote(index), timeout=60):
+        while not ray.get(self.queue.done_within.remote(index, 1.0), timeout=60):  # its run's end: seen within 1 s
             if not self.alive:
                 if ray.get(self.queue.done.remote(index), timeout=60):
                     break
                 raise self.error or RuntimeError(f"warm group {self.name} ended before its trial finished")
-            self.thread.join(timeout=0.1)
         self.used = time.monotonic()
         return ray.get(self.queue.failure_of.remote(index), timeout=60)
 

@@ -133,3 +133,28 @@ def test_torch_resets_dynamo_only_where_it_ran(monkeypatch):
     worker.reset()
     worker.reset()
     assert calls == [1]
+
+
+def test_the_driver_hears_a_trials_end_when_its_last_rank_finishes_without_asking_again():
+    """The driver waits on the group's queue (`done_within`), woken by the last rank's `finished`: no polling beside
+    the trial's steps (it asked ten times a second before), and a wait with nothing finished ends at its limit."""
+    import asyncio
+    import time
+
+    from raylab.driver.groups import GroupQueue
+
+    async def go():
+        queue = GroupQueue.__ray_metadata__.modified_class(2)  # the actor's class, in this process
+        await queue.put(("torch:none", None))
+        waiting = asyncio.create_task(queue.done_within(0, 30.0))
+        await queue.finished(0, 0)
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # one of two ranks
+        began = time.monotonic()
+        await queue.finished(0, 1, "a probe ran out of memory")
+        assert await asyncio.wait_for(waiting, 5) is True and time.monotonic() - began < 1.0
+        assert queue.failure_of(0) == "a probe ran out of memory" and queue.first_unfinished() == 1
+        began = time.monotonic()
+        assert await queue.done_within(1, 0.2) is False and 0.15 < time.monotonic() - began < 5
+
+    asyncio.run(go())
