@@ -2,7 +2,7 @@
 # The test command: the developer's install on top of the user's, then pytest.
 #
 #   scripts/test.sh                      # the default tier: every capability proven once (25 minutes at most)
-#   scripts/test.sh --full               # the full tier: every test
+#   scripts/test.sh --full               # the full tier: the default tier, then each slice in its own pytest
 #   scripts/test.sh --full --slice 2/6   # one slice of the tests only the full tier runs (.ci/run runs one)
 #   scripts/test.sh tests/unit           # any pytest arguments: a folder, a file, -k EXPR (within the tier)
 #
@@ -13,6 +13,10 @@
 # 2. the test tools (pyproject.toml's `test` extra, at constraints.txt's pins) into .venv;
 # 3. headless Chromium and its driver (Debian's chromium, chromium-driver), for the MLflow UI test;
 # 4. .venv/bin/python -m pytest "$@".
+#    `--full` alone runs the default tier and then slices 1..K of the full-only tests, each its own pytest, as
+#    .ci/run runs them: one run proves every slice passes on its own, and no process holds TF, torch, JAX and Ray
+#    for two hours. It goes on past a failed part and fails at the end. `--full` with other arguments (a file,
+#    -k) is one pytest, as is `.venv/bin/python -m pytest --full`.
 # Each step is skipped when what it installs is there already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,4 +50,22 @@ if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; 
     fi
 fi
 
+if [ "$*" = "--full" ]; then
+    k=$(.venv/bin/python -c 'from tests.tiers import SLICES; print(SLICES)')
+    started=$SECONDS failed=()
+    parts=("default tier")
+    for i in $(seq 1 "$k"); do parts+=("slice $i/$k"); done
+    for part in "${parts[@]}"; do
+        case $part in
+            "default tier") args=() ;;
+            *) args=(--full --slice "${part#slice }") ;;
+        esac
+        echo "test: --full: the $part ($(( (SECONDS - started) / 60 )) min in)"
+        .venv/bin/python -m pytest "${args[@]}" || failed+=("$part")
+    done
+    echo "test: --full: the default tier and $k slices in $(( (SECONDS - started) / 60 )) min;" \
+         "${#failed[@]} failed${failed:+: ${failed[*]}}"
+    [ ${#failed[@]} = 0 ]
+    exit
+fi
 exec .venv/bin/python -m pytest "$@"
