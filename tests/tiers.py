@@ -3,9 +3,9 @@
 - **The default tier** (`scripts/test.sh`, what `.ci/run` runs first): every capability the README and docs show,
   proven once (docs/testing.md's table says which test proves which), in at most DEFAULT's seconds of pytest and
   Ray Train start-ups on the 2-core machine.
-- **The full tier** (`scripts/test.sh --full`): everything. A test file that only the full tier runs says so at
-  module level: `TIER = "full"`. A file is in one tier, whole: its module-scoped shared runs are paid once, and
-  its declarations below hold in whichever run it is part of.
+- **The full tier** (`scripts/test.sh --full`: the default tier, then each slice in its own pytest): everything.
+  A test file that only the full tier runs says so at module level: `TIER = "full"`. A file is in one tier, whole:
+  its module-scoped shared runs are paid once, and its declarations below hold in whichever run it is part of.
 - **Slices** (`scripts/test.sh --full --slice I/K`): the full-only files cut into K slices of about equal declared
   seconds (the longest first, each to the lightest slice), files that share a package-scoped run (a fixture such
   as `lost_workers`, set up once for every file that reads it) kept in one slice. `.ci/run` runs the default tier,
