@@ -27,9 +27,15 @@ the epoch-end evaluation outside every window). Prints each round's trial/plain 
 samples/s and the median, with what each side ran at (niceness, CPU affinity, the GIL switch interval,
 intra/inter-op threads; the trial's from its MLflow tags).
 
+**Long enough to mean something.** Each framework trains enough epochs that each side has at least
+`--min-steady-s` (5) seconds of steady steps: before the first round, a 1-epoch plain run per framework measures
+its steady seconds per epoch, and the framework's epochs are raised from `--epochs` to cover the floor with a
+tenth to spare (JAX's fashion MLP runs an epoch in about a second, torch's in four). Both sides of a framework
+train the same epochs, so they time the same number of steady steps (each printed); a side that still has under
+the floor is marked SHORT, and a median that rests on one says so.
+
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py                  # torch and tf, 3 rounds
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --frameworks torch --epochs 3 --rounds 3
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --frameworks jax --epochs 3 --rounds 3
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --frameworks torch,tf,jax --rounds 5
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --recipe residual_mlp --batch 64 \
         --frameworks torch,tf,jax --rounds 5
 
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -96,7 +103,7 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
                        **evaluate(*test)})
     from raylab.frameworks.plain import timed
 
-    return {**timed(chrono, batch, spec.get("trace")), "steady_steps": chrono.summary(batch)["steady_steps"], "epochs": epochs,
+    return {**timed(chrono, batch, spec.get("trace")), "epochs": epochs,
             "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
 
 
@@ -143,28 +150,30 @@ def plain_main(spec_path: str) -> None:
 
 # --- the driver ------------------------------------------------------------------------------------------------
 
-def run_trial(framework: str, args, tmp: Path) -> dict:
+def run_trial(framework: str, args, tmp: Path, epochs: int) -> dict:
     from mlflow.tracking import MlflowClient
 
     out, uri = tmp / "trial.json", f"sqlite:///{tmp}/mlflow.db"
     cmd = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[framework], "--workers", "1",
-           "--epochs", str(args.epochs), "--batch", str(args.batch), "--threads", str(args.threads),
+           "--epochs", str(epochs), "--batch", str(args.batch), "--threads", str(args.threads),
            "--experiment", "bench-loop-cost", "--tracking-uri", uri, "--json", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this tree's raylab (and its workers'), not the venv's editable one
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"{TRIAL[framework]}: exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     (trial,) = json.loads(out.read_text())["trials"]
-    tags = MlflowClient(uri).get_run(trial["run_id"]).data.tags
+    run = MlflowClient(uri).get_run(trial["run_id"]).data
+    tags, metrics = run.tags, run.metrics
     facts = {k: tags.get(k) for k in ("niceness", "intra_op_threads", "inter_op_threads", "worker_affinity",
                                        "worker_switch_interval", "execution", "optimizer_impl") if tags.get(k) is not None}
-    return {"samples_per_sec": trial["samples_per_sec"], "val_accuracy": trial["val_accuracy"], **facts}
+    return {"samples_per_sec": trial["samples_per_sec"], "val_accuracy": trial["val_accuracy"],
+            "steady_s": metrics.get("steady_s"), "steady_steps": metrics.get("steady_steps"), **facts}
 
 
-def run_plain(framework: str, args, tmp: Path, data, execution: str | None = None) -> dict:
+def run_plain(framework: str, args, tmp: Path, data, epochs: int, execution: str | None = None) -> dict:
     from raylab.driver.plain_runs import plain_env
 
-    spec = {"framework": framework, "task": str(tmp / "task.pkl"), "threads": args.threads, "epochs": args.epochs,
+    spec = {"framework": framework, "task": str(tmp / "task.pkl"), "threads": args.threads, "epochs": epochs,
             "steps_per_epoch": None, "batch": args.batch, "seed": 0, "warmup": data["warmup"], "window": 32,
             "execution": execution}
     (tmp / "spec.json").write_text(json.dumps(spec))
@@ -177,12 +186,37 @@ def run_plain(framework: str, args, tmp: Path, data, execution: str | None = Non
     return result
 
 
+def epochs_for(framework: str, args, tmp: Path, data) -> int:
+    """Epochs that give each side at least --min-steady-s of steady steps: --epochs, or more where a 1-epoch plain
+    run's steady rate says that --epochs of them fall short (with a tenth to spare; the first epoch's warm-up aside)."""
+    if args.min_steady_s <= 0:
+        return args.epochs
+    one = run_plain(framework, args, tmp, data, 1)
+    per_epoch = data["steps"] * args.batch / one["samples_per_sec"]
+    warmup = data["warmup"] * args.batch / one["samples_per_sec"]
+    epochs = max(args.epochs, math.ceil((1.1 * args.min_steady_s + warmup) / per_epoch))
+    print(f"{framework}: a plain epoch is {per_epoch:.2f} s of steps: {epochs} epoch(s) for at least "
+          f"{args.min_steady_s:g} s of steady steps a side", flush=True)
+    return epochs
+
+
+def steady(side: dict, floor: float) -> str:
+    """A side's steady seconds and steps, SHORT under the floor."""
+    s, n = side.get("steady_s"), side.get("steady_steps")
+    if s is None:
+        return "steady ? s"
+    return f"steady {s:.1f} s / {n:.0f} steps" + (" SHORT" if s < floor else "")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--recipe", default="fashion", help="a recipe under recipes/: fashion or residual_mlp (default: %(default)s)")
     p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=3, help="epochs at least (more where --min-steady-s needs them)")
+    p.add_argument("--min-steady-s", type=float, default=5.0,  # raylab.compare.parity.STEADY_FLOOR_S
+                   help="seconds of steady steps each side has at least: a framework's epochs are raised to give "
+                        "them (0: --epochs as given; default: %(default)s)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--plain", metavar="SPEC", help=argparse.SUPPRESS)  # the plain side's own process
@@ -201,39 +235,47 @@ def main() -> None:
 
     ds = as_dataset(recipe.data, recipe.name)
     frameworks = [f.strip() for f in args.frameworks.split(",")]
-    print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s), {args.rounds} "
+    print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s) or more, {args.rounds} "
           f"round(s), interleaved; driver: {process_facts()}, load {os.getloadavg()[0]:.2f}", flush=True)
     ratios: dict[str, list[float]] = {f: [] for f in frameworks}
     with tempfile.TemporaryDirectory(prefix="raylab-loop-cost-") as tmp:
         tmp = Path(tmp)
         (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
             (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
-        data = {"warmup": recipe.warmup_steps}
+        data = {"warmup": recipe.warmup_steps, "steps": len(ds.y_train) // args.batch}
+        epochs = {f: epochs_for(f, args, tmp, data) for f in frameworks}
+        shorts: dict[str, int] = {f: 0 for f in frameworks}
         chosen: dict = {}  # framework -> the execution its trial ran (--compile best's choice): the plain side's
         for r in range(args.rounds):
             for framework in frameworks:
                 sides = ["trial", "plain"] if r % 2 == 0 else ["plain", "trial"]
                 got = {}
                 for side in sides:
-                    got[side] = (run_trial(framework, args, tmp) if side == "trial"
-                                 else run_plain(framework, args, tmp, data, chosen.get(framework)))
+                    got[side] = (run_trial(framework, args, tmp, epochs[framework]) if side == "trial"
+                                 else run_plain(framework, args, tmp, data, epochs[framework], chosen.get(framework)))
                     if side == "trial":
                         chosen[framework] = got[side].get("execution")
                 t, pl = got["trial"], got["plain"]
                 ratio = t["samples_per_sec"] / pl["samples_per_sec"]
                 ratios[framework].append(ratio)
-                tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy")}
+                shorts[framework] += any((x.get("steady_s") or 0) < args.min_steady_s for x in (t, pl))
+                tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy", "steady_s",
+                                                                    "steady_steps")}
                 pfacts = {k: pl[k] for k in ("execution", "niceness", "affinity", "switch_interval", "intra_op_threads",
                                              "inter_op_threads") if k in pl}
                 print(f"round {r + 1} {framework:<5} ({' then '.join(sides)}): {TRIAL[framework]} "
                       f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
-                      f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}\n"
+                      f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
+                      f"{epochs[framework]} epochs: trial {steady(t, args.min_steady_s)}, plain "
+                      f"{steady(pl, args.min_steady_s)}\n"
                       f"      trial ran at {tfacts}; plain at {pfacts}", flush=True)
     print()
     for framework in frameworks:
         rows = ratios[framework]
         print(f"{TRIAL[framework]:<11} / plain, steady-state samples/s: median {statistics.median(rows):.3f}x "
-              f"(rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.95x")
+              f"(rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.95x"
+              + (f"; {shorts[framework]} round(s) with a side under {args.min_steady_s:g} s of steady steps: "
+                 "too short to time" if shorts[framework] else ""))
 
 
 if __name__ == "__main__":

@@ -32,4 +32,9 @@ def test_plain_script_reads_back_once_per_window(framework, tmp_path):
     ends = [t for t, _, _ in result["trace"]]
     assert ends == sorted(ends)
     assert result["samples_per_sec"] > 0 and result["val_accuracy"] > 0.5
+    done, steady_s = 0, 0.0  # what samples/s rests on, as a trial records it: the windows after the warm-up
+    for _, secs, n in result["trace"]:
+        steady_s += secs if done >= 8 else 0.0
+        done += n
+    assert result["steady_steps"] == 72 and result["steady_s"] == pytest.approx(steady_s)
     assert result["built_optimizer"] == "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)"
