@@ -151,6 +151,12 @@ def _placement(g) -> None:
                         "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
                         "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
                         "with. On a single-node cluster trials still run one at a time (default: 1)")
+    g.add_argument("--pin-cpus", action="store_true",
+                   help="hold each trial's training processes to --threads CPUs of their own and the cluster's other "
+                        "processes (Ray's, raylab's, the driver) to the CPUs left, while it trains: on a small "
+                        "machine they otherwise run now and then on the step's CPU. Only where raylab started the "
+                        "cluster, on one node, with a CPU to spare; recorded as the tag cpu_pinning (what was done, "
+                        "or why not). Linux")
     g.add_argument("--fresh-processes", action="store_true",
                    help="start every trial in worker processes of its own. By default, trials that can share processes "
                         "(the same framework, workers, threads, device and resources; every repeat, batch size, --set "

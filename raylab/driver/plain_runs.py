@@ -18,7 +18,7 @@ from pathlib import Path
 
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.driver import console
+from raylab.driver import console, pinning
 from raylab.driver.outcome import TrialOutcome, recorded
 from raylab.record.tracking import Tracker
 from raylab.task.recipe import Recipe
@@ -53,15 +53,24 @@ def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdi
             "warmup": recipe.warmup_steps, "window": cfg.window, "trace": trace,
             "execution": execution or TrialSpec(framework, "plain", 1).executes()}
     (workdir / "spec.json").write_text(json.dumps(spec))
-    start = time.time()
-    out = subprocess.run([sys.executable, "-m", "raylab.frameworks.plain", str(workdir / "spec.json")], capture_output=True,
-                         text=True, timeout=PLAIN_TIMEOUT_S, env=plain_env(framework, cfg.threads), cwd=workdir)
+    start, pin = time.time(), pinning.for_run(cfg, cfg.threads)  # --pin-cpus: pinned as a trial's process is
+    proc = subprocess.Popen([sys.executable, "-m", "raylab.frameworks.plain", str(workdir / "spec.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=plain_env(framework, cfg.threads), cwd=workdir)
+    try:
+        pin.apply([proc.pid])
+        stdout, stderr = proc.communicate(timeout=PLAIN_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:  # it timed out, or the driver is being stopped
+            proc.kill()
+            proc.wait(timeout=30)
+        pinned = pin.end()
     wall = time.time() - start
     if log is not None:  # its own output (TF and XLA notices, warnings) goes to the trial's log
-        console.get().trial_text(log, out.stderr)
-    if out.returncode != 0:
-        raise RuntimeError(f"the plain {framework} script exited with {out.returncode}:\n{out.stderr[-3000:]}")
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall_s": wall}
+        console.get().trial_text(log, stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the plain {framework} script exited with {proc.returncode}:\n{stderr[-3000:]}")
+    return {**json.loads(stdout.strip().splitlines()[-1]), "wall_s": wall, "cpu_pinning": pinned}
 
 
 def plain_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, repeat: int) -> dict:
@@ -87,6 +96,7 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
     built = {k: result.pop(k) for k in list(result)
              if k.startswith(("built_", "optimizer_")) or k in ("jit_compile", "steps_per_call")}
     tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
+                              "cpu_pinning": result.pop("cpu_pinning", "off"),
                               "execution": result.pop("execution"),
                               "precision_applied": "fp32", "device_kind": "cpu", **built})
     tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=0)

@@ -8,17 +8,21 @@ import time
 import ray
 
 from raylab.driver import console
+from raylab.driver.pinning import Pinning
 from raylab.record.tracking import Tracker
 
 POLL_S = 2.0  # how often the driver logs new epochs to MLflow
 PRINT_EVERY_S = 10.0  # how often it prints a progress line between epochs
+PIN_POLL_S = 0.2  # how often it looks for the trial's processes to pin (--pin-cpus) until it has
 
 
 class Progress(threading.Thread):
     """Polls the sink while fit() runs: prints progress, logs each epoch as it arrives."""
 
-    def __init__(self, sink, tracker: Tracker, run_id: str, label: str, synthetic: bool = False, log=None):
+    def __init__(self, sink, tracker: Tracker, run_id: str, label: str, synthetic: bool = False, log=None,
+                 pinning: Pinning | None = None):
         super().__init__(daemon=True)
+        self.pinning = pinning or Pinning(False, 1)  # --pin-cpus: applied as the trial's processes say hello
         self.sink, self.tracker, self.run_id, self.label, self.log = sink, tracker, run_id, label, log
         self.synthetic = synthetic  # random labels: the accuracy is chance, so it is not printed
         self.logged, self.stopping, self.last_line, self.printed = 0, threading.Event(), None, 0.0
@@ -26,7 +30,7 @@ class Progress(threading.Thread):
         self.first: tuple[float, int] | None = None  # (time, steps done) at the first progress report
 
     def run(self):
-        while not self.stopping.wait(POLL_S):
+        while not self.stopping.wait(PIN_POLL_S if self.pinning.waiting() else POLL_S):
             self.poll()
 
     def poll(self) -> tuple[list, dict | None]:
@@ -38,6 +42,7 @@ class Progress(threading.Thread):
         for note in notes[self.noted:]:  # a worker's warning, on raylab's console rather than in its Ray log
             console.get().line(f"[{self.label}] WARNING: {note}")
         self.noted = len(notes)
+        self.pinning.apply([pid for pid, _ in pids])
         if self.log is not None:
             for pid, ip in pids:
                 console.get().claim(ip, pid, self.log)

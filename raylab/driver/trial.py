@@ -24,7 +24,7 @@ from raylab import failure
 from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.driver import best, cluster, console
+from raylab.driver import best, cluster, console, pinning
 from raylab.driver import floor as startup_floor
 from raylab.driver import peak as peaks
 from raylab.driver.utilization import utilization, worker_nodes
@@ -154,7 +154,7 @@ class Trial:
         """Runs the trainer, watched by a progress thread; (rank 0's final report, wall seconds)."""
         start = time.time()
         self.progress = Progress(self.sink, self.tracker, self.run_id, self.spec.name, synthetic=self.ds.synthetic,
-                                 log=self.log)
+                                 log=self.log, pinning=pinning.for_run(self.cfg, self.spec.layout(self.cfg).cpus_per_worker))
         self.progress.logged = len(self.logged)
         task = self.recipe.task(self.ds.target_names)
         self.progress.start()
@@ -267,13 +267,14 @@ class Trial:
         restarts."""
         if self.progress is not None and self.progress.is_alive():
             self.progress.finish()
+        pinned = self.progress.pinning.end() if self.progress is not None else "off"  # all back on their CPUs
         try:
             history, envs, failures, pids = ray.get([self.sink.history.remote(), self.sink.started_envs.remote(),
                                                      self.sink.failures.remote(), self.sink.pids.remote()], timeout=30)
         except Exception:  # noqa: BLE001 - a dead cluster: nothing more to learn
             return
         self.tracker.set_tags(self.run_id, {"worker_pids": ",".join(str(pid) for pid, _ in pids),  # restarted ones too
-                                            "worker_start_env": start_env_tag(envs),
+                                            "worker_start_env": start_env_tag(envs), "cpu_pinning": pinned,
                                             **({"failures": failures_tag(failures)} if failures else {})})
         figures = restart_figures(history, failures)
         self.outcome.result.update(figures)

@@ -8,6 +8,8 @@ import os
 import threading
 from pathlib import Path
 
+from raylab.driver.pinning import descendants  # noqa: F401 - a process and every one below it
+
 # The kinds of listener docs/clusters.md ("What listens on the network") names, by process title.
 KINDS = {
     "gcs_server": lambda title: title.split(" ")[0].endswith("/gcs_server"),
@@ -40,22 +42,6 @@ def listening() -> list[tuple[str, int, int]]:
             continue
         out += [(*inodes[ln[8:-1]], int(proc.name)) for ln in links if ln.startswith("socket:[") and ln[8:-1] in inodes]
     return out
-
-
-def descendants(root: int) -> set[int]:
-    parents = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                pass
-    tree, grew = {root}, True
-    while grew:
-        more = {p for p, parent in parents.items() if parent in tree} - tree
-        tree |= more
-        grew = bool(more)
-    return tree
 
 
 def title(pid: int) -> str:

@@ -30,7 +30,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.e2e.browser import CHARTS, look
-from tests.e2e.listening import listening
+from tests.e2e.listening import listening, title
 
 pytestmark = pytest.mark.e2e
 # fashion.py --quick's 12 default trials in 9 (tf:mirrored x1, torch:ddp x1 and jax:dp x1 run in the warm groups of
@@ -41,7 +41,9 @@ RAY_TRAIN_STARTS = 17
 SECONDS = 850
 
 ROOT = Path(__file__).resolve().parents[2]
-PORTS = (5000, 5001, 6379, 8265)  # the README's MLflow UI, MLflow server, Ray head and dashboard
+# the README's MLflow UI, MLflow server, Ray head, dashboard and the head's job agent (docs/clusters.md waits for it;
+# every Ray node's agent takes 52365, an in-process cluster's too)
+PORTS = (5000, 5001, 6379, 8265, 52365)
 TIMEOUT_S = 1200
 # The link the README gives, and the trials of the latest invocation it then shows: the submitted job's.
 UI_LINK = ("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning&viewStateShareKey=raylab-latest"
@@ -153,8 +155,11 @@ def readme_run(tmp_path_factory) -> dict:
 def run_as_a_user(tmp_path: Path, script: str, files: dict[str, str]) -> dict:
     """Runs `script` as the README's user does (a copy of the checkout, a HOME of its own, no .venv on PATH), then
     opens the README's UI link on the `mlflow ui` it left running; stops what it left running, whatever happens."""
-    busy = [p for p in PORTS if port_busy(p)]
-    assert not busy, f"ports {busy} are taken; the README's commands need them free (stop what listens there)"
+    deadline = time.monotonic() + 60  # a cluster a test before this one stopped may still be letting go
+    while (busy := [p for p in PORTS if port_busy(p)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    holders = sorted({(port, pid, title(pid)) for _, port, pid in listening() if port in busy})
+    assert not busy, f"ports {busy} are taken ({holders}); the README's commands need them free (stop what listens there)"
     # The clone shares this checkout's .venv: it must be up to date here, so that the README's
     # scripts/setup.sh finds it ready in the clone and does not re-point the editable install at the clone.
     subprocess.run([str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, check=True, capture_output=True, timeout=3600)

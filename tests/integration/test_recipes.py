@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 
 import pytest
 
@@ -66,9 +67,10 @@ def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
 
 
 def test_plain_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
-    """--plain --repeats 2: trial and plain script interleaved (A B B A), folded to medians, overhead shown."""
+    """--plain --repeats 2: trial and plain script interleaved (A B B A), folded to medians, overhead shown; with
+    --pin-cpus, each on a CPU of its own (the second trial in its warm group's same process, pinned again)."""
     code, summary, client = run_recipe(load_recipe("fashion"), "--quick", "--trials", "torch:none",
-                                       "--plain", "--repeats", "2")
+                                       "--plain", "--repeats", "2", "--pin-cpus")
     assert code == 0, capsys.readouterr().err[-2000:]
     runs = children(client, summary)
     assert [(r.info.run_name, r.data.params["repeat"]) for r in runs] == [
@@ -76,6 +78,11 @@ def test_plain_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
     plain = [r for r in runs if r.info.run_name == "torch:plain x1"]
     assert all(r.info.status == "FINISHED" and r.data.tags["parameters"] == "101770" for r in plain)
     assert all(r.data.metrics["samples_per_sec"] > 0 and r.data.metrics["wall_s"] > 0 for r in plain)
+    assert all(r.data.metrics["steady_steps"] > 0 and r.data.metrics["steady_s"] > 0 for r in plain)
+    top = max(os.sched_getaffinity(0))  # the driver back on every CPU it had; the training processes took the last
+    for r in runs:
+        assert r.data.params["pin_cpus"] == "True"
+        assert r.data.tags["cpu_pinning"].startswith(f"training processes on CPU {top}; the cluster's "), r.data.tags
     trial = next(r for r in runs if r.info.run_name == "torch:none x1")
     phases = [trial.data.metrics[f"startup_{p}_s"]
               for p in ("process", "workers", "imports", "setup", "data", "model", "other")]
