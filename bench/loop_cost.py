@@ -150,13 +150,13 @@ def plain_main(spec_path: str) -> None:
 
 # --- the driver ------------------------------------------------------------------------------------------------
 
-def run_trial(framework: str, args, tmp: Path, epochs: int) -> dict:
+def run_trial(framework: str, args, tmp: Path, epochs: int, pin: bool = False) -> dict:
     from mlflow.tracking import MlflowClient
 
     out, uri = tmp / "trial.json", f"sqlite:///{tmp}/mlflow.db"
     cmd = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[framework], "--workers", "1",
            "--epochs", str(epochs), "--batch", str(args.batch), "--threads", str(args.threads),
-           "--experiment", "bench-loop-cost", "--tracking-uri", uri, "--json", str(out)]
+           "--experiment", "bench-loop-cost", "--tracking-uri", uri, "--json", str(out)] + (["--pin-cpus"] if pin else [])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this tree's raylab (and its workers'), not the venv's editable one
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
     if done.returncode != 0 or not out.exists():
@@ -164,7 +164,7 @@ def run_trial(framework: str, args, tmp: Path, epochs: int) -> dict:
     (trial,) = json.loads(out.read_text())["trials"]
     run = MlflowClient(uri).get_run(trial["run_id"]).data
     tags, metrics = run.tags, run.metrics
-    facts = {k: tags.get(k) for k in ("niceness", "intra_op_threads", "inter_op_threads", "worker_affinity",
+    facts = {k: tags.get(k) for k in ("niceness", "intra_op_threads", "inter_op_threads", "cpu_pinning",
                                        "worker_switch_interval", "execution", "optimizer_impl") if tags.get(k) is not None}
     return {"samples_per_sec": trial["samples_per_sec"], "val_accuracy": trial["val_accuracy"],
             "steady_s": metrics.get("steady_s"), "steady_steps": metrics.get("steady_steps"), **facts}
@@ -219,6 +219,9 @@ def main() -> None:
                         "them (0: --epochs as given; default: %(default)s)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--pin-cpus", choices=["off", "on", "both"], default="off",
+                   help="the trial with raylab's --pin-cpus: off, on, or both (each round runs the trial either "
+                        "way beside the plain loop, interleaved; default: %(default)s)")
     p.add_argument("--plain", metavar="SPEC", help=argparse.SUPPRESS)  # the plain side's own process
     args = p.parse_args()
     sys.path[:0] = [str(ROOT), str(ROOT / "recipes")]
@@ -237,45 +240,49 @@ def main() -> None:
     frameworks = [f.strip() for f in args.frameworks.split(",")]
     print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s) or more, {args.rounds} "
           f"round(s), interleaved; driver: {process_facts()}, load {os.getloadavg()[0]:.2f}", flush=True)
-    ratios: dict[str, list[float]] = {f: [] for f in frameworks}
+    trials = {"off": ["trial"], "on": ["pinned"], "both": ["trial", "pinned"]}[args.pin_cpus]
+    label = {"trial": TRIAL, "pinned": {f: f"{k} --pin-cpus" for f, k in TRIAL.items()}}
+    ratios: dict[tuple[str, str], list[float]] = {(f, t): [] for f in frameworks for t in trials}
+    shorts: dict[tuple[str, str], int] = {key: 0 for key in ratios}
     with tempfile.TemporaryDirectory(prefix="raylab-loop-cost-") as tmp:
         tmp = Path(tmp)
         (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
             (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
         data = {"warmup": recipe.warmup_steps, "steps": len(ds.y_train) // args.batch}
         epochs = {f: epochs_for(f, args, tmp, data) for f in frameworks}
-        shorts: dict[str, int] = {f: 0 for f in frameworks}
         chosen: dict = {}  # framework -> the execution its trial ran (--compile best's choice): the plain side's
         for r in range(args.rounds):
             for framework in frameworks:
-                sides = ["trial", "plain"] if r % 2 == 0 else ["plain", "trial"]
+                sides = [*trials, "plain"] if r % 2 == 0 else ["plain", *reversed(trials)]
                 got = {}
                 for side in sides:
-                    got[side] = (run_trial(framework, args, tmp, epochs[framework]) if side == "trial"
-                                 else run_plain(framework, args, tmp, data, epochs[framework], chosen.get(framework)))
-                    if side == "trial":
+                    got[side] = (run_plain(framework, args, tmp, data, epochs[framework], chosen.get(framework))
+                                 if side == "plain" else
+                                 run_trial(framework, args, tmp, epochs[framework], pin=side == "pinned"))
+                    if side != "plain":
                         chosen[framework] = got[side].get("execution")
-                t, pl = got["trial"], got["plain"]
-                ratio = t["samples_per_sec"] / pl["samples_per_sec"]
-                ratios[framework].append(ratio)
-                shorts[framework] += any((x.get("steady_s") or 0) < args.min_steady_s for x in (t, pl))
-                tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy", "steady_s",
-                                                                    "steady_steps")}
+                pl = got["plain"]
                 pfacts = {k: pl[k] for k in ("execution", "niceness", "affinity", "switch_interval", "intra_op_threads",
                                              "inter_op_threads") if k in pl}
-                print(f"round {r + 1} {framework:<5} ({' then '.join(sides)}): {TRIAL[framework]} "
-                      f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
-                      f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
-                      f"{epochs[framework]} epochs: trial {steady(t, args.min_steady_s)}, plain "
-                      f"{steady(pl, args.min_steady_s)}\n"
-                      f"      trial ran at {tfacts}; plain at {pfacts}", flush=True)
+                for side in trials:
+                    t = got[side]
+                    ratio = t["samples_per_sec"] / pl["samples_per_sec"]
+                    ratios[framework, side].append(ratio)
+                    shorts[framework, side] += any((x.get("steady_s") or 0) < args.min_steady_s for x in (t, pl))
+                    tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy", "steady_s",
+                                                                        "steady_steps")}
+                    print(f"round {r + 1} {framework:<5} ({' then '.join(sides)}): {label[side][framework]} "
+                          f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
+                          f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
+                          f"{epochs[framework]} epochs: trial {steady(t, args.min_steady_s)}, plain "
+                          f"{steady(pl, args.min_steady_s)}\n"
+                          f"      trial ran at {tfacts}; plain at {pfacts}", flush=True)
     print()
-    for framework in frameworks:
-        rows = ratios[framework]
-        print(f"{TRIAL[framework]:<11} / plain, steady-state samples/s: median {statistics.median(rows):.3f}x "
+    for (framework, side), rows in ratios.items():
+        print(f"{label[side][framework]:<23} / plain, steady-state samples/s: median {statistics.median(rows):.3f}x "
               f"(rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.95x"
-              + (f"; {shorts[framework]} round(s) with a side under {args.min_steady_s:g} s of steady steps: "
-                 "too short to time" if shorts[framework] else ""))
+              + (f"; {shorts[framework, side]} round(s) with a side under {args.min_steady_s:g} s of steady steps: "
+                 "too short to time" if shorts[framework, side] else ""))
 
 
 if __name__ == "__main__":
