@@ -183,6 +183,9 @@ class Framework:
     # distributions besides `package` whose versions change what its steps compile to and run (kept answers are
     # keyed on them: raylab/driver/host.py); those not installed count as absent
     runtimes: tuple[str, ...] = ()
+    # CPUs a training process keeps busy beside its intra-op threads (a thread that dispatches while another runs
+    # the step): --pin-cpus gives each process these too (raylab/driver/pinning.py), or leaves it unpinned
+    side_cpus: int = 0
 
     def part(self, module: str):
         import importlib

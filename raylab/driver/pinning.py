@@ -123,7 +123,7 @@ class Pinning:
             return
         need = len(live) * self.threads
         if need >= len(self.allowed):
-            self.why_not = (f"{len(live)} training process(es) x {self.threads} thread(s) leave no CPU of the "
+            self.why_not = (f"{len(live)} training process(es) x {self.threads} CPU(s) leave no CPU of the "
                             f"{len(self.allowed)} for the rest of the cluster")
             self.restore()
             return
@@ -157,10 +157,13 @@ class Pinning:
         return self.done or "not applied: no training process was seen"
 
 
-def for_run(cfg, per: int) -> Pinning:
+def for_run(cfg, per: int, framework: str) -> Pinning:
     """A trial's or plain script's Pinning under --pin-cpus and the cluster it runs beside: `per` CPUs for each of
     its processes (what each reserves: --threads, or a replica's each for a kind that holds its replicas in one
-    process, as tf:mirrored)."""
+    process, as tf:mirrored), and the CPUs its framework keeps busy beside them (Framework.side_cpus)."""
+    from raylab.registry import framework as named
+
+    per += named(framework).side_cpus
     if not cfg.pin_cpus:
         return Pinning(False, per)
     import ray

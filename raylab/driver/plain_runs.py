@@ -53,7 +53,7 @@ def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdi
             "warmup": recipe.warmup_steps, "window": cfg.window, "trace": trace,
             "execution": execution or TrialSpec(framework, "plain", 1).executes()}
     (workdir / "spec.json").write_text(json.dumps(spec))
-    start, pin = time.time(), pinning.for_run(cfg, cfg.threads)  # --pin-cpus: pinned as a trial's process is
+    start, pin = time.time(), pinning.for_run(cfg, cfg.threads, framework)  # --pin-cpus: pinned as a trial's process is
     proc = subprocess.Popen([sys.executable, "-m", "raylab.frameworks.plain", str(workdir / "spec.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=plain_env(framework, cfg.threads), cwd=workdir)

@@ -154,7 +154,8 @@ class Trial:
         """Runs the trainer, watched by a progress thread; (rank 0's final report, wall seconds)."""
         start = time.time()
         self.progress = Progress(self.sink, self.tracker, self.run_id, self.spec.name, synthetic=self.ds.synthetic,
-                                 log=self.log, pinning=pinning.for_run(self.cfg, self.spec.layout(self.cfg).cpus_per_worker))
+                                 log=self.log, pinning=pinning.for_run(self.cfg, self.spec.layout(self.cfg).cpus_per_worker,
+                                                                  self.spec.framework))
         self.progress.logged = len(self.logged)
         task = self.recipe.task(self.ds.target_names)
         self.progress.start()

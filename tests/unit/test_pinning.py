@@ -67,7 +67,7 @@ def test_no_cpu_to_spare_or_not_asked_leaves_every_process_alone():
         full = Pinning(True, threads=len(CPUS))
         full.apply([proc.pid])
         assert pinning.cpus_of(os.getpid()) == set(CPUS) and pinning.cpus_of(proc.pid) == set(CPUS)
-        assert full.end() == (f"not applied: 1 training process(es) x {len(CPUS)} thread(s) leave no CPU of the "
+        assert full.end() == (f"not applied: 1 training process(es) x {len(CPUS)} CPU(s) leave no CPU of the "
                               f"{len(CPUS)} for the rest of the cluster")
         off = Pinning(False, threads=1)
         off.apply([proc.pid])

@@ -3,6 +3,9 @@
 from raylab.registry import Framework
 
 FRAMEWORK = Framework(
+    # its Python thread dispatches the next step while XLA's runs this one (pinned to one CPU, a 1-thread
+    # jax:none trial ran 0.51-0.71x its plain loop: bench/results.md, --pin-cpus)
+    side_cpus=1,
     name="jax", title="JAX", package="jax", extra="jax",
     kinds=("none", "dp"), single="none", models="jax",
     imports=("jax", "flax.nnx", "optax"), color="tab:purple",

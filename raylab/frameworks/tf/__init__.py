@@ -3,6 +3,9 @@
 from raylab.registry import Framework
 
 FRAMEWORK = Framework(
+    # its Python thread and TF's executor's beside the intra-op pool (pinned to one CPU, a 1-thread tf:none
+    # trial lost 6-9% against itself unpinned: bench/results.md, --pin-cpus)
+    side_cpus=1,
     name="tf", title="TensorFlow", package="tensorflow", extra="tf",
     kinds=("none", "mirrored", "mwms", "tpu", "ps"), single="none", models="tf",
     imports=("tensorflow", "keras"), color="tab:orange",

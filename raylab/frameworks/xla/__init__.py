@@ -3,6 +3,9 @@
 from raylab.registry import Framework
 
 FRAMEWORK = Framework(
+    # PJRT's client runs the step beside the Python thread that traces and dispatches it, as jax's (not measured
+    # pinned: taken to be jax's)
+    side_cpus=1,
     name="xla", title="PyTorch/XLA", package="torch_xla", extra="xla",
     kinds=("single", "ddp"), single="single", models="torch",
     imports=("torch", "torch.distributed", "torch._dynamo", "torch_xla"), color="tab:green",
