@@ -41,7 +41,8 @@ class Budget:
 
 
 DEFAULT = Budget(starts=45, seconds=25 * 60)
-SLICES = 6  # K: .ci/run's slice of the full-only tests (about 95 minutes of them on 2026-11-29: 15.5-18 a slice)
+SLICES = 6  # K: .ci/run's slice of the full-only tests (about 95 minutes of them on 2026-11-29: 15.5-18 a slice;
+# 68 min on 2026-12-01 on the Intel Xeon VM, 9.8-13.2 a slice, the default tier 17.0: docs/testing.md)
 # one slice, so that set-up (about 6 minutes) + the default tier (23) + a slice fit in 50 minutes. The largest unit
 # that cannot be cut is `lost_workers` with the files that read it (test_fault_tolerance.py, test_stream.py: about
 # 18 minutes); tf:ps's lost tasks (`lost_tf_ps`) are read by test_ps.py alone, so they can go to another slice.
