@@ -142,7 +142,7 @@ class Pinning:
 
     def restore(self) -> None:
         """Every process below the driver (the driver too) back on the CPUs it started with."""
-        if self.pinned or self.done:
+        if self.pinned:  # (after a restore there is nothing to give back)
             for pid in descendants(self.root):
                 set_cpus(pid, set(self.allowed))
         self.pinned = ()
