@@ -1,7 +1,8 @@
 """What raylab's loop costs a 1-worker trial against the best plain code, torch, TF and JAX, interleaved.
 
-On the fashion MLP (recipes/fashion.py) or a user's pre-norm residual MLP with LayerNorm, dropout, AdamW and a cosine
-schedule (recipes/residual_mlp.py: `--recipe residual_mlp`). The trial runs as a user runs it, `--compile best` (the
+On the fashion MLP (recipes/fashion.py), a user's pre-norm residual MLP with LayerNorm, dropout, AdamW and a cosine
+schedule (recipes/residual_mlp.py: `--recipe residual_mlp`), or both in one interleaved run (`--recipe
+fashion,residual_mlp --batch 32,64`). The trial runs as a user runs it, `--compile best` (the
 default): each framework's execution raced first (kept on this host after the first round); the plain side runs in
 the execution the trial chose (Keras `jit_compile` as the trial's, torch.compile where the trial compiled).
 
@@ -38,6 +39,8 @@ the floor is marked SHORT, and a median that rests on one says so.
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --frameworks torch,tf,jax --rounds 5
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --recipe residual_mlp --batch 64 \
         --frameworks torch,tf,jax --rounds 5
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --recipe fashion,residual_mlp --batch 32,64 \
+        --frameworks torch,tf,jax --rounds 5 --pin-cpus both        # the yardstick of issue 71
 
 Target: median >= 0.95x for each.
 """
@@ -208,82 +211,113 @@ def steady(side: dict, floor: float) -> str:
     return f"steady {s:.1f} s / {n:.0f} steps" + (" SHORT" if s < floor else "")
 
 
+def cases(args) -> list[argparse.Namespace]:
+    """One set of arguments per `--recipe` (comma-separated), each with its batch: `--batch` gives one for all or one
+    per recipe, in order."""
+    recipes = [r.strip() for r in args.recipe.split(",")]
+    batches = [int(b) for b in str(args.batch).split(",")]
+    if len(batches) not in (1, len(recipes)):
+        raise SystemExit(f"--batch {args.batch}: give one batch, or one per recipe ({len(recipes)}: {args.recipe})")
+    return [argparse.Namespace(**{**vars(args), "recipe": r, "batch": b})
+            for r, b in zip(recipes, batches * len(recipes) if len(batches) == 1 else batches)]
+
+
+def prepare(case: argparse.Namespace, tmp: Path) -> dict:
+    """The recipe's task and data pickled for the plain side; its warm-up and steps per epoch."""
+    import importlib
+
+    import cloudpickle
+
+    from raylab.data import as_dataset
+
+    recipe = importlib.import_module(case.recipe).RECIPE.with_batch(case.batch)
+    ds = as_dataset(recipe.data, recipe.name)
+    tmp.mkdir()
+    (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
+        (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
+    return {"warmup": recipe.warmup_steps, "steps": len(ds.y_train) // case.batch}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipe", default="fashion", help="a recipe under recipes/: fashion or residual_mlp (default: %(default)s)")
+    p.add_argument("--recipe", default="fashion",
+                   help="recipes under recipes/, comma-separated: fashion, residual_mlp or both, interleaved in each "
+                        "round (default: %(default)s)")
     p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=3, help="epochs at least (more where --min-steady-s needs them)")
     p.add_argument("--min-steady-s", type=float, default=5.0,  # raylab.compare.parity.STEADY_FLOOR_S
                    help="seconds of steady steps each side has at least: a framework's epochs are raised to give "
                         "them (0: --epochs as given; default: %(default)s)")
-    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--batch", default="32", help="the batch, or one per recipe, comma-separated (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--pin-cpus", choices=["off", "on", "both"], default="off",
                    help="the trial with raylab's --pin-cpus: off, on, or both (each round runs the trial either "
-                        "way beside the plain loop, interleaved; default: %(default)s)")
+                        "way beside the plain loop, interleaved; a trial that pinning leaves unpinned, 'not "
+                        "applied', is not run pinned again; default: %(default)s)")
     p.add_argument("--plain", metavar="SPEC", help=argparse.SUPPRESS)  # the plain side's own process
     args = p.parse_args()
     sys.path[:0] = [str(ROOT), str(ROOT / "recipes")]
     if args.plain:
         return plain_main(args.plain)
-    import importlib
-
-    import cloudpickle
-
-    RECIPE = importlib.import_module(args.recipe).RECIPE
-
-    recipe = RECIPE.with_batch(args.batch)
-    from raylab.data import as_dataset
-
-    ds = as_dataset(recipe.data, recipe.name)
     frameworks = [f.strip() for f in args.frameworks.split(",")]
-    print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s) or more, {args.rounds} "
-          f"round(s), interleaved; driver: {process_facts()}, load {os.getloadavg()[0]:.2f}", flush=True)
+    runs = cases(args)
+    print(f"{', '.join(f'{c.recipe} at batch {c.batch}' for c in runs)}; {args.threads} thread(s), {args.epochs} "
+          f"epoch(s) or more, {args.rounds} round(s), interleaved; driver: {process_facts()}, "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)
     trials = {"off": ["trial"], "on": ["pinned"], "both": ["trial", "pinned"]}[args.pin_cpus]
     label = {"trial": TRIAL, "pinned": {f: f"{k} --pin-cpus" for f, k in TRIAL.items()}}
-    ratios: dict[tuple[str, str], list[float]] = {(f, t): [] for f in frameworks for t in trials}
-    shorts: dict[tuple[str, str], int] = {key: 0 for key in ratios}
-    with tempfile.TemporaryDirectory(prefix="raylab-loop-cost-") as tmp:
-        tmp = Path(tmp)
-        (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
-            (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
-        data = {"warmup": recipe.warmup_steps, "steps": len(ds.y_train) // args.batch}
-        epochs = {f: epochs_for(f, args, tmp, data) for f in frameworks}
-        chosen: dict = {}  # framework -> the execution its trial ran (--compile best's choice): the plain side's
+    keys = [(c.recipe, f, t) for c in runs for f in frameworks for t in trials]
+    ratios: dict[tuple[str, str, str], list[float]] = {key: [] for key in keys}
+    shorts: dict[tuple[str, str, str], int] = {key: 0 for key in keys}
+    unpinned: dict[tuple[str, str], str] = {}  # (recipe, framework) -> why --pin-cpus left its trial unpinned
+    with tempfile.TemporaryDirectory(prefix="raylab-loop-cost-") as top:
+        data = {c.recipe: prepare(c, Path(top) / c.recipe) for c in runs}
+        epochs = {(c.recipe, f): epochs_for(f, c, Path(top) / c.recipe, data[c.recipe]) for c in runs for f in frameworks}
+        chosen: dict = {}  # (recipe, framework) -> the execution its trial ran (--compile best's choice): the plain side's
         for r in range(args.rounds):
-            for framework in frameworks:
-                sides = [*trials, "plain"] if r % 2 == 0 else ["plain", *reversed(trials)]
-                got = {}
-                for side in sides:
-                    got[side] = (run_plain(framework, args, tmp, data, epochs[framework], chosen.get(framework))
-                                 if side == "plain" else
-                                 run_trial(framework, args, tmp, epochs[framework], pin=side == "pinned"))
-                    if side != "plain":
-                        chosen[framework] = got[side].get("execution")
-                pl = got["plain"]
-                pfacts = {k: pl[k] for k in ("execution", "niceness", "affinity", "switch_interval", "intra_op_threads",
-                                             "inter_op_threads") if k in pl}
-                for side in trials:
-                    t = got[side]
-                    ratio = t["samples_per_sec"] / pl["samples_per_sec"]
-                    ratios[framework, side].append(ratio)
-                    shorts[framework, side] += any((x.get("steady_s") or 0) < args.min_steady_s for x in (t, pl))
-                    tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy", "steady_s",
-                                                                        "steady_steps")}
-                    print(f"round {r + 1} {framework:<5} ({' then '.join(sides)}): {label[side][framework]} "
-                          f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
-                          f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
-                          f"{epochs[framework]} epochs: trial {steady(t, args.min_steady_s)}, plain "
-                          f"{steady(pl, args.min_steady_s)}\n"
-                          f"      trial ran at {tfacts}; plain at {pfacts}", flush=True)
+            for case in runs:
+                tmp, name = Path(top) / case.recipe, case.recipe
+                for framework in frameworks:
+                    key, mine = (name, framework), [t for t in trials if t != "pinned" or (name, framework) not in unpinned]
+                    sides = [*mine, "plain"] if r % 2 == 0 else ["plain", *reversed(mine)]
+                    got = {}
+                    for side in sides:
+                        got[side] = (run_plain(framework, case, tmp, data[name], epochs[key], chosen.get(key))
+                                     if side == "plain" else
+                                     run_trial(framework, case, tmp, epochs[key], pin=side == "pinned"))
+                        if side != "plain":
+                            chosen[key] = got[side].get("execution")
+                    pl = got["plain"]
+                    pfacts = {k: pl[k] for k in ("execution", "niceness", "affinity", "switch_interval",
+                                                 "intra_op_threads", "inter_op_threads") if k in pl}
+                    for side in mine:
+                        t = got[side]
+                        ratio = t["samples_per_sec"] / pl["samples_per_sec"]
+                        if side == "pinned" and str(t.get("cpu_pinning", "")).startswith("not applied"):
+                            unpinned[key] = t["cpu_pinning"]  # the same run as the unpinned trial's: not counted
+                        else:
+                            ratios[name, framework, side].append(ratio)
+                            shorts[name, framework, side] += any((x.get("steady_s") or 0) < args.min_steady_s
+                                                                 for x in (t, pl))
+                        tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy", "steady_s",
+                                                                            "steady_steps")}
+                        print(f"round {r + 1} {name} {framework:<5} ({' then '.join(sides)}): {label[side][framework]} "
+                              f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
+                              f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
+                              f"{epochs[key]} epochs: trial {steady(t, args.min_steady_s)}, plain "
+                              f"{steady(pl, args.min_steady_s)}\n"
+                              f"      trial ran at {tfacts}; plain at {pfacts}", flush=True)
     print()
-    for (framework, side), rows in ratios.items():
-        print(f"{label[side][framework]:<23} / plain, steady-state samples/s: median {statistics.median(rows):.3f}x "
-              f"(rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.95x"
-              + (f"; {shorts[framework, side]} round(s) with a side under {args.min_steady_s:g} s of steady steps: "
-                 "too short to time" if shorts[framework, side] else ""))
-
+    for (name, framework, side), rows in ratios.items():
+        if not rows:
+            print(f"{name:<13} {label[side][framework]:<23}: {unpinned.get((name, framework), 'no round')}; "
+                  "not run pinned again (its rounds are the unpinned trial's)")
+            continue
+        print(f"{name:<13} {label[side][framework]:<23} / plain, steady-state samples/s: median "
+              f"{statistics.median(rows):.3f}x (rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.95x"
+              + (f"; {shorts[name, framework, side]} round(s) with a side under {args.min_steady_s:g} s of steady "
+                 "steps: too short to time" if shorts[name, framework, side] else ""))
 
 if __name__ == "__main__":
     main()
