@@ -2,10 +2,11 @@
 
 For each side, one after the other, the training runs as bench/loop_cost.py runs it (the same recipe, batch, epochs
 and thread count): the plain loop in its own process (`loop_cost.py --plain`), then the raylab trial
-(`recipes/RECIPE.py --trials torch:none --workers 1`, its Ray Train worker process the one sampled). Once the
-steps are steady (the plain process has spent `--warm-cpu` seconds of CPU, its imports, data and first steps
-behind it; the trial has printed its first epoch's end), py-spy samples
-it twice for `--seconds` each, without pausing it (`--nonblocking`):
+(`recipes/RECIPE.py --trials torch:none --workers 1`, its Ray Train worker process the one sampled); with `--rungs`,
+also bench/studies/ladder.py's rungs between the two: the same plain loop as a bare Ray task (its Ray worker
+sampled) and in a bare Ray Train worker without raylab. Once the steps are steady (the plain process, or the rung's
+worker, has spent `--warm-cpu` seconds of CPU, its imports, data and first steps behind it; the trial has printed its
+first epoch's end), py-spy samples it twice for `--seconds` each, without pausing it (`--nonblocking`):
 
 - every thread that is running (not idle): a thread's share of the samples is the share of the window it was on a
   CPU or wanting one;
@@ -19,6 +20,7 @@ one is what the trial adds to its step.
 
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py                    # torch, the fashion MLP
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py --framework jax --recipe residual_mlp --batch 64 --epochs 30
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py --rungs trial,plain,task,train   # the ladder's rungs
 
 py-spy (`pip install py-spy`) must be on PATH or in the venv's bin; it reads other processes' memory (root, or
 ptrace allowed). Results in bench/results.md ("Where the trial's process spends its time").
@@ -94,13 +96,14 @@ def pin(pid: int, cpus: set[int] | None = None) -> None:
                 continue
 
 
-def train_worker() -> int | None:
-    """The Ray Train worker process: the newest `RayTrainWorker` on the machine (run nothing else beside this)."""
+def newest(marker: bytes = b"RayTrainWorker") -> int | None:
+    """The newest process whose command line holds `marker`: the Ray Train worker (`RayTrainWorker`), or the Ray
+    worker running the ladder's task rung (`ray::plain_loop`); run nothing else beside this."""
     found = []
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
-                if b"RayTrainWorker" in (p / "cmdline").read_bytes():
+                if marker in (p / "cmdline").read_bytes():
                     found.append((p.stat().st_mtime, int(p.name)))
             except OSError:
                 continue
@@ -138,9 +141,13 @@ def leaves(stacks: collections.Counter, top: int) -> list[tuple[str, int]]:
     return out.most_common(top)
 
 
+SAMPLED = {"task": b"ray::plain_loop", "train": b"RayTrainWorker", "trial": b"RayTrainWorker"}  # rung -> its process
+
+
 def profile(side: str, cmd: list[str], env: dict, args, tmp: Path) -> dict:
-    """Start `cmd`; once its steps are steady (the plain process: `--warm-cpu` CPU seconds spent; the trial: its
-    first epoch done, as its progress line says), sample it both ways; let the run finish."""
+    """Start `cmd`; once its steps are steady (the plain process, or the ladder's task or train rung's process:
+    `--warm-cpu` CPU seconds spent; the trial: its first epoch done, as its progress line says), sample it both ways;
+    let the run finish."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp, env=env)
     lines, steady = [], threading.Event()
 
@@ -155,15 +162,17 @@ def profile(side: str, cmd: list[str], env: dict, args, tmp: Path) -> dict:
     deadline, pid, pinned = time.monotonic() + 300, None, False
     while time.monotonic() < deadline and proc.poll() is None:
         if args.pin and not pinned:
-            target = proc.pid if side == "plain" else train_worker()
+            target = proc.pid if side == "plain" else newest(SAMPLED[side])
             if target:
                 pin(target)  # the whole run pinned: its samples/s is the pinned run's
                 pinned = True
         try:
             if side == "plain" and cpu_s(proc.pid) >= args.warm_cpu:
                 pid = proc.pid
-            elif side != "plain" and steady.wait(0.2):
-                pid = train_worker()
+            elif side == "trial" and steady.wait(0.2):
+                pid = newest()
+            elif side in ("task", "train") and (found := newest(SAMPLED[side])) and cpu_s(found) >= args.warm_cpu:
+                pid = found
         except OSError:
             pass
         if pid:
@@ -214,6 +223,12 @@ def main() -> None:
     p.add_argument("--warm-cpu", type=float, default=8.0, help="CPU seconds the sampled process spends first")
     p.add_argument("--pin", action="store_true", help="a probe: the sampled process alone on CPU 0 from its start "
                    "(the trial's worker: from when it appears), every other process on the other CPUs")
+    p.add_argument("--rungs", default="trial,plain",
+                   help="what is sampled, comma-separated, in this order (the trial first where it is named: the "
+                        "others run the execution it chose): trial (the raylab trial's Ray Train worker), plain (the "
+                        "plain loop's own process), and bench/studies/ladder.py's rungs between them, task (the plain "
+                        "loop as a bare Ray task) and train (in a bare Ray Train worker, no raylab) (default: "
+                        "%(default)s)")
     p.add_argument("--native", action="store_true", help="C/C++ frames too (slower sampling)")
     p.add_argument("--top", type=int, default=6, help="frames shown per thread (default: %(default)s)")
     args = p.parse_args()
@@ -232,34 +247,49 @@ def main() -> None:
         (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
             (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
         uri = f"sqlite:///{tmp}/mlflow.db"
-        trial = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[args.framework],
-                 "--workers", "1", "--epochs", str(args.epochs), "--batch", str(args.batch), "--threads",
-                 str(args.threads), "--experiment", "bench-profile", "--tracking-uri", uri, "--json", str(tmp / "t.json")]
-        try:
-            got_trial = profile("trial", trial, {**os.environ, "PYTHONPATH": str(ROOT)}, args, tmp)
-        finally:
-            if args.pin:
-                pin(0, set(range(os.cpu_count() or 1)))
-        execution = json.loads((tmp / "t.json").read_text())["trials"][0].get("execution")
-        spec = {"framework": args.framework, "task": str(tmp / "task.pkl"), "threads": args.threads,
-                "epochs": args.epochs, "steps_per_epoch": None, "batch": args.batch, "seed": 0,
-                "warmup": recipe.warmup_steps, "window": 32, "execution": execution}
-        (tmp / "spec.json").write_text(json.dumps(spec))
-        plain = [sys.executable, str(BENCH / "loop_cost.py"), "--plain", str(tmp / "spec.json")]
-        try:
-            got_plain = profile("plain", plain, plain_env(args.framework, args.threads), args, tmp)
-        finally:
-            if args.pin:
-                pin(0, set(range(os.cpu_count() or 1)))
-        plain_sps = json.loads(got_plain["output"].strip().splitlines()[-1])["samples_per_sec"]
-        trial_sps = json.loads((tmp / "t.json").read_text())["trials"][0]["samples_per_sec"]
-        print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epochs, {args.framework}; "
-              f"each side sampled twice for {args.seconds} s at {args.rate}/s after {args.warm_cpu} CPU s; "
-              f"{TRIAL[args.framework]} ({execution}) {trial_sps:,.0f} samples/s, plain {plain_sps:,.0f} "
-              f"({trial_sps / plain_sps:.3f}x; both while sampled{'; each pinned to CPU 0, the rest of the machine to the others' if args.pin else ''})")
-        report("plain loop", got_plain, args)
-        report(f"trial's worker ({TRIAL[args.framework]})", got_trial, args)
-
+        rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]
+        if bad := [r for r in rungs if r not in ("plain", *SAMPLED)]:
+            raise SystemExit(f"--rungs: unknown {bad}; choose from trial, plain, task, train")
+        got, sps, execution = {}, {}, None
+        for rung in sorted(rungs, key=lambda r: r != "trial"):  # the trial first: the others run its execution
+            if rung == "trial":
+                cmd = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[args.framework],
+                       "--workers", "1", "--epochs", str(args.epochs), "--batch", str(args.batch), "--threads",
+                       str(args.threads), "--experiment", "bench-profile", "--tracking-uri", uri, "--json",
+                       str(tmp / "t.json")]
+                env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            else:
+                spec = {"framework": args.framework, "task": str(tmp / "task.pkl"), "threads": args.threads,
+                        "epochs": args.epochs, "steps_per_epoch": None, "batch": args.batch, "seed": 0,
+                        "warmup": recipe.warmup_steps, "window": 32, "execution": execution, "tmp": str(tmp)}
+                (tmp / "spec.json").write_text(json.dumps(spec))
+                if rung == "plain":
+                    cmd, env = [sys.executable, str(BENCH / "loop_cost.py"), "--plain", str(tmp / "spec.json")], \
+                        plain_env(args.framework, args.threads)
+                else:  # as ladder.py runs its rungs
+                    cmd = [sys.executable, str(BENCH / "studies" / "ladder.py"), "--rung", rung, str(tmp / "spec.json")]
+                    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
+                           "OMP_NUM_THREADS": str(args.threads)}
+            try:
+                got[rung] = profile(rung, cmd, env, args, tmp)
+            finally:
+                if args.pin:
+                    pin(0, set(range(os.cpu_count() or 1)))
+            if rung == "trial":
+                trial = json.loads((tmp / "t.json").read_text())["trials"][0]
+                sps[rung], execution = trial["samples_per_sec"], trial.get("execution")
+            else:
+                sps[rung] = json.loads(got[rung]["output"].strip().splitlines()[-1])["samples_per_sec"]
+        base = sps.get("plain")
+        print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epochs, {args.framework} "
+              f"({execution or 'eager'}); each side sampled twice for {args.seconds} s at {args.rate}/s once steady; "
+              "steady samples/s, py-spy attached: " + ", ".join(
+                  f"{r} {v:,.0f}" + (f" ({v / base:.3f}x plain)" if base and r != "plain" else "") for r, v in sps.items())
+              + ("; each pinned to CPU 0, the rest of the machine to the others" if args.pin else ""))
+        names = {"plain": "plain loop", "task": "the plain loop as a bare Ray task",
+                 "train": "the plain loop in a bare Ray Train worker", "trial": f"trial's worker ({TRIAL[args.framework]})"}
+        for rung in sorted(got, key=lambda r: ("plain", "task", "train", "trial").index(r)):
+            report(names[rung], got[rung], args)
 
 if __name__ == "__main__":
     main()
