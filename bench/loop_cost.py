@@ -30,8 +30,8 @@ intra/inter-op threads; the trial's from its MLflow tags).
 
 **Long enough to mean something.** Each framework trains enough epochs that each side has at least
 `--min-steady-s` (5) seconds of steady steps: before the first round, a 1-epoch plain run per framework measures
-its steady seconds per epoch, and the framework's epochs are raised from `--epochs` to cover the floor with a
-tenth to spare (JAX's fashion MLP runs an epoch in about a second, torch's in four). Both sides of a framework
+its steady seconds per epoch, and the framework's epochs are raised from `--epochs` to cover the floor with half
+again to spare (JAX's fashion MLP runs an epoch in about a second, torch's in four). Both sides of a framework
 train the same epochs, so they time the same number of steady steps (each printed); a side that still has under
 the floor is marked SHORT, and a median that rests on one says so.
 
@@ -60,6 +60,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIAL = {"torch": "torch:none", "tf": "tf:none", "jax": "jax:none"}
+SPARE = 1.5  # epochs for this many times --min-steady-s, by a 1-epoch plain run's rate
 
 
 def process_facts() -> dict:
@@ -153,14 +154,14 @@ def plain_main(spec_path: str) -> None:
 
 # --- the driver ------------------------------------------------------------------------------------------------
 
-def run_trial(framework: str, args, tmp: Path, epochs: int, pin: bool = False) -> dict:
+def run_trial(framework: str, args, tmp: Path, epochs: int, pin: bool = False, extra_env: dict | None = None) -> dict:
     from mlflow.tracking import MlflowClient
 
     out, uri = tmp / "trial.json", f"sqlite:///{tmp}/mlflow.db"
     cmd = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[framework], "--workers", "1",
            "--epochs", str(epochs), "--batch", str(args.batch), "--threads", str(args.threads),
            "--experiment", "bench-loop-cost", "--tracking-uri", uri, "--json", str(out)] + (["--pin-cpus"] if pin else [])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this tree's raylab (and its workers'), not the venv's editable one
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})}  # this tree's raylab, not the venv's editable one
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"{TRIAL[framework]}: exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -191,13 +192,14 @@ def run_plain(framework: str, args, tmp: Path, data, epochs: int, execution: str
 
 def epochs_for(framework: str, args, tmp: Path, data) -> int:
     """Epochs that give each side at least --min-steady-s of steady steps: --epochs, or more where a 1-epoch plain
-    run's steady rate says that --epochs of them fall short (with a tenth to spare; the first epoch's warm-up aside)."""
+    run's steady rate says that --epochs of them fall short (with half again to spare: the machine's drift between the
+    calibration and a round put a tenth's spare under the floor in 2026-12-02's run; the first epoch's warm-up aside)."""
     if args.min_steady_s <= 0:
         return args.epochs
     one = run_plain(framework, args, tmp, data, 1)
     per_epoch = data["steps"] * args.batch / one["samples_per_sec"]
     warmup = data["warmup"] * args.batch / one["samples_per_sec"]
-    epochs = max(args.epochs, math.ceil((1.1 * args.min_steady_s + warmup) / per_epoch))
+    epochs = max(args.epochs, math.ceil((SPARE * args.min_steady_s + warmup) / per_epoch))
     print(f"{framework}: a plain epoch is {per_epoch:.2f} s of steps: {epochs} epoch(s) for at least "
           f"{args.min_steady_s:g} s of steady steps a side", flush=True)
     return epochs
@@ -255,8 +257,12 @@ def main() -> None:
                    help="the trial with raylab's --pin-cpus: off, on, or both (each round runs the trial either "
                         "way beside the plain loop, interleaved; a trial that pinning leaves unpinned, 'not "
                         "applied', is not run pinned again; default: %(default)s)")
+    p.add_argument("--trial-env", metavar="NAME=VALUE[,NAME=VALUE]",
+                   help="one more side each round: the trial with these in its environment (e.g. "
+                        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2, Ray's default poll), beside the trial without them")
     p.add_argument("--plain", metavar="SPEC", help=argparse.SUPPRESS)  # the plain side's own process
     args = p.parse_args()
+    extra = dict(kv.split("=", 1) for kv in args.trial_env.split(",")) if args.trial_env else {}
     sys.path[:0] = [str(ROOT), str(ROOT / "recipes")]
     if args.plain:
         return plain_main(args.plain)
@@ -265,8 +271,9 @@ def main() -> None:
     print(f"{', '.join(f'{c.recipe} at batch {c.batch}' for c in runs)}; {args.threads} thread(s), {args.epochs} "
           f"epoch(s) or more, {args.rounds} round(s), interleaved; driver: {process_facts()}, "
           f"load {os.getloadavg()[0]:.2f}", flush=True)
-    trials = {"off": ["trial"], "on": ["pinned"], "both": ["trial", "pinned"]}[args.pin_cpus]
-    label = {"trial": TRIAL, "pinned": {f: f"{k} --pin-cpus" for f, k in TRIAL.items()}}
+    trials = {"off": ["trial"], "on": ["pinned"], "both": ["trial", "pinned"]}[args.pin_cpus] + (["env"] if extra else [])
+    label = {"trial": TRIAL, "pinned": {f: f"{k} --pin-cpus" for f, k in TRIAL.items()},
+             "env": {f: f"{k} {args.trial_env}" for f, k in TRIAL.items()}}
     keys = [(c.recipe, f, t) for c in runs for f in frameworks for t in trials]
     ratios: dict[tuple[str, str, str], list[float]] = {key: [] for key in keys}
     shorts: dict[tuple[str, str, str], int] = {key: 0 for key in keys}
@@ -285,7 +292,8 @@ def main() -> None:
                     for side in sides:
                         got[side] = (run_plain(framework, case, tmp, data[name], epochs[key], chosen.get(key))
                                      if side == "plain" else
-                                     run_trial(framework, case, tmp, epochs[key], pin=side == "pinned"))
+                                     run_trial(framework, case, tmp, epochs[key], pin=side == "pinned",
+                                               extra_env=extra if side == "env" else None))
                         if side != "plain":
                             chosen[key] = got[side].get("execution")
                     pl = got["plain"]

@@ -268,7 +268,7 @@ def main() -> None:
                         plain_env(args.framework, args.threads)
                 else:  # as ladder.py runs its rungs
                     cmd = [sys.executable, str(BENCH / "studies" / "ladder.py"), "--rung", rung, str(tmp / "spec.json")]
-                    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
+                    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH), str(ROOT / "recipes")]),
                            "OMP_NUM_THREADS": str(args.threads)}
             try:
                 got[rung] = profile(rung, cmd, env, args, tmp)
