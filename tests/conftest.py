@@ -143,6 +143,8 @@ def pytest_collection_modifyitems(session, config, items):
         module = getattr(item, "module", None)
         if module is not None and hasattr(module, "RAY_TRAIN_STARTS"):
             startups.DECLARED[item.nodeid.split("::")[0]] = module.RAY_TRAIN_STARTS
+        if module is not None and hasattr(module, "STARTS_VARY"):
+            startups.VARIES[item.nodeid.split("::")[0]] = module.STARTS_VARY
         seconds = tiers.declared_seconds(item)
         if seconds is not None and tiers.LEDGER is not None:
             tiers.LEDGER.declared[tiers.owner_of(item.nodeid.split("::")[0])] = seconds
@@ -276,7 +278,8 @@ def budget_table():
     counts: dict[str, int] = {}
     for name, n in startups.COUNTER.by_owner().items():
         counts[tiers.owner_of(name)] = counts.get(tiers.owner_of(name), 0) + n
-    return tiers.table(tiers.LEDGER, counts, startups.DECLARED, TIER["budget"], TIER["what"])
+    return tiers.table(tiers.LEDGER, counts, startups.DECLARED, TIER["budget"], TIER["what"],
+                       needed={f: startups.allowed(f) for f in startups.NEEDED})
 
 
 def make_template_store(where: Path) -> Path:

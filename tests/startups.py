@@ -12,6 +12,14 @@ several tests (tests/integration/conftest.py `shared_run`) is charged to its own
 declares, whichever test first asks for it. The run fails when a file or a shared run starts more than it
 declares, or starts any without declaring (tests/conftest.py), so the next capability adds its assertions to a
 run that already happens instead of adding start-ups unnoticed.
+
+**Start-ups a search decides.** A few runs start as many Ray Train runs as a search needs: `--batch max` probes
+sizes until it finds the allocator's edge, and where the edge falls differs between machines (two frameworks took 8
+to 12). Such a file says so at module level (`STARTS_VARY = "why"`), declares the most its runs can reach as
+RAY_TRAIN_STARTS, and each of its tests reads from what its run recorded how many start-ups it needed
+(`needed(n, how)`, e.g. the search's probes plus the trial). Its start-ups are then held to that reading: a correct
+run on any machine passes, and one start-up more than the search needed still fails. A file that says its
+start-ups vary and starts some without reading them fails too.
 """
 
 from __future__ import annotations
@@ -79,7 +87,9 @@ class StartupCounter(threading.Thread):
 
 
 COUNTER: StartupCounter | None = None  # started by tests/conftest.py for the whole session
-DECLARED: dict[str, int] = {}  # owner (a test file, or "run:NAME") -> the start-ups it may make
+DECLARED: dict[str, int] = {}  # owner (a test file, or "run:NAME") -> the start-ups it may make (at most)
+VARIES: dict[str, str] = {}  # owner -> why its start-ups vary (its module's STARTS_VARY)
+NEEDED: dict[str, list[tuple[int, str]]] = {}  # owner -> (start-ups, how read) its runs needed, read from their records
 
 
 def owner(test_id: str) -> str:
@@ -119,9 +129,50 @@ def _charged(name: str):
             COUNTER.current = before
 
 
-def over_budget() -> list[str]:
+def needed(n: int, how: str) -> None:
+    """The running test's run needed `n` Ray Train start-ups, read from what it recorded (`how`: e.g. the search's
+    probes and the trial): its file, which says its start-ups vary (STARTS_VARY), is held to the sum of these."""
     if COUNTER is None:
-        return []
-    return [f"{f}: {n} start-ups, declares {DECLARED[f]}" if f in DECLARED
-            else f"{f}: {n} start-ups, declares none (RAY_TRAIN_STARTS)"
-            for f, n in sorted(COUNTER.by_owner().items()) if n > DECLARED.get(f, 0)]
+        return
+    with COUNTER.lock:
+        test = COUNTER.current
+    NEEDED.setdefault(owner(test), []).append((n, how))
+
+
+def started_by_this_test() -> int:
+    """The Ray Train start-ups the running test has made so far (the counter polled now)."""
+    if COUNTER is None:
+        return 0
+    COUNTER.poll()
+    with COUNTER.lock:
+        return COUNTER.by_test[COUNTER.current]
+
+
+def allowed(name: str) -> int | None:
+    """The start-ups an owner may make: what its runs were read to need where it says they vary (never more than
+    it declares), else its declaration; None where it declares none."""
+    if name in NEEDED:
+        return min(sum(n for n, _ in NEEDED[name]), DECLARED.get(name, 0))
+    return DECLARED.get(name)
+
+
+def over_budget(counts=None) -> list[str]:
+    """One line per owner that started more Ray Train runs than it may (`counts`: owner -> start-ups, by default
+    what the counter saw)."""
+    if counts is None:
+        if COUNTER is None:
+            return []
+        counts = COUNTER.by_owner()
+    out = []
+    for f, n in sorted(counts.items()):
+        if f not in DECLARED:
+            out.append(f"{f}: {n} start-ups, declares none (RAY_TRAIN_STARTS)")
+        elif n > DECLARED[f]:
+            out.append(f"{f}: {n} start-ups, declares {DECLARED[f]}")
+        elif f in NEEDED and n > allowed(f):
+            how = "; ".join(h for _, h in NEEDED[f])
+            out.append(f"{f}: {n} start-ups, but its runs needed {allowed(f)} ({how})")
+        elif f in VARIES and f not in NEEDED and n:
+            out.append(f"{f}: {n} start-ups, and its start-ups vary ({VARIES[f]}) but no test read what its run "
+                       "needed (tests/startups.py `needed`)")
+    return out

@@ -9,15 +9,16 @@
 - **Slices** (`scripts/test.sh --full --slice I/K`): the full-only files cut into K slices of about equal declared
   seconds (the longest first, each to the lightest slice), files that share a package-scoped run (a fixture such
   as `lost_workers`, set up once for every file that reads it) kept in one slice. `.ci/run` runs the default tier,
-  then one slice chosen by the commit's number (`git rev-list --count HEAD`), so consecutive landings run
-  consecutive slices and every full-only test runs in CI once in any K landings in a row.
+  then the slice `.ci/slice` names (`ci_slice`); each submission advances that file by one, so consecutive landings
+  run consecutive slices and every full-only test runs in CI once in any K landings in a row.
 
 **Declared, then held.** Each test file declares `RAY_TRAIN_STARTS = N` (tests/startups.py) and `SECONDS = S`, its
 time on this machine, measured (its tests' set-up, call and tear-down, the shared runs it sets up included); the
 unit files declare theirs together in tests/unit/__init__.py. A shared run declares its start-ups and seconds where
 it is made (tests/integration/conftest.py `shared_run`). The run ends with a table: each file and shared run, its
 declared and used seconds and start-ups, and the run's totals against its budget. Start-ups over a declaration or
-over the tier's total fail the run (start-ups do not vary from run to run); seconds over 1.5x a declaration are
+over the tier's total fail the run (start-ups do not vary from run to run, except where a search decides them: such
+a file is held to what its runs were read to need, tests/startups.py); seconds over 1.5x a declaration are
 listed as over, not failed (these machines are noisy).
 """
 
@@ -82,10 +83,14 @@ def parse_slice(text: str) -> tuple[int, int]:
 
 
 def ci_slice(k: int = SLICES, root: Path = ROOT) -> int:
-    """The slice .ci/run runs for the checked-out commit: its number on main, modulo K, plus one."""
-    count = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=root, check=True, capture_output=True,
-                           text=True).stdout.strip()
-    return int(count) % k + 1
+    """The slice .ci/run runs: the number in .ci/slice (which each submission advances by one, so consecutive
+    landings run consecutive slices), wrapped into 1..K."""
+    text = (root / ".ci" / "slice").read_text().strip()
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f".ci/slice holds {text!r}; it holds one whole number, the slice CI runs (1..{k})") from None
+    return (n - 1) % k + 1
 
 
 def package_runs(item) -> set[str]:
@@ -163,22 +168,29 @@ LEDGER: Ledger | None = None  # made by tests/conftest.py for the session
 
 
 def table(ledger: Ledger, starts: dict[str, int], declared_starts: dict[str, int], budget: Budget | None,
-          what: str) -> tuple[list[str], list[str], list[str]]:
-    """(lines of the budget table, rows over on seconds, failures: start-ups over a declaration or the total)."""
+          what: str, needed: dict[str, int] | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(lines of the budget table, rows over on seconds, failures: start-ups over a declaration or the total).
+    `needed`: for a file whose start-ups a search decides, what its runs were read to need (tests/startups.py): its
+    row shows that beside the most it declares ("11 of 12"), and is held to it."""
+    needed = needed or {}
     rows = sorted(set(ledger.seconds) | set(starts) | {r for r in ledger.declared if r in ledger.seconds})
     lines = [f"{'file or shared run':58s} {'seconds':>8s} {'declared':>8s} {'starts':>6s} {'declared':>8s}"]
     over, failed = [], []
     for row in rows:
         used, dec = ledger.seconds.get(row, 0.0), ledger.declared.get(row)
         n, dn = starts.get(row, 0), declared_starts.get(row)
+        shown = "-" if dn is None else str(dn)
+        if row in needed:  # a search's start-ups: held to what its runs needed, the declaration their bound
+            dn, shown = needed[row], f"{needed[row]} of {dn}"
         flag = ""
         if dec is not None and used > OVER * dec:
             flag = f"  OVER: {used:.0f} s > {OVER} x {dec:.0f}"
             over.append(f"{row}: {used:.0f} s, declares {dec:.0f}")
         if n > (dn or 0):
-            flag += f"  OVER: {n} start-ups, declares {dn or 'none'}"
+            flag += f"  OVER: {n} start-ups, " + (f"its runs needed {dn}" if row in needed
+                                                  else f"declares {dn or 'none'}")
         lines.append(f"{row[:58]:58s} {used:8.0f} {'-' if dec is None else f'{dec:.0f}':>8s} {n:6d} "
-                     f"{'-' if dn is None else dn:>8}{flag}")
+                     f"{shown:>8}{flag}")
     # shared runs are inside their files' seconds: the total counts files only
     total_s = sum(v for r, v in ledger.seconds.items() if not r.startswith("run:"))
     total_n = sum(starts.values())

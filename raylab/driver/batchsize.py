@@ -9,7 +9,8 @@ The search doubles from the recipe's batch until a size runs out of memory (or r
 replica's shard allows), then bisects between the last size that ran and the first that did not, down to
 one item, as Lightning's batch-size finder does in its "binsearch" mode. The trial then runs at the size
 found less a 10% margin (MARGIN), named "... bN", and records the search (tag batch_search), the edge
-(batch_search_found: the largest size that passed) and the size one above it that ran out of memory.
+(batch_search_found: the largest size that passed) and the size one above it that ran out of memory, and how many probes it ran (batch_search_probes: a size tried twice
+counts twice).
 
 Why whole trials rather than a bare step in a process of its own: a cap counts the process's whole data
 segment, and a Ray Train worker holds more of it than a bare process (its threads, its data shard, the
@@ -39,7 +40,12 @@ MARGIN = 0.9
 class Search:
     """The sizes tried, in order, and what each did."""
 
-    tried: list[dict] = field(default_factory=list)  # {"batch", "ok", "seconds", "peak_rss_mb", "memory", "error"}
+    # {"batch", "ok", "seconds", "peak_rss_mb", "memory", "error", "probes": 2 where a size was tried twice}
+    tried: list[dict] = field(default_factory=list)
+
+    def probes(self) -> int:
+        """The probes run, a size tried twice counted twice: under a cap each is a Ray Train run of its own."""
+        return sum(t.get("probes", 1) for t in self.tried)
 
     def ok(self) -> list[int]:
         return [t["batch"] for t in self.tried if t["ok"]]
@@ -53,6 +59,8 @@ class Search:
             what = "ok" if t["ok"] else f"out of {t['memory']} memory"
             if t.get("died"):
                 what += " (the worker process died twice under the cap, with no error)"
+            elif t.get("probes", 1) > 1:
+                what += " (tried twice: a worker died once under the cap, with no error)"
             parts.append(f"{t['batch']} {what} ({t['seconds']:.1f} s, peak RSS {t['peak_rss_mb']:,.0f} MB)")
         return " · ".join(parts)
 
@@ -117,11 +125,12 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> t
         per = recipe.with_batch(batch * layout.replicas if recipe.global_batch else batch)
         started = time.time()
         out = probe(per, probe_cfg, spec, task, shared, nodes, batch, groups)
+        probes = 1
         if out.get("died"):  # a worker died under the cap with no error: once more, to tell a fluke from the edge
             log(f"[{spec.name}] batch search: {batch} per replica: a worker died with no error "
                 f"({out['error']}); trying that size once more")
-            out = probe(per, probe_cfg, spec, task, shared, nodes, batch, groups)
-        out.update(batch=batch, seconds=time.time() - started)
+            out, probes = probe(per, probe_cfg, spec, task, shared, nodes, batch, groups), 2
+        out.update(batch=batch, seconds=time.time() - started, probes=probes)
         search.tried.append(out)
         said = "ok" if out["ok"] else f"out of {out['memory']} memory"
         log(f"[{spec.name}] batch search: {batch} per replica {said} ({out['seconds']:.1f} s, "

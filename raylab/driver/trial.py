@@ -342,5 +342,6 @@ def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, sh
     console.get().line(f"[{spec.name}] batch search: {found} per replica is the largest that passed{over}; the "
                        f"trial runs at {run}" + (f" ({batchsize.MARGIN:.0%} of it)" if run != found else ""))
     tags = {"batch_search": search.describe(), "batch_search_found": found, "batch_search_ran": run,
+            "batch_search_probes": search.probes(),
             "batch_search_failed": failed if failed else "none (the shard's size was reached)"}
     return replace(spec, batch=run * replicas if recipe.global_batch else run), tags

@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from tests import startups
 from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration
@@ -28,10 +29,12 @@ FASHION = load_recipe("fashion")
 # than its probes (evaluation is not probed). At 70,000 an item is 1.25 times larger: by those figures the edge
 # is 2 and the trial runs at 1, a wider margin (the test passed twice on its own after the change).
 K = {"torch": 28_000, "tf": 70_000, "jax": 112_000}
-# Per framework: three probes (up to five where the edge moves) and the trial, each cold (a memory cap keeps trials
-# out of warm worker groups: raylab/driver/groups.py)
 TIER = "full"  # the default tier's search: tests/unit/test_batchsize.py, on real allocator failures
-RAY_TRAIN_STARTS = 5  # torch's
+# Per framework: the search's probes and the trial, each cold (a memory cap keeps trials out of warm worker groups:
+# raylab/driver/groups.py). The probes are as many as the edge needs where it falls on this machine (2 to 5 sizes,
+# each at most twice where a worker dies with no error): the test reads them from the trial's batch_search_probes
+STARTS_VARY = "the --batch max search's probes, as many as the allocator's edge needs here"
+RAY_TRAIN_STARTS = 11  # the most: 5 sizes, each tried twice, and the trial
 SECONDS = 100
 
 
@@ -112,3 +115,8 @@ def batch_max_finds_the_largest_batch_under_the_cap(run_recipe, capsys, trials: 
         assert run.info.status == "FINISHED"
         assert 1 <= found < 8, found  # hundreds of MB an item under a 3,000 MB cap
         assert len(tags["batch_search"].split(" · ")) <= 5, tags["batch_search"]  # the edge in a few probes
+        probes = int(tags["batch_search_probes"])
+        assert probes >= len(tags["batch_search"].split(" · ")), tags  # each size tried, some twice
+        # under a cap no trial is warm: each probe and the trial is a Ray Train run of its own, as many as the
+        # search needed on this machine (the file's RAY_TRAIN_STARTS is the most it can reach)
+        startups.needed(probes + 1, f"{trial['trial']}: {probes} probes and the trial")

@@ -23,7 +23,7 @@ def declared(path: Path) -> dict:
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
-            if name in ("TIER", "SECONDS", "RAY_TRAIN_STARTS"):
+            if name in ("TIER", "SECONDS", "RAY_TRAIN_STARTS", "STARTS_VARY"):
                 out[name] = ast.literal_eval(node.value)
     out["asks"] = {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}  # the fixtures its functions ask for
     return out
@@ -101,3 +101,48 @@ def test_a_slice_is_asked_for_as_i_of_k():
     for bad in ("0/4", "5/4", "2", "a/b"):
         with pytest.raises(ValueError, match="--slice"):
             tiers.parse_slice(bad)
+
+
+@pytest.fixture
+def budget_state(monkeypatch):
+    """tests/startups.py's declarations and readings, emptied for one test and restored after."""
+    from tests import startups
+
+    for name in ("DECLARED", "VARIES", "NEEDED"):
+        monkeypatch.setattr(startups, name, {})
+    return startups
+
+
+def test_a_search_is_held_to_the_start_ups_its_run_needed_not_to_its_bound(budget_state):
+    """A file whose start-ups a search decides declares the most it can reach; what its run needed, read from what
+    it recorded, is what it is held to: one start-up more fails, as many passes on any machine."""
+    startups, path = budget_state, "tests/integration/test_batch_max_tf_jax.py"
+    startups.DECLARED[path], startups.VARIES[path] = 22, "the --batch max search's probes"
+    startups.NEEDED[path] = [(5, "tf:none x1: 4 probes and the trial"), (6, "jax:none x1: 5 probes and the trial")]
+    assert startups.allowed(path) == 11
+    assert startups.over_budget({path: 11}) == []  # what the search needed here: passes, whatever the bound
+    assert startups.over_budget({path: 8}) == []
+    over = startups.over_budget({path: 12})  # one Ray Train run more than the search needed
+    assert over == [f"{path}: 12 start-ups, but its runs needed 11 (tf:none x1: 4 probes and the trial; "
+                    "jax:none x1: 5 probes and the trial)"], over
+    assert startups.over_budget({path: 23}) == [f"{path}: 23 start-ups, declares 22"]  # past the bound, read or not
+
+    ledger = tiers.Ledger()
+    ledger.add_report(type("Report", (), {"nodeid": f"{path}::test", "duration": 100.0})())
+    lines, _, _ = tiers.table(ledger, {path: 12}, startups.DECLARED, None, "a slice", needed={path: 11})
+    row = next(line for line in lines if line.startswith(path))
+    assert "11 of 22" in row and "OVER: 12 start-ups, its runs needed 11" in row, row
+    lines, _, _ = tiers.table(ledger, {path: 11}, startups.DECLARED, None, "a slice", needed={path: 11})
+    assert "OVER" not in next(line for line in lines if line.startswith(path))
+
+
+def test_a_file_whose_start_ups_vary_must_read_them_and_a_fixed_one_is_held_to_its_declaration(budget_state):
+    startups = budget_state
+    startups.DECLARED.update({"a.py": 4, "b.py": 10})
+    startups.VARIES["b.py"] = "a search"
+    assert startups.over_budget({"a.py": 4}) == []
+    assert startups.over_budget({"a.py": 5}) == ["a.py: 5 start-ups, declares 4"]
+    assert startups.over_budget({"c.py": 1}) == ["c.py: 1 start-ups, declares none (RAY_TRAIN_STARTS)"]
+    # it says its start-ups vary, started some, and no test read what its run needed: not held to anything, so failed
+    assert startups.over_budget({"b.py": 3}) == ["b.py: 3 start-ups, and its start-ups vary (a search) but no test "
+                                                 "read what its run needed (tests/startups.py `needed`)"]
