@@ -133,6 +133,7 @@ class Settings:
     # after another in a warm worker group (raylab/driver/groups.py)
     fresh_processes: bool = False
     pin_cpus: bool = False  # --pin-cpus: a trial's training processes on CPUs of their own (raylab/driver/pinning.py)
+    share_nodes: bool = False  # --share-nodes: hold no node against other jobs (raylab/driver/hold.py)
     invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
     # --compile best: (framework, batch per replica, precision) -> its Choice, once raced (measured) or read from the host's
     # cache (raylab/driver/best.py); --race-again measures again instead of reading the cache

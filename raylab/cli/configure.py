@@ -101,7 +101,7 @@ def _run_settings(args, hardware: list[str]) -> dict:
         "checkpoint_every_min": check_minutes(args.checkpoint_every), "storage": args.storage,
         "keep_checkpoints": args.keep_checkpoints,
         "concurrency": args.concurrency, "compile_cache": args.compile_cache, "race_again": args.race_again,
-        "fresh_processes": args.fresh_processes, "pin_cpus": args.pin_cpus,
+        "fresh_processes": args.fresh_processes, "pin_cpus": args.pin_cpus, "share_nodes": args.share_nodes,
         "profile": args.profile, "batch_max": (args.batch or "").strip() == "max",
         "memory_cap_mb": None if args.memory_cap_mb is None else check_positive("memory-cap-mb", args.memory_cap_mb),
     }

@@ -151,6 +151,11 @@ def _placement(g) -> None:
                         "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
                         "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
                         "with. On a single-node cluster trials still run one at a time (default: 1)")
+    g.add_argument("--share-nodes", action="store_true",
+                   help="on a cluster other jobs use too (--address, ray job submit), run beside them: by default an "
+                        "invocation holds the cluster's nodes while it times anything, and a second raylab job waits "
+                        "for it (saying for whom), so no figure shares its cores with another job's. Recorded as the "
+                        "tag node_hold; what ran beside each trial is recorded either way (beside_cores)")
     g.add_argument("--pin-cpus", action="store_true",
                    help="hold each trial's training processes to --threads CPUs of their own and the cluster's other "
                         "processes (Ray's, raylab's, the driver) to the CPUs left, while it trains: on a small "

@@ -15,7 +15,12 @@ def compare_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="raylab compare",
                                 description="Print the trials of a raylab invocation side by side, from MLflow.")
     p.add_argument("--experiment", required=True, help="MLflow experiment name (a recipe's --experiment)")
-    p.add_argument("--run", default=None, help="parent run id (default: the experiment's latest invocation)")
+    p.add_argument("--run", default=None,
+                   help="parent run id (default: your latest invocation in the experiment, see --user)")
+    p.add_argument("--user", default=None,
+                   help="without --run: the latest invocation of this user (MLflow's user tag, what the UI's User "
+                        "column shows), for a tracking server several people write to (default: you: "
+                        "$MLFLOW_TRACKING_USERNAME, else your login name)")
     p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
     p.add_argument("--chart", type=Path, default=None,
@@ -30,7 +35,8 @@ def compare_main(argv: list[str]) -> int:
             raise UserError(f"no MLflow store at {uri}; run a recipe first or pass --tracking-uri.")
         tracker = Tracker(uri)
         chart = args.chart or Path(f"raylab-{args.experiment}.png")
-        print(compare(tracker, args.experiment, args.run, args.format, chart if args.format == "table" else None))
+        print(compare(tracker, args.experiment, args.run, args.format, chart if args.format == "table" else None,
+                      user=args.user))
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -18,6 +18,12 @@ from raylab.task import model_settings
 # rule for any figure it quotes is 5 s of steady steps or more a side.
 STEADY_FLOOR_S = 5.0
 
+# Cores of other work (and stolen time) beside a trial's timed window above which its figure was not measured alone
+# (raylab/loop/beside.py): the processes that are neither the trial's nor Ray's nor its job's, as the driver's own
+# bookkeeping and the kernel, read 0.0-0.1 of a core beside a trial alone on the 2-core VM (2026-12-06); a second job's
+# trial, a compile or a user's process reads a quarter of a core or more.
+BESIDE_MAX_CORES = 0.25
+
 # What must match across the trials of a fair comparison: (row key, label).
 # The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
 PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"),
@@ -60,6 +66,11 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     if short := too_short(trials):  # said, not a mismatch: the settings are alike, the figure is thin
         lines.append(f"  ? too short to time (under {STEADY_FLOOR_S:g} s of steady steps, samples/s is not a figure "
                      "to compare): " + ", ".join(f"{t} {s:.1f} s" for t, s in short))
+    if crowded := beside(trials):  # a figure that shared its node's cores is not the figure of the trial alone
+        mismatches.append("measured beside other work")
+        lines.append(f"  ! measured beside other work (over {BESIDE_MAX_CORES:g} of a core, or stolen by the "
+                     "hypervisor, over the steady window): " + "; ".join(crowded) + ". Rerun them on a quiet node "
+                     "(another job on the cluster? `ray status`, `top`), or with --repeats to see the spread")
     over = sorted({r["trial"] for r in trials if r.get("oversubscribed")})
     if over:
         mismatches.append("oversubscribed")
@@ -194,3 +205,17 @@ def too_short(rows: list[dict]) -> list[tuple[str, float]]:
         if r.get("steady_s") is not None:  # a finished run's (folded: the median of its finished repeats')
             seconds.setdefault(r["trial"], []).append(r["steady_s"])
     return [(t, statistics.median(v)) for t, v in seconds.items() if statistics.median(v) < STEADY_FLOOR_S]
+
+
+def beside(rows: list[dict]) -> list[str]:
+    """One line per finished run measured beside more than BESIDE_MAX_CORES of other work or stolen time
+    ("tf:none x1 beside 0.93 cores of other work, 0.01 stolen"), repeats numbered."""
+    out, runs = [], [r["trial"] for r in rows]
+    for r in rows:
+        other, stolen = r.get("beside_cores"), r.get("steal_cores")
+        if other is None and stolen is None:
+            continue
+        if (other or 0.0) + (stolen or 0.0) > BESIDE_MAX_CORES:
+            name = r["trial"] + (f" (repeat {r.get('repeat')})" if runs.count(r["trial"]) > 1 else "")
+            out.append(f"{name} beside {other or 0:.2f} cores of other work, {stolen or 0:.2f} stolen")
+    return out

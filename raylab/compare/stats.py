@@ -60,6 +60,9 @@ def fold(rows: list[dict]) -> list[dict]:
                                   "cost_to_target_usd": r.get("cost_to_target_usd"),
                                   "price_usd_per_hour": r.get("price_usd_per_hour")} for r in done]
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
+        for key in ("beside_cores", "steal_cores"):  # the most beside any repeat: one crowded repeat is marked
+            values = [r[key] for r in done if r.get(key) is not None]
+            out[key] = max(values) if values else None
         restarted = any(r.get("restarts") for r in runs)
         for key in ("restarts", "recovery_s", "lost_s"):  # restarts are summed over repeats, not medians
             out[key] = sum(r.get(key) or 0 for r in runs) if restarted else None

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from raylab.compare import parity, stats
 from raylab.compare.chart import write_chart
+from raylab.compare.marks import beside_column, crowded, input_bound, steady_column
 from raylab.record.prices import WHOLE
 from raylab.record.tracking import PARENT, ROLE
 from raylab.errors import UserError
@@ -47,16 +48,20 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
            "input_wait_s", "input_wait_share", "peak_rss_mb", "loss_scale", "skipped_steps", "flops_per_sample",
            "achieved_tflops", "peak_tflops", "utilization", "vendor_utilization", "vendor_peak_tflops", "cost_usd",
-           "cost_to_target_usd", "price_usd_per_hour", "steady_s"]
-INPUT_BOUND = 0.2  # a trial whose steps waited for input this share of their time or more is flagged input-bound
+           "cost_to_target_usd", "price_usd_per_hour", "steady_s", "beside_cores", "steal_cores", "ray_daemon_cores"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
                  "target_accuracy", "repeat", "batch_per_replica", "shuffle"]
 BUILT_TAGS = ["built_optimizer", "built_lr_schedule", "built_loss", "built_metrics", "built_preprocess"]
 
 
-def find_parent(client, experiment: str, run_id: str | None = None):
-    """The parent run asked for, or the experiment's latest one."""
+def find_parent(client, experiment: str, run_id: str | None = None, user: str | None = None):
+    """The parent run asked for, or the latest invocation of `user` (default: the caller, raylab.record.tracking.user)
+    in the experiment: a tracking server holds every user's runs, and the latest of them may be another's. An
+    invocation recorded before raylab tagged its user counts as anyone's."""
+    from raylab.record.tracking import USER
+    from raylab.record.tracking import user as caller
+
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         raise UserError(f"no MLflow experiment named '{experiment}' at this tracking URI; "
@@ -67,10 +72,17 @@ def find_parent(client, experiment: str, run_id: str | None = None):
             raise UserError(f"run {run_id} is not in experiment '{experiment}'.")
         return exp, run
     runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{ROLE}` = 'parent'",
-                              order_by=["attributes.start_time DESC"], max_results=1)
+                              order_by=["attributes.start_time DESC"], max_results=500)
     if not runs:
         raise UserError(f"experiment '{experiment}' has no raylab runs yet; run a recipe first.")
-    return exp, runs[0]
+    who = user or caller()
+    mine = [r for r in runs if r.data.tags.get(USER) in (who, None, "unknown")]
+    if not mine:
+        latest = runs[0]
+        raise UserError(f"experiment '{experiment}' has no invocation of user '{who}'; its latest is "
+                        f"{latest.data.tags.get(USER)}'s ({latest.info.run_name}, {latest.info.run_id}): pass "
+                        f"--user {latest.data.tags.get(USER)} or --run {latest.info.run_id}.")
+    return exp, mine[0]
 
 
 def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
@@ -101,6 +113,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             "model_settings": t.get("model_settings"), "flops_count": t.get("flops_count"), "cost_split": t.get("cost_split"),
             "start": p.get("start"), "group_index": p.get("group_index"),
             "overlapped_with": t.get("overlapped_with"), "node_ids_held": t.get("node_ids_held"),
+            "beside": t.get("beside"), "node_hold": t.get("node_hold"),
             "shared_machine": t.get("shared_machine") == "true", "hardware": hardware_of(p, t),
             **{k: p.get(k) for k in PARITY_PARAMS}, **{k: t.get(k) for k in BUILT_TAGS},
             # the recipe's other metrics on the test split (val_mask_iou, val_mean_absolute_error, ...)
@@ -161,6 +174,7 @@ def format_table(rows: list[dict]) -> str:
     if any(r.get("peak_rss_mb") is not None for r in rows):  # the largest worker process's peak RSS
         columns = columns + [("peak_rss_mb", "peak RSS MB", "{:,.0f}")]
     columns, rows, short = steady_column(columns, rows)
+    columns, rows, crowded_notes = beside_column(columns, rows)
     concurrent = any(r.get("overlapped_with") not in (None, "none") for r in rows)
     if concurrent:  # trials ran at the same time: how many whole nodes each held
         columns = columns[:2] + [("nodes_held", "nodes", "{:.0f}")] + columns[2:]
@@ -171,7 +185,8 @@ def format_table(rows: list[dict]) -> str:
                 for r in rows]
     rows = [{**r, "startup_shown": stats.shown_startup(r)} for r in rows]
     marked = [{**r, "trial": r["trial"] + (" *" if r.get("oversubscribed") else "")
-               + (" +" if r.get("restarts") else "") + (" !" if input_bound(r) else "")} for r in rows]
+               + (" +" if r.get("restarts") else "") + (" !" if input_bound(r) else "")
+               + (" ^" if crowded(r) else "")} for r in rows]
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in marked]
     widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
@@ -185,7 +200,7 @@ def format_table(rows: list[dict]) -> str:
               for r in rows if r.get("restarts")]
     notes += [f"! input-bound: its steps waited for input {r['input_wait_share']:.0%} of their time ({r['trial']}); "
               "the figures measure the input pipeline more than the step" for r in rows if input_bound(r)]
-    notes += short
+    notes += short + crowded_notes
     if repeated:
         notes.append("medians over repeats; min..max = the samples/s range")
     if any("warm" in (r.get("start") or "") for r in rows):
@@ -195,23 +210,6 @@ def format_table(rows: list[dict]) -> str:
         notes.append("trials ran at the same time, each on whole nodes of its own (nodes = nodes it held); "
                      "who overlapped whom is under 'ran at the same time'")
     return "\n".join(lines + notes + (["failed:"] + failed if failed else []))
-
-
-def steady_column(columns: list, rows: list[dict]) -> tuple[list, list[dict], list[str]]:
-    """(columns, rows, notes) with "steady s" where some trial's samples/s rests on too few seconds of steps to
-    mean something (parity.too_short): each trial's seconds, the short ones marked ~, and the note saying why."""
-    short = dict(parity.too_short(rows))
-    if not short:
-        return columns, rows, []
-    rows = [{**r, "steady_shown": None if r.get("steady_s") is None else
-             f"{r['steady_s']:.1f}" + (" ~" if r["trial"] in short else "")} for r in rows]
-    return columns + [("steady_shown", "steady s", "{}")], rows, [
-        f"~ too short to time: under {parity.STEADY_FLOOR_S:g} s of steady steps, its samples/s is not a figure to "
-        "compare (one pause moves it by a tenth or more); give it more steps (--epochs, --steps-per-epoch)"]
-
-
-def input_bound(row: dict) -> bool:
-    return (row.get("input_wait_share") or 0) >= INPUT_BOUND
 
 
 def format_report(rows: list[dict]) -> str:
@@ -275,19 +273,35 @@ def curves(client, rows: list[dict]) -> list[dict]:
     return out
 
 
-def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path | None) -> str:
-    exp, parent = find_parent(tracker.client, experiment, run_id)
+def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path | None,
+            user: str | None = None) -> str:
+    from raylab.record.tracking import USER
+
+    exp, parent = find_parent(tracker.client, experiment, run_id, user)
+    whose = parent.data.tags.get(USER) or "unknown"
     rows = trial_rows(tracker.client, exp.experiment_id, parent.info.run_id)
     if fmt == "json":
         _, mismatches = parity.parity(rows)
         folded = stats.fold(rows)
-        return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "trials": rows,
-                           "folded": folded, "unfair": mismatches, "answer": stats.answer(folded)}, indent=2)
+        return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "user": whose,
+                           "trials": rows, "folded": folded, "unfair": mismatches,
+                           "verdict": "fair" if not mismatches else "unfair", "answer": stats.answer(folded)},
+                          indent=2)
     if fmt == "csv":
         return format_csv(rows)
-    text = f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id})\n" + format_report(rows)
+    which = "" if run_id else (f", {whose}'s latest invocation" if user else f", the latest invocation of yours "
+                               f"({whose}; --user or --run for another)")
+    text = (f"experiment '{experiment}', run {parent.info.run_name} ({parent.info.run_id}){which}\n"
+            + format_report(rows))
     if chart is not None and any(r.get("samples_per_sec") is not None for r in rows):
         write_chart(stats.fold(rows), chart, f"{experiment}: {parent.info.run_name}", curves(tracker.client, rows))
-        tracker.log_artifact(parent.info.run_id, chart)
-        text += f"\nchart: {chart} (also an artifact of the parent run)"
+        try:
+            tracker.log_artifact(parent.info.run_id, chart)
+            text += f"\nchart: {chart} (also an artifact of the parent run)"
+        except Exception as e:  # noqa: BLE001 - the chart is on disk; where the store cannot take it, say why
+            # e.g. a server's sqlite file opened directly: its runs' artifacts are mlflow-artifacts:/ URIs, which
+            # only the server can write
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+            text += (f"\nchart: {chart} (not logged as an artifact of the parent run: {first}; point "
+                     "--tracking-uri at the tracking server to log it there)")
     return text

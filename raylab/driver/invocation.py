@@ -12,7 +12,7 @@ import time
 
 from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
-from raylab.driver import best, cluster, console, matrix
+from raylab.driver import best, cluster, console, hold, matrix
 from raylab.driver.plain_runs import plain_specs, run_plain_item
 from raylab.driver.retention import Kept
 from raylab.driver.outcome import INTERRUPTS, TrialOutcome
@@ -73,6 +73,7 @@ class Invocation:
         self.unfinished: dict = {}  # --resume: trial key -> (run id, epochs it logged, its Ray Train run)
         self.groups = None  # the warm worker groups (raylab/driver/groups.py), once the cluster is known
         self.kept: Kept | None = None  # what becomes of the trials' checkpoints (raylab/driver/retention.py)
+        self.hold = hold.Hold("")  # its nodes, held against other jobs (raylab/driver/hold.py)
 
     def open_parent(self, limit: int, nodes: list) -> dict:
         """Starts the parent run, or reopens the one --resume names; returns {trial key: finished outcome}."""
@@ -99,6 +100,7 @@ class Invocation:
     def run_item(self, repeat: int, item: TrialSpec, key: str, nodes: list | None, started) -> TrialOutcome:
         """One matrix item: a plain script, or a trial (going on from its checkpoint under --resume)."""
         tags = {**self.tags, "raylab.trial_key": key}
+        self.hold.now(trial=item.name)
         if item.short == "plain":
             return run_plain_item(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
                                 started=started)
@@ -143,6 +145,18 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     parent: finished trials are not run again, unfinished ones go on from their last checkpoints."""
     one_machine = cluster.driver_env()
     inv = Invocation(recipe, cfg, ds, tracker, tags)
+    # Before anything is timed (the race, probes, trials): this invocation's nodes, held against other jobs
+    inv.hold = hold.take(cfg.share_nodes, cluster.owns_cluster(), [n.id for n in matrix.cluster_nodes()],
+                         log=console.get().line)
+    inv.tags["node_hold"] = inv.hold.how
+    try:
+        return _run_held(inv, recipe, cfg, ds, tracker, one_machine)
+    finally:
+        inv.hold.release()
+
+
+def _run_held(inv: Invocation, recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker,
+              one_machine: bool) -> tuple[str, list]:
     inv.shared = share_data(recipe, cfg, ds)
     best.resolve(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
     for device in dict.fromkeys(cfg.on(s).device for s in cfg.trials):
@@ -150,6 +164,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     nodes = matrix.cluster_nodes()
     limit = matrix.concurrency_limit(cfg.concurrency, nodes)
     finished = inv.open_parent(limit, nodes)
+    inv.hold.now(invocation=f"{recipe.name} ({inv.parent})")
     tracker.show_in_ui(inv.parent)
     say_concurrency(cfg.concurrency, limit, nodes, one_machine)
     trials = matrix.Matrix(nodes, limit, inv.run_item, lambda item: need(cfg, item))

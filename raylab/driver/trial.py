@@ -32,7 +32,7 @@ from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.record.params import common_params
 from raylab.driver.progress import Progress
 from raylab.driver.resources import reservation
-from raylab.record.figures import agreement, failures_tag, peak_memory, start_env_tag, trial_record
+from raylab.record.figures import agreement, beside_figures, failures_tag, peak_memory, start_env_tag, trial_record
 from raylab.record.sink import TrialSink, abort_line_of, restart_figures, sink_name
 from raylab.record.tracking import Tracker
 from raylab.driver.trainer import build_trainer, train_run_name
@@ -204,8 +204,10 @@ class Trial:
                                       int(rec.tags.get("replicas_in_sync") or spec.workers),
                                       rec.result.get("achieved_tflops"), peaks.load() if here else {},
                                       [self.cfg.accelerator_type, *types, self.cfg.tpu_type])
-        memory.update(used)
-        memory_tags.update(used_tags)
+        # what ran beside its workers over their timed window, per node (raylab/loop/beside.py)
+        beside, beside_tags = beside_figures(*ray.get([self.sink.besides.remote(), self.sink.worker_nodes.remote()]))
+        memory.update({**used, **beside})
+        memory_tags.update({**used_tags, **beside_tags})
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
         self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
         fallen = self.cfg.precision_fallen.get(spec.name)

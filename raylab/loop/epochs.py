@@ -16,6 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from raylab.loop.batches import BatchSource
+from raylab.loop.beside import Beside
 from raylab.loop.checkpoint import Checkpointer, Saver
 from raylab.loop.memory import device_peak_mb, peak_rss_mb
 from raylab.loop.report import HostReads, Reporter, builtins_only
@@ -147,6 +148,7 @@ class Loop:
         self.profiling = cfg.profile and rank == 0 and training.step.profile is not None
         self.own = 0  # steps this attempt trained (the warm-up counts from the attempt's start)
         self.window_waits: list[float] = []  # seconds each of this attempt's windows waited for input
+        self.beside = Beside()  # its node read as the first steady window starts and as it reports
 
     def run(self) -> None:
         if self.rank == 0:
@@ -169,6 +171,8 @@ class Loop:
         self.waited = self.input_wait()
         for k in windows(steps - i, self.cfg.window, self.chrono.warmup, self.own):
             profiler = self.profiler(k)
+            if self.own >= self.chrono.warmup:
+                self.beside.begin()  # once: what ran beside the steady windows (and evaluation, its own work)
             self.chrono.start()
             before = self.input_wait()
             try:
@@ -255,12 +259,13 @@ class Loop:
         self.checkpointer.save(state, self.chrono, self.phases, after)
 
     def report(self) -> None:
-        """Every rank's checksum and node; rank 0's result: timing, start-up, what ran."""
+        """Every rank's checksum, node, peak RSS and what ran beside it; rank 0's result: timing, start-up, what ran."""
         import ray
 
         where = ray.get_runtime_context()
         # Waited for: the driver reads every rank's checksum, node and peak RSS after fit().
-        ray.get(self.cfg.sink.checksum.remote(self.rank, self.t.checksum(), where.get_node_id(), peak_rss_mb()))
+        ray.get(self.cfg.sink.checksum.remote(self.rank, self.t.checksum(), where.get_node_id(), peak_rss_mb(),
+                                              self.beside.end()))
         if self.rank != 0:
             return
         timing = self.chrono.summary(self.cfg.global_batch)

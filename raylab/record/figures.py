@@ -60,6 +60,32 @@ def peak_memory(per_rank: list) -> tuple[dict, dict]:
             {"peak_rss_mb_by_rank": ",".join("?" if p is None else f"{p:.0f}" for p in per_rank)})
 
 
+def beside_figures(reads: list, nodes: list) -> tuple[dict, dict]:
+    """(metrics, tags) of what ran beside a trial over its timed window, from each rank's reads of its node
+    (raylab/loop/beside.py) and the node it ran on: per node, the cores of other work (the node's busy time less
+    the trial's own ranks there and the upkeep: Ray's daemons and this job's other Ray processes), the cores the
+    hypervisor stole and the upkeep's cores. The
+    metrics are the largest over the trial's nodes; the tag `beside` says each node's."""
+    by_node: dict = {}
+    for read, node in zip(reads, nodes):
+        if read:
+            by_node.setdefault(node, []).append(read)
+    if not by_node:
+        return {}, {"beside": "not measured (no steady window, or no /proc to read)"}
+    per = {}
+    for node, rs in by_node.items():
+        first = rs[0]  # every rank on a node reads the same node; its window is near enough theirs
+        wall = first["all"] / first["cpus"]  # ticks one CPU has in the window
+        busy, steal, daemons = first["busy"] / wall, first["steal"] / wall, first["ray"] / wall
+        own = sum(r["own"] / (r["all"] / r["cpus"]) for r in rs)
+        per[node] = (max(0.0, busy - own - daemons), steal, daemons, own, first["seconds"], first["cpus"])
+    metrics = {"beside_cores": max(v[0] for v in per.values()), "steal_cores": max(v[1] for v in per.values()),
+               "ray_daemon_cores": max(v[2] for v in per.values())}
+    tag = "; ".join(f"node {str(n)[:12]}: {o:.2f} cores of other work, {st:.2f} stolen, Ray and this job {d:.2f}, "
+                    f"the trial's own {w:.2f} of {c} CPUs, over {sec:.1f} s" for n, (o, st, d, w, sec, c) in per.items())
+    return metrics, {"beside": tag}
+
+
 def failures_tag(failures: list[dict]) -> str:
     """Each failure of the worker group and what was done about it, oldest first ("what -> decision | ...")."""
     return " | ".join(f"{f['what']} -> {f['decision']}" for f in failures)[:5000]

@@ -31,6 +31,7 @@ class TrialLog:
         self.checksums: dict[int, object] = {}  # rank -> its parameters' checksum at the end
         self.nodes: dict[int, str | None] = {}  # rank -> the Ray node it ran on
         self.peaks: dict[int, float | None] = {}  # rank -> its process's peak RSS, MB
+        self.besides: dict[int, dict | None] = {}  # rank -> its node read over its timed window (loop/beside.py)
         self.notes: list[str] = []  # lines a worker has for raylab's console, each once
 
     def epoch(self, fields: dict) -> None:
@@ -43,10 +44,11 @@ class TrialLog:
         if line not in self.notes:  # a restarted worker group says it again
             self.notes.append(line)
 
-    def checksum(self, rank: int, value, node_id=None, peak_rss_mb=None) -> None:
+    def checksum(self, rank: int, value, node_id=None, peak_rss_mb=None, beside=None) -> None:
         self.checksums[rank] = value
         self.nodes[rank] = node_id
         self.peaks[rank] = peak_rss_mb
+        self.besides[rank] = beside
 
     def by_rank(self, per_rank: dict) -> list:
         return [per_rank[r] for r in sorted(per_rank)]
@@ -150,8 +152,8 @@ class TrialSink:
     def notes(self):
         return list(self.log.notes)
 
-    def checksum(self, rank, value, node_id=None, peak_rss_mb=None):
-        self.log.checksum(rank, value, node_id, peak_rss_mb)
+    def checksum(self, rank, value, node_id=None, peak_rss_mb=None, beside=None):
+        self.log.checksum(rank, value, node_id, peak_rss_mb, beside)
 
     def poll(self):
         return self.log.latest, list(self.log.epochs), self.log.final
@@ -164,6 +166,9 @@ class TrialSink:
 
     def peak_rss(self):
         return self.log.by_rank(self.log.peaks)
+
+    def besides(self):
+        return self.log.by_rank(self.log.besides)
 
     # Attempts and the checkpoint interval.
     def attempt(self, now):

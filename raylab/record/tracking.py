@@ -22,6 +22,15 @@ from raylab.record.uri import check_sqlite, check_scheme
 
 ROLE = "raylab.role"  # "parent" or "trial"
 PARENT = "mlflow.parentRunId"
+USER = "mlflow.user"  # whose run it is: MLflow's own tag (the UI's "User" column), set as MLflow's fluent API sets it
+
+
+def user() -> str:
+    """Who runs this: the tracking server's user where one is given (MLFLOW_TRACKING_USERNAME), else the login name
+    (getpass: $LOGNAME, $USER, ..., as MLflow's own runs say)."""
+    import getpass
+
+    return os.environ.get("MLFLOW_TRACKING_USERNAME") or getpass.getuser()
 MAX_TAG = 5000  # MLflow allows 8000 characters in a tag value; leave room
 
 
@@ -208,7 +217,8 @@ class Tracker:
         return len(data["writes"])
 
     def start_run(self, name: str, params: dict, tags: dict, parent: str | None = None) -> str:
-        tags = {**tags, ROLE: "trial" if parent else "parent", **({PARENT: self.ids.get(parent, parent)} if parent else {})}
+        tags = {USER: user(), **tags, ROLE: "trial" if parent else "parent",
+                **({PARENT: self.ids.get(parent, parent)} if parent else {})}
         placeholder = f"pending-{uuid.uuid4().hex}"
         self._write(["create_run", placeholder, {"experiment_id": self.experiment_id, "name": name,
                                                  "tags": {k: str(v) for k, v in tags.items()},

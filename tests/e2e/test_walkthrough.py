@@ -53,6 +53,9 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
     assert all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
     assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in trials)
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in trials), [r.data.metrics for r in trials]
+    # the job held the cluster's node against other jobs, and each trial recorded what ran beside it (speed.md)
+    assert all(r.data.tags["node_hold"].startswith("held: 1 node(s)") for r in trials), [r.data.tags for r in trials]
+    assert all(re.match(r"node \w{12}: \d\.\d\d cores of other work", r.data.tags["beside"]) for r in trials)
     # --compile best in a fresh HOME: torch's two executions raced on the trial's model before it; tf:mwms has one
     by_name = {r.info.run_name: r.data.params for r in trials}
     ddp, mwms = by_name["torch:ddp x2"], by_name["tf:mwms x2"]

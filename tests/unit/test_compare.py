@@ -172,3 +172,43 @@ def test_peak_memory_is_the_largest_rank_and_every_rank_is_kept():
             {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "peak_rss_mb": 2571.6}]
     table = format_table(rows)
     assert "peak RSS MB" in table and "1,530" in table and "2,572" in table
+
+
+def test_without_run_it_is_the_callers_own_latest_invocation_on_a_store_two_users_write_to(mlflow_uri, monkeypatch,
+                                                                                           capsys):
+    """Two users write to one store; each `raylab compare` without --run shows their own latest, says whose, and
+    --user picks another's."""
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    monkeypatch.setenv("LOGNAME", "alice")
+    alice = populate(Tracker(mlflow_uri, "exp"))
+    time.sleep(0.01)
+    monkeypatch.setenv("LOGNAME", "bob")
+    bob = Tracker(mlflow_uri, "exp").start_run("bob's later run", {}, {})  # the experiment's latest: bob's
+    assert Tracker(mlflow_uri, "exp").client.get_run(bob).data.tags["mlflow.user"] == "bob"
+    monkeypatch.setenv("LOGNAME", "alice")
+    assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["parent_run_id"] == alice and shown["user"] == "alice"
+    assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--chart", "c.png"]) == 0
+    assert f"({alice}), the latest invocation of yours (alice; --user or --run for another)" in capsys.readouterr().out
+    assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--user", "bob",
+                     "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["parent_run_id"] == bob
+    monkeypatch.setenv("LOGNAME", "carol")  # no invocation of hers: one sentence naming whose is latest and the flags
+    assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri]) == 2
+    err = capsys.readouterr().err
+    assert "no invocation of user 'carol'" in err and "--user bob" in err and "Traceback" not in err
+
+
+def test_a_store_that_cannot_take_the_chart_still_prints_the_comparison_and_says_why(mlflow_uri, capsys, tmp_path):
+    """A tracking server's sqlite file opened directly: its runs' artifacts live at mlflow-artifacts:/ URIs that only
+    the server can write. The comparison prints, the chart is on disk, and the line says why it was not logged."""
+    tracker = Tracker(mlflow_uri, "exp")
+    tracker.client.create_experiment("served", artifact_location="mlflow-artifacts:/served")
+    populate(Tracker(mlflow_uri, "served"))
+    assert cli.main(["compare", "--experiment", "served", "--tracking-uri", mlflow_uri,
+                     "--chart", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and "parity:" in out.out
+    assert "not logged as an artifact of the parent run" in out.out and "--tracking-uri" in out.out
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
