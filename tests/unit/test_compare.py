@@ -212,3 +212,30 @@ def test_a_store_that_cannot_take_the_chart_still_prints_the_comparison_and_says
     assert "Traceback" not in out.err and "parity:" in out.out
     assert "not logged as an artifact of the parent run" in out.out and "--tracking-uri" in out.out
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_charts_bars_start_at_zero_and_a_framework_has_one_colour_and_one_order():
+    """What the chart draws, read as data (raylab/compare/chart.py chart_data): every panel's bars from zero, the
+    accuracy too; one colour a framework in the bars, the legend and the curves; the legend in the bars' order;
+    the marks of a figure too short to time and of one measured beside other work on its bar."""
+    from raylab.compare.chart import chart_data
+    from raylab.registry import frameworks
+
+    def r(trial, sps, acc, **more):
+        return {"trial": trial, "framework": trial.split(":")[0], "status": "FINISHED", "samples_per_sec": sps,
+                "step_time_p50_ms": 1.0, "step_time_p90_ms": 1.5, "val_accuracy": acc, **more}
+
+    rows = [r("torch:none x1", 30000, 0.86, steady_s=9.0), r("jax:none x1", 40000, 0.87, steady_s=2.0),
+            r("torch:ddp x2", 20000, 0.85, steady_s=9.0, beside_cores=0.9), r("tf:none x1", 50000, 0.87, steady_s=9.0)]
+    lines = [{"trial": t, "framework": t.split(":")[0], "metric": "val_accuracy", "points": [(1.0, 0.8)]}
+             for t in ("torch:none x1", "torch:ddp x2", "tf:none x1")]
+    data = chart_data(rows, lines)
+    assert all(p["xlim"][0] == 0.0 for p in data["panels"] + data["more"])  # from zero, accuracy included
+    assert data["panels"][2]["xlim"] == (0.0, 1.0)
+    color = {fw.name: fw.color for fw in frameworks()}
+    assert data["colors"] == [color["torch"], color["jax"], color["torch"], color["tf"]]
+    assert data["legend"] == [(fw.title, fw.color) for name in ("torch", "jax", "tf")
+                              for fw in frameworks() if fw.name == name]  # the bars' order, top to bottom
+    assert [c["color"] for c in data["curves"]] == [color["torch"], color["torch"], color["tf"]]
+    assert data["curves"][0]["style"] != data["curves"][1]["style"]  # two torch trials told apart by line style
+    assert data["names"] == ["torch:none x1", "jax:none x1 ~", "torch:ddp x2 ^", "tf:none x1"]
