@@ -4,6 +4,7 @@
 #   scripts/test.sh                      # the default tier: every capability proven once (25 minutes at most)
 #   scripts/test.sh --full               # the full tier: the default tier, then each slice in its own pytest
 #   scripts/test.sh --full --slice 2/6   # one slice of the tests only the full tier runs (.ci/run runs one)
+#   scripts/test.sh --full --slice next  # the slice .ci/slice names: the one CI runs at the next landing
 #   scripts/test.sh tests/unit           # any pytest arguments: a folder, a file, -k EXPR (within the tier)
 #
 # The tiers, the slices and the budget table a run ends with: tests/tiers.py, docs/testing.md.
@@ -50,6 +51,9 @@ if ! { command -v chromium >/dev/null && command -v chromedriver >/dev/null; }; 
     fi
 fi
 
+if [ "${1:-}" = "--full" ] && [ "${2:-}" = "--slice" ] && [ "${3:-}" = next ]; then  # the slice CI runs next
+    set -- --full --slice "$(.venv/bin/python -c 'from tests.tiers import ci_slice, SLICES; print(f"{ci_slice()}/{SLICES}")')" "${@:4}"
+fi
 if [ "$*" = "--full" ]; then
     k=$(.venv/bin/python -c 'from tests.tiers import SLICES; print(SLICES)')
     started=$SECONDS failed=()

@@ -107,6 +107,8 @@ def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]
 def pytest_sessionstart(session):
     from tests import footprint, startups, tiers
 
+    if session.config.option.collectonly:  # nothing runs: nothing to count or budget
+        return
     tiers.LEDGER = tiers.Ledger()
 
     startups.COUNTER = startups.StartupCounter()
@@ -148,16 +150,16 @@ def pytest_collection_modifyitems(session, config, items):
         seconds = tiers.declared_seconds(item)
         if seconds is not None and tiers.LEDGER is not None:
             tiers.LEDGER.declared[tiers.owner_of(item.nodeid.split("::")[0])] = seconds
-    keep = items
-    if not config.getoption("--full"):
-        keep = [i for i in items if tiers.tier_of(i) == "default"]
+    full, slice_ = config.getoption("--full"), config.getoption("--slice")
+    slice_ = tiers.parse_slice(slice_) if slice_ else None
+    try:
+        keep = tiers.select(items, full, slice_)
+    except ValueError as e:  # a TIER that is no tier
+        raise pytest.UsageError(str(e)) from None
+    if not full:
         TIER["what"], TIER["budget"] = "the default tier", tiers.DEFAULT
-    elif config.getoption("--slice"):
-        i, k = tiers.parse_slice(config.getoption("--slice"))
-        full = [item for item in items if tiers.tier_of(item) == "full"]
-        where = tiers.slices(full, k)
-        keep = [item for item in full if where[item.nodeid.split("::")[0]] == i]
-        TIER["what"], TIER["budget"] = f"the full tier's slice {i}/{k}", tiers.SLICE
+    elif slice_:
+        TIER["what"], TIER["budget"] = f"the full tier's slice {slice_[0]}/{slice_[1]}", tiers.SLICE
     else:
         TIER["what"], TIER["budget"] = "the full tier", None
     if len(keep) < len(items):

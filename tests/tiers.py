@@ -57,9 +57,30 @@ def owner_of(path: str) -> str:
     return next((g for g in GROUPED if path.startswith(g)), path)
 
 
+TIERS = ("default", "full")
+
+
 def tier_of(item) -> str:
+    """A test's tier: its module's TIER, "default" where it says none; any other value is refused (a test in no
+    tier would run nowhere)."""
     module = getattr(item, "module", None)
-    return getattr(module, "TIER", "default")
+    tier = getattr(module, "TIER", "default")
+    if tier not in TIERS:
+        raise ValueError(f"{item.nodeid.split('::')[0]}: TIER = {tier!r}; a test file's tier is one of {TIERS}")
+    return tier
+
+
+def select(items, full: bool, slice_: tuple[int, int] | None) -> list:
+    """The items a run keeps: the default tier's; with `full`, every one; with a slice (I, K) too, the full-only
+    files of slice I of K (tests/conftest.py applies it; tests/unit/test_partition.py checks it partitions)."""
+    if not full:
+        return [i for i in items if tier_of(i) == "default"]
+    if slice_ is None:
+        return list(items)
+    i, k = slice_
+    only = [item for item in items if tier_of(item) == "full"]
+    where = slices(only, k)
+    return [item for item in only if where[item.nodeid.split("::")[0]] == i]
 
 
 def declared_seconds(item) -> float | None:
@@ -83,13 +104,13 @@ def parse_slice(text: str) -> tuple[int, int]:
 
 
 def ci_slice(k: int = SLICES, root: Path = ROOT) -> int:
-    """The slice .ci/run runs: the number in .ci/slice (which each submission advances by one, so consecutive
-    landings run consecutive slices), wrapped into 1..K."""
+    """The slice .ci/run runs: the one .ci/slice names ("I/K", or "I"), which each submission advances by one, so
+    consecutive landings run consecutive slices; wrapped into 1..K (the file's 7/6 is slice 1 of 6)."""
     text = (root / ".ci" / "slice").read_text().strip()
     try:
-        n = int(text)
+        n = int(text.split("/")[0])
     except ValueError:
-        raise ValueError(f".ci/slice holds {text!r}; it holds one whole number, the slice CI runs (1..{k})") from None
+        raise ValueError(f".ci/slice holds {text!r}; it names the slice CI runs as I/K (e.g. 3/{k})") from None
     return (n - 1) % k + 1
 
 

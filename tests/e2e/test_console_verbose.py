@@ -1,5 +1,5 @@
 """--verbose on a terminal: the others' output (Ray's, the frameworks') shown live beside raylab's lines
-(test_console.py's recipe, one trial broken on purpose; the quiet console: test_console.py, default tier)."""
+(test_console.py's recipe, one trial broken on purpose; the quiet console: test_console.py; both full tier)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """bf16 where the framework runs it on this CPU and a recorded fallback where not: the mnist recipe's MLP with `--set
 precision=bf16 --precision-fallback fp32` on the shared local cluster, torch:none (autocast) and xla:single (torch_xla
-runs bf16 on a TPU only: fp32, said) here in the default tier; TF (Keras mixed_bfloat16) and JAX in test_bf16_tf_jax.py
+runs bf16 on a TPU only: fp32, said) here in the full tier (the default tier's bf16 trial: test_image_folder.py); TF (Keras mixed_bfloat16) and JAX in test_bf16_tf_jax.py
 (full tier). (fp16 with loss scaling: test_fp16.py.)"""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ APPLIED = {"tf:mirrored x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "
 def bf16_run(tmp_path_factory, template_db, trials: str):
     """The mnist recipe's MLP in bf16 where the framework runs it on this CPU and in fp32, recorded as a fallback,
     where it does not (xla on CPU)."""
-    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, "mnist-bf16", len(trials.split(",")),
+    # one name a shared run (test_bf16_tf_jax.py's has other trials): a slice holding both counts each apart
+    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, f"mnist-bf16 {trials}", len(trials.split(",")),
                       load_recipe("mnist"), "--quick", "--trials", trials, "--set", "precision=bf16",
                       "--precision-fallback", "fp32", seconds=27 * len(trials.split(",")))  # 76 s for 3 (2026-11-29)
 

@@ -1,5 +1,5 @@
 """A trial's own error fails it at once, unrestarted, saying where; out of memory is named (TF here; torch in
-test_out_of_memory.py, default tier). Real trials on the shared local cluster, real allocator failures under a cap.
+test_out_of_memory.py; both full tier). Real trials on the shared local cluster, real allocator failures under a cap.
 (A Native metric returning plain numbers: test_matrix.py.)"""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 from that file in every framework (one of them losing a worker), held to the same rows in memory (conftest.py's
 `lost_workers`: this file is in that run's slice). (The scenes generator and Ray Data's delivery:
 test_stream_reading.py; an exported Parquet and .npy shards trained, the export's refusal: test_streamed_files.py;
-an image folder and the batch sweep: test_image_folder.py; both default tier.)
+an image folder: test_image_folder.py, default tier; the batch sweep: test_image_folder_sweep.py, full tier.)
 """
 
 from __future__ import annotations
