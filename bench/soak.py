@@ -381,6 +381,7 @@ def trial_rows(soak: Soak) -> list[dict]:
         pids = [int(p) for p in run.data.tags.get("worker_pids", "").split(",") if p]
         rows.append({"n": n, "trial": run.info.run_name, "run_id": run_id, "status": run.info.status,
                      "killed": run_id in soak.killed, "restarts": m.get("restarts"),
+                     "failures": run.data.tags.get("failures"),
                      "killed_pid": soak.killed.get(run_id), "worker_pids": pids,
                      "killed_after_end": soak.killed_at.get(run_id, 0) > ended,
                      "recovery_s": m.get("recovery_s"), "lost_s": m.get("lost_s"),
@@ -418,7 +419,11 @@ def verdicts(soak: Soak, rows: list[dict]) -> None:
             soak.failures.append(f"SOAK DEFECT: trial {r['n']} ({r['trial']})'s kill hit process {r['killed_pid']}, "
                                  f"not one of its workers ({r['worker_pids']}) while it ran")
         elif r["killed"] and r["restarts"] != 1:
-            soak.failures.append(f"trial {r['n']} ({r['trial']}) was killed, restarts={r['restarts']}, not 1")
+            soak.failures.append(f"trial {r['n']} ({r['trial']}) was killed, restarts={r['restarts']}, not 1; "
+                                 f"its decisions: {r['failures'] or 'none recorded'}")
+        elif not r["killed"] and r["restarts"]:  # said, not failed: no kill of the soak's, yet restarted
+            print(f"note: trial {r['n']} ({r['trial']}) was not killed, yet restarted {r['restarts']:g}x; its "
+                  f"decisions: {r['failures'] or 'none recorded'}")
     for driver in sorted({s["driver"] for s in soak.samples}):
         mine = [s for s in soak.samples if s["driver"] == driver and s["driver_rss_mb"] is not None]
         tail = mine[10:] if len(mine) > 12 else []
@@ -501,9 +506,12 @@ def main(argv=None) -> int:
                                         "failures": soak.failures}, indent=1))
     finally:
         soak.cleanup()
-        if not args.keep:
+        keep = args.keep or bool(soak.failures)  # a failed soak keeps its MLflow store and the trials' logs
+        if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
-    print(f"kept {tmp}" if args.keep else "")
+    if keep:
+        print(f"kept {tmp} (its MLflow store, the trials' logs and Ray's session logs)"
+              + ("" if args.keep else ": the soak failed"))
     return 1 if soak.failures else 0
 
 

@@ -100,7 +100,7 @@ def trial_rows(client, experiment_id: str, parent_id: str) -> list[dict]:
             **{k: m.get(k) for k in METRICS},
             "threads": p.get("threads"), "global_batch": p.get("global_batch"),
             "strategy_class": t.get("strategy_class"), "device_kind": t.get("device_kind"),
-            "error": t.get("error_summary"),
+            "error": t.get("error_summary"), "failures": t.get("failures"),
             "actual_strategy": t.get("actual_strategy"),
             "parameter_servers": p.get("parameter_servers"),
             "oversubscribed": p.get("oversubscribed") == "True", "cpus_per_process": p.get("cpus_per_process"),

@@ -287,7 +287,7 @@ class Trial:
             self.tracker.set_tags(self.run_id, {"restarted": figures["restarts"]})
             console.get().line(f"[{self.spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
                                f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training "
-                               "done again")
+                               f"done again; why: {failures_tag(failures)}")
 
     def after_end(self) -> None:
         if self.group is not None and self.outcome.status != "FINISHED":  # nothing of it reaches the next trial

@@ -87,8 +87,15 @@ def beside_figures(reads: list, nodes: list) -> tuple[dict, dict]:
 
 
 def failures_tag(failures: list[dict]) -> str:
-    """Each failure of the worker group and what was done about it, oldest first ("what -> decision | ...")."""
-    return " | ".join(f"{f['what']} -> {f['decision']}" for f in failures)[:5000]
+    """Each failure of the worker group and what was done about it, oldest first, with the attempt it ended and the
+    processes the trial had then ("attempt 1 (pids 21786): what -> decision | ...")."""
+    def said(f: dict) -> str:
+        where = f"attempt {f['attempt']}" if "attempt" in f else ""
+        if f.get("pids"):
+            where += f" (pids {','.join(str(p) for p in f['pids'])})"
+        return (f"{where}: " if where else "") + f"{f['what']} -> {f['decision']}"
+
+    return " | ".join(said(f) for f in failures)[:5000]
 
 
 def start_env_tag(envs: list[dict]) -> str:

@@ -128,3 +128,21 @@ def test_a_workers_note_is_one_warning_line_on_raylabs_console(tmp_path, monkeyp
     log.note("the streamed train split looks sorted by 'label'")  # a restarted worker says it again
     watch.poll()
     assert out.getvalue() == "[torch:none x1] WARNING: the streamed train split looks sorted by 'label'\n"
+
+
+def test_each_restart_decision_says_the_attempt_it_ended_and_the_processes_then():
+    """A failure recorded by the sink (TrialSink.failure, called in the process here) carries the attempt it ended
+    and the processes the trial had; the failures tag says both, so two restarts for one kill show which is which."""
+    from raylab.record.figures import failures_tag
+    from raylab.record.sink import TrialSink
+
+    sink = TrialSink.__ray_actor_class__()
+    sink.hello(21786, "10.0.0.1")
+    sink.attempt(1.0)
+    sink.failure(2.0, "worker process lost (rank 0: ActorDiedError)", "restarted from the last checkpoint")
+    sink.hello(22155, "10.0.0.1")
+    sink.attempt(3.0)
+    tag = failures_tag(sink.failures())
+    assert tag == ("attempt 1 (pids 21786): worker process lost (rank 0: ActorDiedError) -> restarted from the last "
+                   "checkpoint"), tag
+    assert failures_tag([{"what": "x", "decision": "y"}]) == "x -> y"  # a run recorded before attempts were said
