@@ -23,6 +23,9 @@ STEADY_FLOOR_S = 5.0
 # bookkeeping and the kernel, read 0.0-0.1 of a core beside a trial alone on the 2-core VM (2026-12-06); a second job's
 # trial, a compile or a user's process reads a quarter of a core or more.
 BESIDE_MAX_CORES = 0.25
+# A window shorter than this is not judged: /proc counts CPU time in ticks of 10 ms, so over 0.1 s one tick of another
+# process reads as a tenth of a core (such a trial is too short to time anyway, STEADY_FLOOR_S)
+BESIDE_MIN_S = 1.0
 
 # What must match across the trials of a fair comparison: (row key, label).
 # The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
@@ -213,7 +216,7 @@ def beside(rows: list[dict]) -> list[str]:
     out, runs = [], [r["trial"] for r in rows]
     for r in rows:
         other, stolen = r.get("beside_cores"), r.get("steal_cores")
-        if other is None and stolen is None:
+        if (other is None and stolen is None) or (r.get("beside_s") or BESIDE_MIN_S) < BESIDE_MIN_S:
             continue
         if (other or 0.0) + (stolen or 0.0) > BESIDE_MAX_CORES:
             name = r["trial"] + (f" (repeat {r.get('repeat')})" if runs.count(r["trial"]) > 1 else "")

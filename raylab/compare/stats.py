@@ -12,6 +12,7 @@ import math
 import statistics
 import warnings
 
+from raylab.compare import parity
 from raylab.registry import NAMES, framework
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
@@ -60,9 +61,11 @@ def fold(rows: list[dict]) -> list[dict]:
                                   "cost_to_target_usd": r.get("cost_to_target_usd"),
                                   "price_usd_per_hour": r.get("price_usd_per_hour")} for r in done]
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
+        judged = [r for r in done if (r.get("beside_s") or 1e9) >= parity.BESIDE_MIN_S] or done
         for key in ("beside_cores", "steal_cores"):  # the most beside any repeat: one crowded repeat is marked
-            values = [r[key] for r in done if r.get(key) is not None]
+            values = [r[key] for r in judged if r.get(key) is not None]
             out[key] = max(values) if values else None
+        out["beside_s"] = min((r["beside_s"] for r in judged if r.get("beside_s") is not None), default=None)
         restarted = any(r.get("restarts") for r in runs)
         for key in ("restarts", "recovery_s", "lost_s"):  # restarts are summed over repeats, not medians
             out[key] = sum(r.get(key) or 0 for r in runs) if restarted else None

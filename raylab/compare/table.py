@@ -48,7 +48,8 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "steps_per_host_sync", "restarts", "recovery_s", "lost_s", "nodes_held", "startup_floor_s",
            "input_wait_s", "input_wait_share", "peak_rss_mb", "loss_scale", "skipped_steps", "flops_per_sample",
            "achieved_tflops", "peak_tflops", "utilization", "vendor_utilization", "vendor_peak_tflops", "cost_usd",
-           "cost_to_target_usd", "price_usd_per_hour", "steady_s", "beside_cores", "steal_cores", "ray_daemon_cores"]
+           "cost_to_target_usd", "price_usd_per_hour", "steady_s", "beside_cores", "steal_cores", "ray_daemon_cores",
+           "beside_s"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
 PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
                  "target_accuracy", "repeat", "batch_per_replica", "shuffle"]

@@ -69,7 +69,6 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-TRAIN_WORKER = b"ray::RayTrainWorker"  # a Ray Train worker process's title: a trial's rank, never upkeep
 NIL_JOB = b"ffffffff"  # a Ray worker started before a job was given to it (prestarted): raylab's small actors
 
 
@@ -88,8 +87,8 @@ def is_upkeep(pid: str, job: bytes | None) -> bool:
     except OSError:
         return False
     said = next((v.split(b"=", 1)[1] for v in env if v.startswith(b"RAY_JOB_ID=")), NIL_JOB)
-    if cmdline.startswith(TRAIN_WORKER):  # a rank of this trial (each counts its own) or another job's trial
-        return False
+    # A Ray Train worker of this job is this trial's other rank on the node (the driver takes those back out:
+    # figures.beside_figures) or an idle warm group's; another job's is another job's trial: other work
     return said == NIL_JOB or (job is not None and said == job)
 
 
@@ -147,6 +146,9 @@ class Beside:
         t1, node1, own1, ray1 = self.read()
         if node0 is None or node1 is None or node1[2] <= node0[2]:
             return None
+        me = str(self.pid)
         return {"seconds": t1 - t0, "busy": node1[0] - node0[0], "steal": node1[1] - node0[1],
                 "all": node1[2] - node0[2], "own": used(own0, own1), "ray": used(ray0, ray1),
+                # the worker process alone, its children aside: what another rank's read counts as this job's
+                "own_main": used({me: own0[me]} if me in own0 else {}, {me: own1[me]} if me in own1 else {}),
                 "cpus": os.cpu_count() or 1, "tick": TICK}

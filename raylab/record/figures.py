@@ -76,11 +76,14 @@ def beside_figures(reads: list, nodes: list) -> tuple[dict, dict]:
     for node, rs in by_node.items():
         first = rs[0]  # every rank on a node reads the same node; its window is near enough theirs
         wall = first["all"] / first["cpus"]  # ticks one CPU has in the window
-        busy, steal, daemons = first["busy"] / wall, first["steal"] / wall, first["ray"] / wall
+        # the first rank's read of this job's Ray processes holds the other ranks' processes: theirs are own work
+        siblings = sum(r.get("own_main", 0) for r in rs[1:])
+        busy, steal, daemons = first["busy"] / wall, first["steal"] / wall, max(0.0, first["ray"] - siblings) / wall
         own = sum(r["own"] / (r["all"] / r["cpus"]) for r in rs)
         per[node] = (max(0.0, busy - own - daemons), steal, daemons, own, first["seconds"], first["cpus"])
     metrics = {"beside_cores": max(v[0] for v in per.values()), "steal_cores": max(v[1] for v in per.values()),
-               "ray_daemon_cores": max(v[2] for v in per.values())}
+               "ray_daemon_cores": max(v[2] for v in per.values()),
+               "beside_s": min(v[4] for v in per.values())}  # the window read: too short, and a tick is a lot
     tag = "; ".join(f"node {str(n)[:12]}: {o:.2f} cores of other work, {st:.2f} stolen, Ray and this job {d:.2f}, "
                     f"the trial's own {w:.2f} of {c} CPUs, over {sec:.1f} s" for n, (o, st, d, w, sec, c) in per.items())
     return metrics, {"beside": tag}

@@ -75,12 +75,17 @@ def test_a_child_of_the_worker_is_its_own_work():
 
 
 def test_ranks_on_one_node_add_their_own_work_and_each_node_is_said():
-    two = {"seconds": 2.0, "busy": 400, "steal": 0, "all": 400, "own": 200, "ray": 0, "cpus": 2, "tick": 100}
-    other = {"seconds": 2.0, "busy": 300, "steal": 40, "all": 400, "own": 100, "ray": 20, "cpus": 2, "tick": 100}
-    metrics, tags = beside_figures([two, two, other], ["a", "a", "b"])
-    assert tags["beside"].startswith("node a: 0.00 cores of other work")  # both ranks' own: the node's 2 cores
+    # two ranks on node a: the first rank's read of this job's Ray processes holds the second rank's process (180
+    # ticks of its own 200), which is the trial's own work, not upkeep
+    first = {"seconds": 2.0, "busy": 400, "steal": 0, "all": 400, "own": 200, "ray": 190, "own_main": 180,
+             "cpus": 2, "tick": 100}
+    second = {**first, "ray": 190}
+    other = {"seconds": 2.5, "busy": 300, "steal": 40, "all": 400, "own": 100, "ray": 20, "cpus": 2, "tick": 100}
+    metrics, tags = beside_figures([first, second, other], ["a", "a", "b"])
+    assert tags["beside"].startswith("node a: 0.00 cores of other work, 0.00 stolen, Ray and this job 0.05, the "
+                                     "trial's own 2.00")  # both ranks' own: the node's 2 cores
     assert "node b: 0.90 cores of other work, 0.20 stolen, Ray and this job 0.10, the trial's own 0.50" in tags["beside"]
-    assert metrics == {"beside_cores": 0.9, "steal_cores": 0.2, "ray_daemon_cores": 0.1}
+    assert metrics == {"beside_cores": 0.9, "steal_cores": 0.2, "ray_daemon_cores": 0.1, "beside_s": 2.0}
     assert beside_figures([None], ["a"]) == ({}, {"beside": "not measured (no steady window, or no /proc to read)"})
     assert Beside().end() is None  # never begun: no window
 
@@ -101,6 +106,10 @@ def test_the_verdict_is_not_fair_while_a_trial_measured_beside_other_work_is_com
     assert "measured beside other work" not in mismatches
     _, mismatches = parity.parity([row("torch:none x1", None, None)])  # an old run without the figures: said nothing
     assert "measured beside other work" not in mismatches
+    # a window too short to read: a 10 ms tick of another process is a tenth of a core over 0.1 s; not judged
+    _, mismatches = parity.parity([row("torch:none x1", 0.67, beside_s=0.05)])
+    assert "measured beside other work" not in mismatches
+    assert "measured beside other work" in parity.parity([row("torch:none x1", 0.67, beside_s=1.5)])[1]
 
 
 def test_the_table_shows_what_ran_beside_and_marks_the_crowded_trial():
