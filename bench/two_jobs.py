@@ -111,8 +111,9 @@ def main() -> None:
             overlaps += sum(1 for x in got["A"].values() for y in got["B"].values()
                             if x["span"][0] < y["span"][1] and y["span"][0] < x["span"][1])
             print(f"round {r + 1}: " + "; ".join(f"{job} {name} alone {alone[(job, name)][-1]:,.0f}, at once "
-                                                f"{together[(job, name)][-1]:,.0f}" for job, name in sorted(together)),
-                  flush=True)
+                                                f"{together[(job, name)][-1]:,.0f} (beside "
+                                                f"{got[job][name]['beside'] or 0:.2f} cores)"
+                                                for job, name in sorted(together)), flush=True)
     finally:
         subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(tmp, ignore_errors=True)

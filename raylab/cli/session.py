@@ -87,16 +87,24 @@ def run_tags(recipe_file: str | None) -> dict:
 def run_to_end(cfg: C.Settings, tracker, run) -> int:
     """run(tags) -> (parent id, outcomes), then the summary and comparison; a stop signal (stoppable()) during the
     trials ends them KILLED, and the command with status 130."""
+    from raylab.driver import hold
     from raylab.driver.outcome import INTERRUPTS
 
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    try:
-        parent_id, outcomes = run(run_tags(main_file))
-    except INTERRUPTS:
-        print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow; "
-              "go on with it later with --resume last", file=sys.stderr)
-        tracker.close(wait_s=10)
-        return 130
+    with hold.kept_until_done():  # the nodes stay this job's until its own comparison is drawn
+        try:
+            parent_id, outcomes = run(run_tags(main_file))
+        except INTERRUPTS:
+            print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow; "
+                  "go on with it later with --resume last", file=sys.stderr)
+            tracker.close(wait_s=10)
+            return 130
+        return _compared(cfg, tracker, parent_id, outcomes)
+
+
+def _compared(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
+    from raylab.driver.outcome import INTERRUPTS
+
     try:
         return finish(cfg, tracker, parent_id, outcomes)
     except INTERRUPTS:

@@ -21,6 +21,7 @@ node) asks for no hold; that is what the `beside` figures and the verdict are fo
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import socket
@@ -87,6 +88,31 @@ class Hold:
             except Exception:  # noqa: BLE001 - the cluster or the actor is gone already: nothing is held
                 pass
         self.actors = []
+
+
+KEPT: list | None = None  # inside kept_until_done: the holds released at its end
+
+
+@contextlib.contextmanager
+def kept_until_done():
+    """Inside, an invocation's hold outlives run_recipe until the block ends: a recipe's command compares its trials
+    and draws its chart (seconds of CPU) before the next job may start timing on its nodes."""
+    global KEPT
+    outer, KEPT = KEPT, []
+    try:
+        yield
+    finally:
+        for kept in KEPT:
+            kept.release()
+        KEPT = outer
+
+
+def release_at_end(hold: Hold) -> None:
+    """Releases the hold now, or at the end of the enclosing kept_until_done."""
+    if KEPT is None:
+        hold.release()
+    else:
+        KEPT.append(hold)
 
 
 def take(share: bool, owns: bool, node_ids: list[str], log=print, timeout_s: float | None = None) -> Hold:

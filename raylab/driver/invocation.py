@@ -152,7 +152,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     try:
         return _run_held(inv, recipe, cfg, ds, tracker, one_machine)
     finally:
-        inv.hold.release()
+        hold.release_at_end(inv.hold)  # after the driver's own comparison and chart where its command waits for it
 
 
 def _run_held(inv: Invocation, recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker,
