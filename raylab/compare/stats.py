@@ -12,7 +12,6 @@ import math
 import statistics
 import warnings
 
-from raylab.compare import parity
 from raylab.registry import NAMES, framework
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
@@ -39,6 +38,8 @@ def spread(values: list[float]) -> tuple[float, float, float]:
 
 def fold(rows: list[dict]) -> list[dict]:
     """One row per trial name, in first-seen order: medians over its finished repeats."""
+    from raylab.compare.parity import BESIDE_MIN_S  # (stats.parity is the old path of parity.parity)
+
     by_name: dict[str, list[dict]] = {}
     for row in rows:
         by_name.setdefault(row["trial"], []).append(row)
@@ -61,7 +62,7 @@ def fold(rows: list[dict]) -> list[dict]:
                                   "cost_to_target_usd": r.get("cost_to_target_usd"),
                                   "price_usd_per_hour": r.get("price_usd_per_hour")} for r in done]
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
-        judged = [r for r in done if (r.get("beside_s") or 1e9) >= parity.BESIDE_MIN_S] or done
+        judged = [r for r in done if (r.get("beside_s") or 1e9) >= BESIDE_MIN_S] or done
         for key in ("beside_cores", "steal_cores"):  # the most beside any repeat: one crowded repeat is marked
             values = [r[key] for r in judged if r.get(key) is not None]
             out[key] = max(values) if values else None
