@@ -22,6 +22,7 @@ node) asks for no hold; that is what the `beside` figures and the verdict are fo
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
 import os
 import socket
@@ -37,6 +38,7 @@ def hold_name(node_id: str) -> str:
     return f"raylab-hold-{node_id}"
 
 
+@functools.cache
 def _actor_class():
     import ray
 
@@ -115,7 +117,7 @@ def release_at_end(hold: Hold) -> None:
         KEPT.append(hold)
 
 
-def take(share: bool, owns: bool, node_ids: list[str], log=print, timeout_s: float | None = None) -> Hold:
+def take(share: bool, owns: bool, node_ids: list[str], log=print) -> Hold:
     """Holds every node of `node_ids` for this invocation (in sorted order), waiting for another job's hold to end
     and saying so; the Hold says how (the tag node_hold)."""
     if share:
@@ -129,7 +131,7 @@ def take(share: bool, owns: bool, node_ids: list[str], log=print, timeout_s: flo
            "since": time.time()}
     hold, began = Hold(""), time.monotonic()
     for node in sorted(node_ids):
-        hold.actors.append(_take_one(node, who, log, began, timeout_s))
+        hold.actors.append(_take_one(node, who, log, began))
     hold.waited_s = time.monotonic() - began
     waited = f", after waiting {hold.waited_s:.0f} s for another job" if hold.waited_s >= POLL_S else ""
     hold.how = f"held: {len(node_ids)} node(s) of this invocation's alone while it ran{waited}"
@@ -138,7 +140,7 @@ def take(share: bool, owns: bool, node_ids: list[str], log=print, timeout_s: flo
     return hold
 
 
-def _take_one(node: str, who: dict, log, began: float, timeout_s: float | None):
+def _take_one(node: str, who: dict, log, began: float):
     import ray
 
     NodeHold = _actor_class()
@@ -156,8 +158,6 @@ def _take_one(node: str, who: dict, log, began: float, timeout_s: float | None):
             log(f"raylab: waiting for {line}; this job goes on when it ends (--share-nodes: run beside it instead, "
                 "recorded as sharing)")
             said = waited
-        if timeout_s is not None and waited > timeout_s:
-            raise TimeoutError(f"waited {waited:.0f} s for {line or 'node ' + node}")
         time.sleep(POLL_S)
 
 
