@@ -110,6 +110,9 @@ class Settings:
     ps: int = 1  # parameter servers for tf:ps and torch:ps-* trials
     tpu_topology: str | None = None  # e.g. "2x2x1": with tpu_type, how Ray reserves a slice for several workers
     steps_per_epoch: int | None = None  # None: an epoch is one pass over each worker's shard
+    # --seconds: a trial ends at the window its steady steps reach this many seconds (its epochs and steps the
+    # most it runs); None: it runs them all
+    seconds: float | None = None
     repeats: int = 1  # each trial runs this many times, interleaved, each its own child run
     plain: bool = False  # also run each framework's job as a plain script (no Ray, no raylab)
     window: int = DEFAULT_WINDOW  # training steps between host reads
@@ -140,6 +143,10 @@ class Settings:
     best: dict = field(default_factory=dict)
     race_again: bool = False
 
+    def length(self) -> str:
+        """How long each trial trains, for people: "10 epoch(s)", or "until 5 s of steady steps (at most 10 epoch(s))"."""
+        epochs = f"{self.epochs} epoch(s)"
+        return epochs if self.seconds is None else f"until {self.seconds:g} s of steady steps (at most {epochs})"
 
     def on(self, spec: TrialSpec) -> "Settings":
         """The settings a trial runs under: the invocation's, with its own device and accelerator type where

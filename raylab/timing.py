@@ -90,6 +90,12 @@ class Chrono:
             done += steps
         return None
 
+    def steady_s(self) -> float:
+        """Seconds of steady windows so far, an earlier attempt's (carried) included: what --seconds counts."""
+        first = self.first_steady()
+        own = sum(seconds for seconds, _ in self.windows[first:]) if first is not None else 0.0
+        return own + sum(seconds for seconds, _ in (self.carried or {}).get("steady", []))
+
     def state(self) -> dict:
         """What a checkpoint keeps of this trial's timing: its first attempt's startup and first step, and
         every steady window so far (a restarted attempt's own warm-up is left out, as the first's was)."""

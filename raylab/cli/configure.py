@@ -51,7 +51,27 @@ def make_config(recipe, args) -> C.Settings:
     hardware = parse_hardware(args.device, args.accelerator_type)
     trials = _trials(recipe, args, notes, hardware)
     _check_combinations(args, hardware)
-    return C.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args, hardware))
+    cfg = C.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args, hardware))
+    check_seconds(cfg)
+    return cfg
+
+
+def check_seconds(cfg: C.Settings) -> None:
+    """--seconds ends a trial where its one training process has timed enough: a trial of several processes (each
+    would decide apart, and the steps they take together must match) and --plain (its scripts run fixed steps) are
+    refused."""
+    if cfg.seconds is None:
+        return
+    if not cfg.seconds > 0:
+        raise UserError(f"--seconds is {cfg.seconds:g}; give the seconds of steady steps each trial should time, "
+                        "more than 0 (5 is the least a figure is compared at).")
+    several = [s.name for s in cfg.trials if s.layout(cfg).ray_workers > 1]
+    if several:
+        raise UserError(f"--seconds ends a trial when its one training process has timed enough, and "
+                        f"{', '.join(several)} train(s) in several processes; run those with --epochs or "
+                        "--steps-per-epoch instead (drop them from --trials, or give --workers 1).")
+    if cfg.plain:
+        raise UserError("--plain runs its plain scripts over the trials' epochs, not for --seconds; drop one of them.")
 
 
 def _trials(recipe, args, notes: list[str], hardware: list[str]) -> list[C.TrialSpec]:
@@ -82,7 +102,7 @@ def _task_settings(recipe, args) -> dict:
     if steps is not None and steps < 0:
         raise UserError(f"--steps-per-epoch is {steps}; give a positive number of steps, or 0 for one pass over the data.")
     seed, precision = chosen(recipe, args, "seed"), chosen(recipe, args, "precision")
-    return {"epochs": epochs, "steps_per_epoch": steps or None,
+    return {"epochs": epochs, "steps_per_epoch": steps or None, "seconds": args.seconds,
             "seed": recipe.seed if seed is None else seed, "precision": precision or recipe.precision,
             "window": 1 if args.step_latency else check_positive("window", args.window)}
 

@@ -116,6 +116,11 @@ def _task(g, recipe) -> None:
                    help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
                         "shard (default: " + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
                         + "; one pass with --quick)")
+    g.add_argument("--seconds", type=float, default=None, metavar="S",
+                   help="end each trial at the window its steady steps (after the warm-up) reach S seconds, its "
+                        "epochs and steps the most it runs: every figure timed long enough to compare (5 s is the "
+                        "least), in bounded time; its accuracy then comes from as many steps as it took, not "
+                        "compared. Trials of one training process only (default: every epoch)")
     F.add_seed(g, "init, shuffle and shard seed", recipe.seed, set_key=True)
     F.add_precision(g, "bf16 by torch (autocast, CPU and CUDA), TF (Keras mixed_bfloat16), JAX, and xla on a TPU; "
                        "fp16 with a dynamic loss scale by torch:none/ddp and tf:none/mirrored/mwms (emulated and slow "

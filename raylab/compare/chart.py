@@ -27,6 +27,7 @@ def chart_data(rows: list[dict], lines: list[dict] | None = None) -> dict:
     titles = {fw.name: fw.title for fw in frameworks()}
     sps = [r["samples_per_sec"] for r in done]
     accuracy = any(r.get("val_accuracy") is not None for r in done)
+    timed = any(r.get("seconds") for r in done)  # each trial ended at its own step: accuracy not compared
     panels = [
         {"key": "samples_per_sec", "values": sps, "xlim": (0.0, None),
          "err": [[v - (r.get("sps_min") or v) for v, r in zip(sps, done)],
@@ -36,7 +37,7 @@ def chart_data(rows: list[dict], lines: list[dict] | None = None) -> dict:
          "err": [[0.0] * len(done), [r["step_time_p90_ms"] - r["step_time_p50_ms"] for r in done]],
          "label": "step time ms (bar p50, whisker p90)"},
         {"key": "val_accuracy", "values": [r["val_accuracy"] or 0.0 for r in done], "xlim": (0.0, 1.0),
-         "label": "test accuracy"} if accuracy else
+         "label": "test accuracy" + (" (each after its own steps: --seconds)" if timed else "")} if accuracy else
         {"key": "val_loss", "values": [r.get("val_loss") or 0.0 for r in done], "xlim": (0.0, None),
          "label": "test loss"},  # a task without accuracy (regression, segmentation)
     ]

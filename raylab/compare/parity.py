@@ -66,6 +66,10 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
     if synthetic:
         lines.append("    data is synthetic: throughput only, no accuracy claims")
+    if timed := [r for r in trials if r.get("seconds")]:  # --seconds: each ended at its own step
+        lines.append(f"    length: each trial ended at {float(timed[0]['seconds']):g} s of steady steps (--seconds), after "
+                     + ", ".join(f"{r['trial']} {r.get('steps_trained') or 0:,.0f}" for r in timed)
+                     + " steps: its accuracy comes from that many steps, not compared")
     if short := too_short(trials):  # said, not a mismatch: the settings are alike, the figure is thin
         lines.append(f"  ? too short to time (under {STEADY_FLOOR_S:g} s of steady steps, samples/s is not a figure "
                      "to compare): " + ", ".join(f"{t} {s:.1f} s" for t, s in short))

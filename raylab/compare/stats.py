@@ -120,8 +120,12 @@ def significance(folded: list[dict]) -> list[str]:
 def answer(folded: list[dict]) -> list[str]:
     """The comparison's answer: the fastest trial to the recipe's target, against the next, and with --prices the
     cheapest, the same way (the last lines of the report), over like runs (basis())."""
-    return best_to_target(folded, "time_to_target_s", ("fastest", "sooner", "seconds"), "{:.1f} s".format) + \
+    lines = best_to_target(folded, "time_to_target_s", ("fastest", "sooner", "seconds"), "{:.1f} s".format) + \
         best_to_target(folded, "cost_to_target_usd", ("cheapest", "cheaper", "dollars"), "${:.4g}".format)
+    ended = [r["trial"] for r in folded if r.get("seconds") and r.get("finished") and r.get("time_to_target_s") is None]
+    if lines and ended:  # --seconds stopped them: not a trial that trained on and missed
+        lines.append(f"ended by --seconds before the target: {', '.join(ended)} (not ranked on it)")
+    return lines
 
 
 def basis(folded: list[dict]) -> tuple[str | None, str]:

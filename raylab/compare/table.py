@@ -7,7 +7,7 @@ import io
 import json
 from pathlib import Path
 
-from raylab.compare import parity, stats
+from raylab.compare import parity, ranking, stats
 from raylab.compare.chart import write_chart
 from raylab.compare.marks import beside_column, crowded, input_bound, steady_column
 from raylab.record.prices import WHOLE
@@ -49,9 +49,9 @@ METRICS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s
            "input_wait_s", "input_wait_share", "peak_rss_mb", "loss_scale", "skipped_steps", "flops_per_sample",
            "achieved_tflops", "peak_tflops", "utilization", "vendor_utilization", "vendor_peak_tflops", "cost_usd",
            "cost_to_target_usd", "price_usd_per_hour", "steady_s", "beside_cores", "steal_cores", "ray_daemon_cores",
-           "beside_s"]
+           "beside_s", "steps_trained"]
 # Settings the parity report checks, read from each trial's params (p) and tags (t).
-PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch",
+PARITY_PARAMS = ["optimizer", "lr", "data", "train_samples", "seed", "epochs", "steps_per_epoch", "seconds",
                  "target_accuracy", "repeat", "batch_per_replica", "shuffle"]
 BUILT_TAGS = ["built_optimizer", "built_lr_schedule", "built_loss", "built_metrics", "built_preprocess"]
 
@@ -227,6 +227,9 @@ def format_report(rows: list[dict]) -> str:
     lines, mismatches = parity.parity(rows)
     verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"
     parts.append(f"\nparity: {verdict}\n" + "\n".join(lines))
+    if fastest := ranking.by_speed(folded, mismatches):  # what the verdict supports, by samples/s
+        parts.append(f"\nthe answer, by samples/s (timed {parity.STEADY_FLOOR_S:g} s or more, alone):\n"
+                     + "\n".join(f"  {line}" for line in fastest))
     if answer := stats.answer(folded):  # last: which trial to pick, with its confidence
         parts.append("\nthe answer, to the recipe's target:\n" + "\n".join(f"  {line}" for line in answer))
     return "\n".join(parts)
@@ -286,7 +289,8 @@ def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path 
         folded = stats.fold(rows)
         return json.dumps({"experiment": experiment, "parent_run_id": parent.info.run_id, "user": whose,
                            "trials": rows, "folded": folded, "unfair": mismatches,
-                           "verdict": "fair" if not mismatches else "unfair", "answer": stats.answer(folded)},
+                           "verdict": "fair" if not mismatches else "unfair", "answer": stats.answer(folded),
+                           "ranking": ranking.by_speed(folded, mismatches)},
                           indent=2)
     if fmt == "csv":
         return format_csv(rows)

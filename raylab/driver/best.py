@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -80,7 +81,11 @@ def chosen(recipe, cfg: Settings, spec: TrialSpec, items: int) -> TrialSpec:
     choice = cfg.best[key_of(recipe, cfg, spec)]
     replicas = spec.layout(cfg).replicas
     per_epoch = cfg.steps_per_epoch or max(1, items // (recipe.with_batch(spec.batch).per_replica(replicas) * replicas))
-    choice.steps[spec.name] = steps = cfg.epochs * per_epoch
+    steps = cfg.epochs * per_epoch
+    timed = [got["step_ms"] for got in choice.candidates.values() if "step_ms" in got]
+    if cfg.seconds is not None and timed:  # it ends at --seconds of steady steps: as many as the fastest step takes
+        steps = min(steps, recipe.warmup_steps + math.ceil(cfg.seconds * 1e3 / min(timed)))
+    choice.steps[spec.name] = steps
     label = choice.for_kind(spec.kind, cfg.on(spec).device, steps)
     return dataclasses.replace(spec, execution=None if label == spec.strategy.executions["off"] else label)
 

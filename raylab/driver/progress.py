@@ -70,7 +70,10 @@ class Progress(threading.Thread):
         done, total = console.steps_done(latest)
         self.first = self.first or (now, done)
         self.last_line, self.printed = latest, now
-        out.bar(self.label, latest, console.time_left(done, total, self.first, now))
+        left = console.time_left(done, total, self.first, now)
+        if latest.get("steady_left_s") is not None:  # --seconds: it ends when its steady steps reach them
+            left = latest["steady_left_s"] if left is None else min(left, latest["steady_left_s"])
+        out.bar(self.label, latest, left)
 
     def finish(self) -> tuple[list, dict | None]:
         self.stopping.set()

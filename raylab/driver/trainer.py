@@ -42,7 +42,7 @@ def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: 
         epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
         warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
         precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
-        window=cfg.window, checkpoint=cfg.max_failures != 0,
+        seconds=None if cfg.probe else cfg.seconds, window=cfg.window, checkpoint=cfg.max_failures != 0,
         checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb, profile=cfg.profile,
         probe=cfg.probe, execution=spec.executes(), compile_cache=compile_cache_dir(cfg, run_id), run_id=run_id,
         storage=cfg.storage,

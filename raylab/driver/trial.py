@@ -110,7 +110,7 @@ class Trial:
         again = f", repeat {self.repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
         went_on = f", resumed after epoch {len(self.logged)}" if resume else ""
         warm = f", warm: trial {self.start['group_index'] + 1} of its group" if self.start["start"] == "warm" else ""
-        print(f"\n=== {spec.name}: {self.recipe.name}, {cfg.epochs} epoch(s), {cfg.threads} thread(s)/replica{again} "
+        print(f"\n=== {spec.name}: {self.recipe.name}, {cfg.length()}, {cfg.threads} thread(s)/replica{again} "
               f"(MLflow run {self.run_id}{went_on}{warm}) ===", flush=True)
         self.log = console.get().begin_trial(spec.name)
         # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.

@@ -159,6 +159,8 @@ class Loop:
             self.reporter.epoch(fields)
         for epoch in range(self.state.epoch + 1, self.cfg.epochs + 1):
             self.end_epoch(epoch, *self.epoch_windows(epoch))
+            if self.timed_enough():
+                break
         self.checkpointer.finish()
         self.report()
 
@@ -187,13 +189,24 @@ class Loop:
                 self.send_profile(profiler, (state.done + 1, state.done + k), before)
             self.host.read()
             state.done, self.own, i, sums = state.done + k, self.own + k, i + k, sums + part
-            self.reporter.progress(epoch, i, steps, float(part[0]) / k, k)
+            self.reporter.progress(epoch, i, steps, float(part[0]) / k, k, self.steady_left())
+            if self.timed_enough():
+                break  # --seconds: the epoch ends here, evaluated and reported as any epoch's end
             if self.checkpointer.due(state, self.own, self.chrono, i, steps):
                 self.host.settle()
                 self.checkpoint(epoch - 1, i, sums, time.perf_counter() - t_epoch)
         self.host.settle()
         self.waited = None if self.waited is None else self.input_wait() - self.waited
+        self.epoch_steps = i
         return sums, time.perf_counter() - t_epoch
+
+    def timed_enough(self) -> bool:
+        """--seconds: this trial's steady steps have reached them (every attempt's; a trial's one process decides)."""
+        return self.cfg.seconds is not None and self.chrono.steady_s() >= self.cfg.seconds
+
+    def steady_left(self) -> float | None:
+        """--seconds: the steady seconds still to time (None: the trial runs its epochs)."""
+        return None if self.cfg.seconds is None else max(0.0, self.cfg.seconds - self.chrono.steady_s())
 
     def profiler(self, k: int):
         """The framework's profiler, started, around the first steady window of rank 0 (--profile); else None."""
@@ -240,7 +253,7 @@ class Loop:
 
     def end_epoch(self, epoch: int, sums, seconds: float) -> None:
         """The epoch's figures (and evaluation, on rank 0), sent once its checkpoint is safe."""
-        fields = {"epoch": epoch, "epoch_time_s": seconds, **self.t.results(sums, self.t.steps_per_epoch, "train_"),
+        fields = {"epoch": epoch, "epoch_time_s": seconds, **self.t.results(sums, self.epoch_steps, "train_"),
                   **({"epoch_input_wait_s": self.waited} if self.waited is not None else {})}
         if self.rank == 0 and self.cfg.probe:  # a --batch max probe: one evaluation batch must fit too (unreported)
             self.t.evaluate(self.cfg.batch_per_replica)
@@ -279,7 +292,7 @@ class Loop:
             **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **extra,
             **self.checkpointer.figures(self.state),
             **self.input_figures(),
-            "steps_per_epoch": self.t.steps_per_epoch, "host_syncs": self.host.total,
+            "steps_per_epoch": self.t.steps_per_epoch, "steps_trained": self.state.done, "host_syncs": self.host.total,
             "steps_per_host_sync": self.state.done / max(self.host.total, 1), "actual": self.actual(where)})
 
     def input_figures(self) -> dict:

@@ -37,6 +37,7 @@ class WorkerConfig:
     tpu_fallback: str = "error"  # tf:tpu with no TPU found: "error" or "mirrored" (recorded)
     ps: int = 0  # parameter servers (tf:ps, torch:ps-*)
     steps_per_epoch: int | None = None  # None: one pass over the shard; else the data repeats as needed
+    seconds: float | None = None  # --seconds: end at the window whose steady steps reach it (None: every epoch)
     window: int = 32  # training steps between host reads (TF runs them as one tf.function call)
     checkpoint: bool = False  # checkpoint at epoch ends (and every checkpoint_every_s) for restarts
     checkpoint_every_s: float = 600.0  # also checkpoint inside an epoch this often (0: at epoch ends only)

@@ -15,7 +15,7 @@ def common_params(recipe: Recipe, cfg: Settings, ds: Dataset) -> dict:
     return {
         "recipe": recipe.name, **recipe.task(ds.target_names).describe(),
         "epochs": cfg.epochs, "steps_per_epoch": cfg.steps_per_epoch or "one pass", "threads": cfg.threads,
-        "pin_cpus": cfg.pin_cpus,
+        "pin_cpus": cfg.pin_cpus, **({"seconds": cfg.seconds} if cfg.seconds is not None else {}),
         "seed": cfg.seed, "precision": cfg.precision, "device": cfg.device,
         **({"accelerator_type": cfg.accelerator_type} if cfg.accelerator_type else {}), "quick": cfg.quick, "data": ds.name,
         "data_synthetic": ds.synthetic, "train_samples": ds.train_items, "test_samples": ds.test_items,

@@ -239,3 +239,6 @@ def test_the_charts_bars_start_at_zero_and_a_framework_has_one_colour_and_one_or
     assert [c["color"] for c in data["curves"]] == [color["torch"], color["torch"], color["tf"]]
     assert data["curves"][0]["style"] != data["curves"][1]["style"]  # two torch trials told apart by line style
     assert data["names"] == ["torch:none x1", "jax:none x1 ~", "torch:ddp x2 ^", "tf:none x1"]
+    assert data["panels"][2]["label"] == "test accuracy"
+    timed = chart_data([{**row, "seconds": "5.0"} for row in rows], lines)  # --seconds: accuracy after unequal steps
+    assert timed["panels"][2]["label"] == "test accuracy (each after its own steps: --seconds)"

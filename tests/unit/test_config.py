@@ -197,6 +197,11 @@ def _main_fails(capsys, argv) -> str:
         (["--device", "gpu:"], "accelerator type '' is not one Ray names"),
         (["--device", "gpu:H100", "--accelerator-type", "A100"], "either in --device (gpu:H100) or in --accelerator-type"),
         (["--accelerator-type", ","], "--accelerator-type ',' is empty"),
+        (["--seconds", "0", "--trials", "tf:none"], "--seconds is 0; give the seconds of steady steps"),
+        (["--seconds", "5", "--trials", "tf:none,torch:ddp", "--workers", "1,2"],
+         "--seconds ends a trial when its one training process has timed enough, and torch:ddp x2 train(s) in several"),
+        (["--seconds", "5", "--trials", "tf:ps", "--workers", "1"], "tf:ps x1 train(s) in several processes"),
+        (["--seconds", "5", "--trials", "tf:none", "--plain"], "--plain runs its plain scripts over the trials' epochs"),
     ],
 )
 def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
@@ -331,3 +336,11 @@ def test_a_plain_script_executes_as_its_framework_single_kind():
     assert TrialSpec("torch", "plain", 1).executes() == "eager"
     assert TrialSpec("torch", "plain", 1, execution="inductor").compiled()
     assert TrialSpec("tf", "plain", 1, execution="xla").name == "tf:plain x1 xla"
+
+
+def test_seconds_are_settings_and_a_length_people_read():
+    """--seconds is kept on the Settings, recorded as a param and said in each trial's header; one-process kinds
+    (tf:mirrored runs its replicas in one) take it."""
+    cfg = config("--seconds", "5", "--trials", "tf:none,tf:mirrored,torch:none,xla:single,jax:none", "--workers", "1")
+    assert cfg.seconds == 5.0 and cfg.length() == "until 5 s of steady steps (at most 10 epoch(s))"
+    assert config("--epochs", "3").seconds is None and config("--epochs", "3").length() == "3 epoch(s)"

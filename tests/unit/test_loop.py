@@ -117,3 +117,49 @@ def test_checkpointer_says_what_it_does(saver, checkpoint, every, said):
     assert not checkpointer.due(state, 96, chrono, 100, 100)  # an epoch's end checkpoints anyway
     checkpointer.saved_done = 64
     assert not checkpointer.due(state, 96, chrono, 50, 100)  # 32 steps since the last: not yet
+
+
+def _timed_loop(seconds, steps_per_epoch=100_000, epochs=3):
+    """A Loop over a training step that takes about 1 ms, rank 1 (nothing reported), ready to run epochs."""
+    import time
+
+    from raylab.loop.epochs import Loop, Training
+    from raylab.loop.worker_config import WorkerConfig
+
+    def train(k):
+        time.sleep(k * 1e-3)
+        return np.ones(3) * k
+
+    results = []
+    cfg = WorkerConfig(trial="t", short="none", task=None, shared=None, replicas=1, batch_per_replica=4,
+                       epochs=epochs, threads=1, seed=0, warmup_steps=8, trial_start=0.0, sink=None, window=4,
+                       seconds=seconds)
+    training = Training(steps_per_epoch, train, dict, lambda sums, steps, prefix: results.append(steps) or {},
+                        {}, lambda: None)
+    loop = Loop(cfg, 1, training)
+    loop.state, loop.host = LoopState(), HostReads(None)
+    return loop, results
+
+
+def test_seconds_end_the_epoch_at_the_window_whose_steady_steps_reach_them():
+    """--seconds: the loop stops at the first window that brings the steady (post-warm-up) seconds to them, mid-epoch,
+    and the epoch's figures are over the steps it ran; without --seconds every step of the epoch runs."""
+    loop, results = _timed_loop(0.2)
+    loop.end_epoch(1, *loop.epoch_windows(1))
+    steady = loop.chrono.steady_s()
+    last = loop.chrono.windows[-1][0]
+    assert 0.2 <= steady < 0.2 + last + 1e-9, (steady, last)  # the window that reached it was the last
+    assert results == [loop.state.done] and 8 + 4 < loop.state.done < 2_000, (results, loop.state.done)
+    assert loop.timed_enough() and loop.steady_left() == 0.0
+
+    whole, ran = _timed_loop(None, steps_per_epoch=40)
+    whole.end_epoch(1, *whole.epoch_windows(1))
+    assert ran == [40] and whole.state.done == 40 and not whole.timed_enough() and whole.steady_left() is None
+
+
+def test_seconds_count_an_earlier_attempts_steady_windows():
+    """A restarted trial's carried steady windows count toward --seconds, as they count toward its samples/s."""
+    loop, _ = _timed_loop(0.5)
+    loop.chrono.carried = {"steady": [[0.45, 100]], "startup_s": 1.0, "first_step_s": 0.1, "warmup_steps": 8}
+    loop.epoch_windows(1)
+    assert 0.5 <= loop.chrono.steady_s() and loop.state.done < 200, loop.state.done

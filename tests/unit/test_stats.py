@@ -255,3 +255,30 @@ def test_a_trial_too_short_to_time_is_marked_in_the_table_and_the_parity_report(
     # a trial whose repeats partly failed is still marked on the ones that finished
     partly = table.format_report([row("a:x x1", 100, steady_s=0.4), row("a:x x1", None, status="FAILED")])
     assert "? too short to time" in partly and "0.4 ~" in partly
+
+
+def test_the_answer_by_samples_per_sec_ranks_only_what_the_verdict_supports():
+    """Fastest first, each other as a share of it; a figure too short to time, one measured beside other work and a
+    failed trial are named with why, not ranked; settings that differ rank nothing; with --seconds the answer to
+    the target says which trials it ended before the target."""
+    from raylab.compare.ranking import by_speed
+
+    rows = [row("tf:none x1", 50000.0, steady_s=6.0, beside_cores=0.02, beside_s=6.0),
+            row("jax:none x1", 80000.0, steady_s=5.5, beside_cores=0.0, beside_s=5.5),
+            row("torch:none x1", 90000.0, steady_s=2.0),  # the fastest figure, but too short to time
+            row("xla:single x1", 40000.0, steady_s=7.0, beside_cores=0.9, beside_s=7.0),  # beside a burner
+            row("torch:ddp x2", None, status="FAILED")]
+    lines, mismatches = parity.parity(rows)
+    assert mismatches == ["measured beside other work"], lines
+    ranked = by_speed(stats.fold(rows), mismatches)
+    assert ranked[0] == ("fastest: jax:none x1, 80,000 samples/s; then tf:none x1 0.62x (one run each: a gap of a "
+                         "few percent may be this machine's noise; --repeats 3 tests it)"), ranked
+    assert ranked[1] == ("not ranked: torch:none x1 (too short to time: 2.0 s of steady steps), xla:single x1 (beside "
+                         "0.90 cores of other work), torch:ddp x2 (failed)"), ranked
+    assert by_speed(stats.fold(rows), ["seed", "measured beside other work"]) == [
+        "none ranked: the trials differ in seed (the parity report above says how)"]
+    assert by_speed(stats.fold(rows[:1]), []) == []  # one trial: nothing to rank
+
+    timed = [row("jax:none x1", 80000.0, seconds="5.0", time_to_target_s=10.0),
+             row("xla:single x1", 4000.0, seconds="5.0", time_to_target_s=None)]
+    assert stats.answer(stats.fold(timed))[-1] == "ended by --seconds before the target: xla:single x1 (not ranked on it)"
