@@ -33,12 +33,12 @@ from tests.e2e.browser import CHARTS, look
 from tests.e2e.listening import listening, title
 
 pytestmark = pytest.mark.e2e
-# fashion.py --quick's 12 default trials in 9 (tf:mirrored x1, torch:ddp x1 and jax:dp x1 run in the warm groups of
-# tf:none, torch:none and jax:none), my_recipe.py's 2, docs/recipes.md's my_regression.py 3, docs/data.md's
-# my_shards.py 1, the submitted job's 2
+# the first run's 4 (one trial per framework), fashion.py --quick's 12 default trials in 9 (tf:mirrored x1, torch:ddp
+# x1 and jax:dp x1 run in the warm groups of tf:none, torch:none and jax:none), my_recipe.py's 2, docs/recipes.md's
+# my_regression.py 3, docs/data.md's my_shards.py 1, the submitted job's 2
 TIER = "full"
-RAY_TRAIN_STARTS = 17
-SECONDS = 850
+RAY_TRAIN_STARTS = 21
+SECONDS = 960
 
 ROOT = Path(__file__).resolve().parents[2]
 # the README's MLflow UI, MLflow server, Ray head, dashboard and the head's job agent (docs/clusters.md waits for it;
@@ -49,6 +49,7 @@ TIMEOUT_S = 1200
 UI_LINK = ("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning&viewStateShareKey=raylab-latest"
            "&compareRunsMode=CHART")
 LATEST_TRIALS = ("tf:mwms x2", "torch:ddp x2")
+FIRST_TRIALS = ("tf:none x1", "torch:none x1", "xla:single x1", "jax:none x1")  # the README's first run
 
 
 # The pages whose commands run, in this order: the README's every bash block, then the marked blocks of each
@@ -229,15 +230,20 @@ def test_readme_commands_run_as_written(readme_run):
     docs_recipes_ran_as_the_pages_say(client, out)
     runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
     assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
-    assert {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <= {r.info.run_name for r in runs}
-    first_run_shares_groups_across_kinds({r.info.run_name: r for r in runs})
-    first_run_is_each_framework_at_its_best(out, [r for r in runs if r.data.tags.get("raylab.role") != "parent"])
-    # The submitted job's trials, under one parent run of their own, learned.
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
     families = {p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
                 for p in parents}
+    # The first run (one trial per framework, --seconds 5), the tour (--quick: every kind), the submitted job
+    first = [kids for kids in families.values() if sorted(r.info.run_name for r in kids) == sorted(FIRST_TRIALS)]
+    tour = [kids for kids in families.values() if {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <=
+            {r.info.run_name for r in kids}]
     job = [kids for kids in families.values() if sorted(r.info.run_name for r in kids) == list(LATEST_TRIALS)]
-    assert len(parents) == 2 and len(job) == 1, {p: [r.info.run_name for r in k] for p, k in families.items()}
+    assert len(parents) == 3 and len(first) == len(tour) == len(job) == 1, \
+        {p: [r.info.run_name for r in k] for p, k in families.items()}
+    first_run_answers(out, first[0])
+    first_run_shares_groups_across_kinds({r.info.run_name: r for r in tour[0]})
+    first_run_is_each_framework_at_its_best(out, first[0] + tour[0] + job[0])
+    # The submitted job's trials, under one parent run of their own, learned.
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in job[0]), [r.data.metrics for r in job[0]]
     assert not any(port_busy(p) for p in PORTS)
 
@@ -258,6 +264,21 @@ def docs_recipes_ran_as_the_pages_say(client, out: str) -> None:
     [shards] = finished("my_shards")
     assert shards.data.params["shuffle"] == "global" and shards.data.params["data"] == "npy", shards.data.params
     assert shards.data.metrics["val_accuracy"] > 0.6, shards.data.metrics  # chance: 0.25
+
+
+def first_run_answers(out: str, trials: list) -> None:
+    """The README's first command: one trial per framework, each ended at 5 s or more of steady steps (--seconds 5)
+    and before its 10 epochs, none marked too short, and the report's answer ranks all four, fastest first."""
+    for r in trials:
+        m = r.data.metrics
+        assert r.data.params["seconds"] == "5.0" and m["steady_s"] >= 5.0, (r.info.run_name, m.get("steady_s"))
+        assert m["steps_trained"] < 10 * m["steps_per_epoch"], (r.info.run_name, m["steps_trained"])
+    ranked = re.search(r"^  fastest: (\S+ x1), [\d,]+ samples/s; then (.*) \(one run each", out, re.M)
+    assert ranked, out[-3000:]
+    shown = [ranked.group(1)] + re.findall(r"(\S+:\S+ x1) [\d.]+x", ranked.group(2))
+    assert sorted(shown) == sorted(FIRST_TRIALS), shown
+    fastest = max(trials, key=lambda r: r.data.metrics["samples_per_sec"])
+    assert ranked.group(1) == fastest.info.run_name, ranked.group(0)
 
 
 def first_run_is_each_framework_at_its_best(out: str, trials: list) -> None:

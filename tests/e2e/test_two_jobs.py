@@ -25,8 +25,10 @@ pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 3  # job A's trial, job B's, and the trial beside the burner
 SECONDS = 80  # measured 78-80 s (2026-12-06, the 2-core VM)
 
-# about 4 s of steady steps (torch's fashion MLP, 1 thread: about a thousand steps a second here)
-TRIAL = ["--quick", "--trials", "torch:none", "--compile", "off", "--epochs", "2", "--steps-per-epoch", "2000"]
+# 3 s of steady steps (--seconds), at most 6,000 steps (torch's fashion MLP, 1 thread: about a thousand steps a
+# second here): each trial ends mid-epoch, at its own step
+TRIAL = ["--quick", "--trials", "torch:none", "--compile", "off", "--epochs", "3", "--steps-per-epoch", "2000",
+         "--seconds", "3"]
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +117,12 @@ def test_a_second_job_waits_for_the_first_and_says_for_whom(two_jobs):
     for run, out in ((a_run, a_out), (b_run, b_out)):
         assert run.data.metrics["beside_cores"] < 0.25, run.data.tags["beside"]
         assert "parity: fair" in out, out[-3000:]
+        # --seconds 3: it ended at the window whose steady steps reached 3 s, before its 6,000 steps
+        m = run.data.metrics
+        assert run.data.params["seconds"] == "3.0" and 3.0 <= m["steady_s"] < 4.0, (m["steady_s"], m["steps_trained"])
+        assert m["steps_trained"] < 6000, m["steps_trained"]
+        assert re.search(r"^    length: each trial ended at 3 s of steady steps \(--seconds\), after torch:none x1 "
+                         r"[\d,]+ steps", out, re.M), out[-3000:]
 
 
 def burner() -> int:

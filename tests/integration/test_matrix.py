@@ -251,6 +251,9 @@ def test_the_parity_report_calls_unlike_executions_unfair_and_says_how_to_align_
     verdict = re.search(r"^parity: UNFAIR \((.*)\)$", out, re.M)
     assert verdict and "execution" in verdict.group(1), out[-3000:]
     assert re.search(r"^  ! execution .*tf\.function: .*eager: .*xla: .*jit: .*--compile on", out, re.M), out[-3000:]
+    # and so the answer by samples/s ranks nothing: what the verdict does not support is not ranked
+    assert re.search(r"^the answer, by samples/s .*\n  none ranked: the trials differ in .*execution", out, re.M), \
+        out[-3000:]
 
 
 def test_finished_trials_leave_no_checkpoints_and_the_end_says_so(matrix):
