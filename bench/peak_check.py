@@ -1,5 +1,5 @@
 """Does `raylab peak` report what a plain matrix-product loop reaches? Side by side, alternating, in one run: the
-peak probe (raylab/frameworks/peak.py, through raylab/driver/peak.py) and the loop a careful user writes (a fresh
+peak probe (raylab/frameworks/peak.py, through raylab/probes/peak.py) and the loop a careful user writes (a fresh
 process, the framework's threads set, products of two n x n float32 matrices timed over a few seconds) for torch,
 jax and TF. Prints each pair and their ratio.
 
@@ -67,7 +67,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
-    from raylab.driver.peak import probe
+    from raylab.probes.peak import probe
 
     print(f"{args.size} x {args.size} float32 products, {args.threads} thread(s), {args.seconds:g} s a figure, "
           f"{args.rounds} round(s), alternating; os.cpu_count() {os.cpu_count()}")

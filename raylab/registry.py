@@ -155,7 +155,7 @@ PARTS = {
     "memory": ("device_peak_mb",),  # the process's peak accelerator memory, MB, or None
     # count(task, model, x, y): FLOPs of one training step's forward pass and gradients on that batch, by the
     # framework's own counter, traced, not run (docs/comparing.md, work per sample); matmul(n, dtype, device,
-    # threads) -> run(k): k n x n products, waited for (`raylab peak`: raylab/driver/peak.py)
+    # threads) -> run(k): k n x n products, waited for (`raylab peak`: raylab/probes/peak.py)
     "flops": ("count", "matmul"),
     "plain": ("run", "env"),  # the plain script (raylab/frameworks/plain.py) and its subprocess environment
     # A step benchmark's (raylab/driver/stepbench.py) worker environment from the run config, and its threads, seed and
@@ -181,7 +181,7 @@ class Framework:
     collective_paths: tuple[str, ...] = ()  # source paths of its collective ops (an error there: a lost peer?)
     device_errors: tuple[str, ...] = ()  # modules whose OutOfMemoryError is the accelerator's, not the host's
     # distributions besides `package` whose versions change what its steps compile to and run (kept answers are
-    # keyed on them: raylab/driver/host.py); those not installed count as absent
+    # keyed on them: raylab/probes/host.py); those not installed count as absent
     runtimes: tuple[str, ...] = ()
     # CPUs a training process keeps busy beside its intra-op threads (a thread that dispatches while another runs
     # the step): --pin-cpus gives each process these too (raylab/driver/pinning.py), or leaves it unpinned

@@ -1,4 +1,4 @@
-"""The floor under a trial's start-up on this machine (raylab/driver/floor.py measures it), with Ray Train's poll.
+"""The floor under a trial's start-up on this machine (raylab/probes/floor.py measures it), with Ray Train's poll.
 
 - `fit`: a bare Ray Train `fit()` whose training function does nothing, on a 1-worker (1 CPU) scaling config,
   on a fresh in-process cluster: to the training function's first line, and to `fit()`'s return, once with
@@ -18,7 +18,7 @@ import argparse
 import json
 import statistics
 
-from raylab.driver.floor import fit_seconds, import_seconds
+from raylab.probes.floor import fit_seconds, import_seconds
 
 IMPORTS = ("pass", "import tensorflow", "import torch", "import torch_xla")
 

@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     """The `raylab` console command."""
     from raylab.cli.data import data_main
     from raylab.cli.store import compare_main, upload_main
-    from raylab.driver.floor import floor_main
-    from raylab.driver.peak import peak_main
+    from raylab.probes.floor import floor_main
+    from raylab.probes.peak import peak_main
 
     argv = sys.argv[1:] if argv is None else argv
     commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main, "peak": peak_main,

@@ -17,7 +17,7 @@ SETTABLE = ("batch_per_replica", "global_batch", "epochs", "steps_per_epoch", "w
 
 
 def parse_batches(text: str | None) -> list[int]:
-    """--batch's sizes; "max" (the search, raylab/driver/batchsize.py) is no size: []."""
+    """--batch's sizes; "max" (the search, raylab/probes/batchsize.py) is no size: []."""
     from raylab.cli.expand import parse_counts
 
     return [] if text is None or text.strip() == "max" else parse_counts(text, "--batch", "32,256")

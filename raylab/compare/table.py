@@ -166,7 +166,7 @@ def format_table(rows: list[dict]) -> str:
         columns = columns + [("input_wait_share", "input wait", "{:.0%}")]
     if any(r.get("achieved_tflops") is not None for r in rows):  # work per sample x samples/s (parity.work)
         columns = columns + [("achieved_tflops", "GFLOP/s", lambda v: f"{v * 1000:,.1f}")]
-    if any(r.get("utilization") is not None for r in rows):  # of `raylab peak`'s product rate (raylab/driver/peak.py)
+    if any(r.get("utilization") is not None for r in rows):  # of `raylab peak`'s product rate (raylab/probes/peak.py)
         columns = columns + [("utilization", "of peak", "{:.1%}")]
     if any(r.get("vendor_utilization") is not None for r in rows):  # of the vendor's dense peak (raylab/record/vendor.py)
         columns = columns + [("vendor_utilization", "of vendor peak", "{:.1%}")]

@@ -24,10 +24,11 @@ from raylab import failure
 from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.driver import best, cluster, console, pinning
-from raylab.driver import floor as startup_floor
-from raylab.driver import peak as peaks
-from raylab.driver.utilization import utilization, worker_nodes
+from raylab.driver import cluster, console, pinning
+from raylab.probes import best
+from raylab.probes import floor as startup_floor
+from raylab.probes import peak as peaks
+from raylab.probes.utilization import utilization, worker_nodes
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.record.params import common_params
 from raylab.driver.progress import Progress
@@ -331,11 +332,11 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
 
 def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared,
                  nodes: list | None, groups=None) -> tuple[TrialSpec, dict]:
-    """--batch max: the trial at the largest per-replica batch its probes fit (raylab/driver/batchsize.py), and the
+    """--batch max: the trial at the largest per-replica batch its probes fit (raylab/probes/batchsize.py), and the
     search's tags."""
     from dataclasses import replace
 
-    from raylab.driver import batchsize
+    from raylab.probes import batchsize
 
     found, search, failed = batchsize.find(recipe, cfg, spec, ds, shared, nodes, log=console.get().line, groups=groups)
     replicas = spec.layout(cfg).replicas

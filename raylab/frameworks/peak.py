@@ -1,5 +1,5 @@
 """One sustained matrix-product rate: `python -m raylab.frameworks.peak FRAMEWORK DTYPE DEVICE THREADS SIZE SECONDS`
-(what `raylab peak` runs, raylab/driver/peak.py, in a process of its own with the framework's thread environment).
+(what `raylab peak` runs, raylab/probes/peak.py, in a process of its own with the framework's thread environment).
 
 Products of two SIZE x SIZE matrices (2 x SIZE^3 FLOPs each, the framework's `flops.matmul`), after a warm-up,
 in windows of about 0.25 s for SECONDS; prints one JSON line: the windows' median and best TFLOP/s.

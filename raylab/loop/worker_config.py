@@ -41,7 +41,7 @@ class WorkerConfig:
     window: int = 32  # training steps between host reads (TF runs them as one tf.function call)
     checkpoint: bool = False  # checkpoint at epoch ends (and every checkpoint_every_s) for restarts
     checkpoint_every_s: float = 600.0  # also checkpoint inside an epoch this often (0: at epoch ends only)
-    probe: bool = False  # a --batch max probe (raylab/driver/batchsize.py): its evaluation is one batch, unreported
+    probe: bool = False  # a --batch max probe (raylab/probes/batchsize.py): its evaluation is one batch, unreported
     profile: bool = False  # rank 0 profiles its first steady window (raylab/loop/profile.py)
     memory_cap_mb: int | None = None  # the worker process's RLIMIT_DATA while it trains (None: none)
     # How its steps execute (`execution`: "eager", "inductor", "tf.function", "xla", "jit", ...: Strategy.executions)

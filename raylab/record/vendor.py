@@ -1,7 +1,7 @@
 """Vendors' dense peak rates for the accelerators raylab's docs name, in TFLOP/s per device (one GPU, one TPU
 chip), without structured sparsity. A trial on one of them records `vendor_peak_tflops` (its precision's rate times
 its replicas) and `vendor_utilization` (its `achieved_tflops` over that), beside `utilization`, which is against
-the rate `raylab peak` measured on the machine itself (raylab/driver/peak.py).
+the rate `raylab peak` measured on the machine itself (raylab/probes/peak.py).
 
 Which device a trial ran on is what its worker found (the `device_name` tag: torch's, TF's and jax's name for the
 GPU, a Cloud TPU VM's type under torch_xla), else the accelerator type asked for or of the nodes its workers ran

@@ -1,11 +1,11 @@
-"""--batch max's search (raylab/driver/batchsize.py): doubling, halving, bisecting to one item; and where it refuses."""
+"""--batch max's search (raylab/probes/batchsize.py): doubling, halving, bisecting to one item; and where it refuses."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from raylab.driver.batchsize import bisect, check
+from raylab.probes.batchsize import bisect, check
 from raylab.errors import UserError
 from raylab.task.common import test_batches as eval_batches
 
@@ -51,7 +51,7 @@ def test_evaluation_batches_hold_at_most_the_training_batch():
 SEARCH_UNDER_A_CAP = r'''
 import json, resource, sys
 import torch
-from raylab.driver.batchsize import bisect
+from raylab.probes.batchsize import bisect
 from raylab.failure import out_of_memory
 from raylab.loop.guard import memory_cap
 

@@ -9,7 +9,7 @@ import pytest
 
 from raylab.cli.expand import expand_trials, parse_compile
 from raylab.config import TrialSpec
-from raylab.driver import best
+from raylab.probes import best
 from raylab.compare import parity
 from raylab.compare import table as compare
 from raylab.errors import UserError

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import raylab
-from raylab.driver import best, floor, host, peak
+from raylab.probes import best, floor, host, peak
 from raylab.registry import framework
 
 

@@ -1,10 +1,10 @@
 """`raylab peak`: a framework's product rate measured in a process of its own, kept per host and versions, and a
-trial's utilization against it (raylab/driver/utilization.py) and against its device's vendor rate."""
+trial's utilization against it (raylab/probes/utilization.py) and against its device's vendor rate."""
 
 from __future__ import annotations
 
-from raylab.driver import peak
-from raylab.driver.utilization import utilization, worker_nodes
+from raylab.probes import peak
+from raylab.probes.utilization import utilization, worker_nodes
 
 
 def test_a_probe_measures_a_rate_and_the_cache_keeps_it_for_this_host(tmp_path):

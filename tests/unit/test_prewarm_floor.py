@@ -1,4 +1,4 @@
-"""The worker-process set-up hook's environment (raylab/frameworks/prewarm.py) and the saved start-up floor (raylab/driver/floor.py)."""
+"""The worker-process set-up hook's environment (raylab/frameworks/prewarm.py) and the saved start-up floor (raylab/probes/floor.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from ray._private import ray_constants
 
 from raylab.frameworks import prewarm
-from raylab.driver import floor
+from raylab.probes import floor
 
 HOOK = ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR
 

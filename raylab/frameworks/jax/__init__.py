@@ -11,7 +11,7 @@ FRAMEWORK = Framework(
     imports=("jax", "flax.nnx", "optax"), color="tab:purple",
     import_env={"TF_CPP_MIN_LOG_LEVEL": "2"},  # XLA's C++ log level, read at import
     collective_paths=("jax/_src/distributed", "jax/_src/interpreters/pxla"),
-    # what its steps compile to and run on besides its package (raylab/driver/host.py keys kept answers on them)
+    # what its steps compile to and run on besides its package (raylab/probes/host.py keys kept answers on them)
     runtimes=("jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt", "libtpu", "flax", "optax", "nvidia-cudnn-cu12",
               "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "nvidia-cuda-nvrtc-cu12"),
 )

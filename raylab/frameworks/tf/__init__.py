@@ -11,7 +11,7 @@ FRAMEWORK = Framework(
     imports=("tensorflow", "keras"), color="tab:orange",
     import_env={"TF_CPP_MIN_LOG_LEVEL": "2"},  # TF's C++ log level, read at import
     collective_paths=("tensorflow/python/distribute",),
-    # what its steps compile to and run on besides its package (raylab/driver/host.py keys kept answers on them)
+    # what its steps compile to and run on besides its package (raylab/probes/host.py keys kept answers on them)
     runtimes=("keras", "tf_keras", "tensorflow-cpu", "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12",
               "nvidia-cublas-cu12", "nvidia-cuda-nvrtc-cu12"),
 )

@@ -9,7 +9,7 @@ FRAMEWORK = Framework(
     imports=("torch", "torch.distributed", "torch._dynamo"), color="tab:blue",
     collective_paths=("torch/distributed",),
     device_errors=("torch",),  # torch.OutOfMemoryError is CUDA's caching allocator
-    # what its steps compile to and run on besides its package (raylab/driver/host.py keys kept answers on them)
+    # what its steps compile to and run on besides its package (raylab/probes/host.py keys kept answers on them)
     runtimes=("triton", "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12",
               "nvidia-cuda-nvrtc-cu12"),
 )

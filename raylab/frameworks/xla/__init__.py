@@ -11,6 +11,6 @@ FRAMEWORK = Framework(
     imports=("torch", "torch.distributed", "torch._dynamo", "torch_xla"), color="tab:green",
     collective_paths=("torch_xla",),
     device_errors=("torch",),
-    # what its steps compile to and run on besides its package (raylab/driver/host.py keys kept answers on them)
+    # what its steps compile to and run on besides its package (raylab/probes/host.py keys kept answers on them)
     runtimes=("torch", "libtpu", "torch_xla-cuda-plugin"),
 )

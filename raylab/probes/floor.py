@@ -95,8 +95,8 @@ def measure(rounds: int = 3, poll_s: float | None = None) -> dict:
 
 
 def identity() -> dict:
-    """What a measured floor is valid for: this host's identity (raylab/driver/host.py), every cache's."""
-    from raylab.driver.host import identity as host
+    """What a measured floor is valid for: this host's identity (raylab/probes/host.py), every cache's."""
+    from raylab.probes.host import identity as host
 
     return host()
 

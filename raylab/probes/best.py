@@ -7,9 +7,9 @@ with a trial's CPUs, threads and device, set up by the worker's own function, bu
 candidate as a trial's worker does (the framework's race.py), runs its first step (compilation), then times windows
 of each in turn (raylab/timing.py side_by_side); as many at once as the cluster holds. Every trial of that
 framework trains in the candidate its kind can run (tf:mirrored has no XLA step) that its steps spend least in,
-past the race's noise (raylab/driver/choice.py). A candidate that fails is recorded with its error; the others run.
+past the race's noise (raylab/probes/choice.py). A candidate that fails is recorded with its error; the others run.
 
-The answer is kept on this host (CACHE), keyed on the host's identity (raylab/driver/host.py: raylab's version and
+The answer is kept on this host (CACHE), keyed on the host's identity (raylab/probes/host.py: raylab's version and
 source, the framework's and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the
 device, the recipe's model and task (the source of the model builder and of the user's modules it imports, the
 task's loss, optimizer, schedule and metrics, the input shapes), batch, precision and threads, dated; the next
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from raylab.config import Settings, TrialSpec
-from raylab.driver.choice import Choice
+from raylab.probes.choice import Choice
 from raylab.registry import framework
 
 CACHE = Path("~/.cache/raylab/best-execution.json")
@@ -262,13 +262,13 @@ def first_line(e: BaseException) -> str:
 # --- this host's kept answers ------------------------------------------------------------------------------------
 
 def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
-    """What must be equal for a kept answer to hold: the host's identity (raylab/driver/host.py: raylab, the
+    """What must be equal for a kept answer to hold: the host's identity (raylab/probes/host.py: raylab, the
     framework and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the device,
     threads, the model's source (the builder's and the user's modules it imports), the task and the shapes."""
     import ray
 
     from raylab.data import tree_map
-    from raylab.driver.host import identity, model_source
+    from raylab.probes.host import identity, model_source
 
     name, batch, precision, hardware = key
     fw = framework(name)

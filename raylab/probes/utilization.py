@@ -1,5 +1,5 @@
 """A trial's share of the peaks: its `achieved_tflops` over the rate `raylab peak` measured on the host it ran on
-(raylab/driver/peak.py: read only where every worker ran on the host that measured it) and over the vendor's dense
+(raylab/probes/peak.py: read only where every worker ran on the host that measured it) and over the vendor's dense
 rate for its device (raylab/record/vendor.py), the device named by its worker (`device_name`), else the
 accelerator type asked for or those of the nodes its workers ran on, else the TPU type.
 """

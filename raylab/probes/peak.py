@@ -6,7 +6,7 @@ precision and threads) and `utilization`: its `achieved_tflops` over that peak t
 product is the most a framework gets out of the device; a training step, with its smaller products, elementwise
 ops and the optimizer, stays below it.
 
-A trial's share of the peaks: raylab/driver/utilization.py.
+A trial's share of the peaks: raylab/probes/utilization.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from raylab.driver.utilization import key
+from raylab.probes.utilization import key
 from raylab.registry import framework
 
 CACHE = Path("~/.cache/raylab/peak.json")
@@ -25,8 +25,8 @@ SIZES = {"cpu": 1024, "gpu": 8192}  # n x n products: large enough to reach the 
 
 
 def identity() -> dict:
-    """What a measured peak is valid for: this host's identity (raylab/driver/host.py), every cache's."""
-    from raylab.driver.host import identity as host
+    """What a measured peak is valid for: this host's identity (raylab/probes/host.py), every cache's."""
+    from raylab.probes.host import identity as host
 
     return host()
 
@@ -63,7 +63,7 @@ def save(peaks: dict, path: Path = CACHE) -> Path:
 def peak_main(argv: list[str]) -> int:
     import argparse
 
-    from raylab.driver.floor import installed_frameworks
+    from raylab.probes.floor import installed_frameworks
 
     p = argparse.ArgumentParser(prog="raylab peak", description=__doc__.split("\n\n")[0])
     p.add_argument("--frameworks", default=None, help="comma-separated: tf, torch, xla, jax (default: every installed one)")
