@@ -268,7 +268,8 @@ def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
     import ray
 
     from raylab.data import tree_map
-    from raylab.probes.host import identity, model_source
+    from raylab.probes.fingerprint import model_source
+    from raylab.probes.host import identity
 
     name, batch, precision, hardware = key
     fw = framework(name)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import raylab
-from raylab.probes import best, floor, host, peak
+from raylab.probes import best, fingerprint, floor, host, peak
 from raylab.registry import framework
 
 
@@ -93,11 +93,11 @@ def test_the_model_source_is_read_without_importing_what_it_names(tmp_path, monk
     pkg = importlib.import_module("pkg")
     try:
         before = set(sys.modules)
-        first = host.model_source(pkg.torch_model)
+        first = fingerprint.model_source(pkg.torch_model)
         assert set(sys.modules) - before == set()  # nothing imported: not ns.deep.layers, not torch
         (tmp_path / "ns" / "deep" / "layers.py").write_text("raise RuntimeError('imported')\nWIDTH = 2\n")
-        second = host.model_source(pkg.torch_model)
+        second = fingerprint.model_source(pkg.torch_model)
         (tmp_path / "pkg" / "net.py").write_text("class Net:\n    width = 3\n")
-        assert len({first, second, host.model_source(pkg.torch_model)}) == 3
+        assert len({first, second, fingerprint.model_source(pkg.torch_model)}) == 3
     finally:
         sys.modules.pop("pkg", None)
