@@ -25,9 +25,7 @@ from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.driver import cluster, console, pinning
-from raylab.probes import best
-from raylab.probes import floor as startup_floor
-from raylab.probes import peak as peaks
+from raylab.probes import best, floor, peak
 from raylab.probes.utilization import utilization, worker_nodes
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.record.params import common_params
@@ -193,17 +191,17 @@ class Trial:
 
     def record(self, final: dict | None, wall: float) -> None:
         spec, run_id = self.spec, self.run_id
-        floor = startup_floor.floor_for(spec.framework, startup_floor.load())  # `raylab floor` measured it here
+        floor_s = floor.floor_for(spec.framework, floor.load())  # `raylab floor` measured it here
         self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
         self.log_profile()
-        rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor, spec.short,
+        rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor_s, spec.short,
                            spec.strategy.replicas_found)
         memory, memory_tags = self.peak_memory()
         agreed = self.replica_agreement()  # worker_node_ids: where its workers ran
         types, here = worker_nodes(agreed)  # a peak measured on this host is its trials' only where they ran here
         used, used_tags = utilization(spec.framework, spec.strategy.device(self.cfg), rec.tags, self.cfg.threads,
                                       int(rec.tags.get("replicas_in_sync") or spec.workers),
-                                      rec.result.get("achieved_tflops"), peaks.load() if here else {},
+                                      rec.result.get("achieved_tflops"), peak.load() if here else {},
                                       [self.cfg.accelerator_type, *types, self.cfg.tpu_type])
         # what ran beside its workers over their timed window, per node (raylab/loop/beside.py)
         beside, beside_tags = beside_figures(*ray.get([self.sink.besides.remote(), self.sink.worker_nodes.remote()]))
