@@ -162,6 +162,11 @@ PARTS = {
     # device set on the worker (set_up returns compiled() -> (compilations, seconds) so far, or None).
     "stepbench": ("env", "set_up"),
 }
+# The part a framework has where one of its kinds runs two executions or more on some device (--compile best races
+# them): ready(task, x, y, batch, label, precision, device, threads, seed, cache_dir) -> the candidate built and its
+# first step run, ready to be timed (raylab/probes/best.py Racer). A framework of one execution a kind has none.
+RACE_PART = {"race": ("ready",)}
+DEVICES = ("cpu", "gpu")  # the devices a kind's executions are asked on (Strategy.candidates)
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,15 @@ class Framework:
     # CPUs a training process keeps busy beside its intra-op threads (a thread that dispatches while another runs
     # the step): --pin-cpus gives each process these too (raylab/driver/pinning.py), or leaves it unpinned
     side_cpus: int = 0
+
+    def races(self) -> bool:
+        """Whether one of its kinds has two executions or more to race on some device (then RACE_PART is its part)."""
+        return any(len(get_strategy(f"{self.name}:{kind}").candidates(device)) > 1
+                   for kind in self.kinds for device in DEVICES)
+
+    def parts(self) -> dict:
+        """Every part its folder must have, and what each defines: PARTS, and RACE_PART where it races."""
+        return {**PARTS, **(RACE_PART if self.races() else {})}
 
     def part(self, module: str):
         import importlib

@@ -188,8 +188,9 @@ def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
         console.get().line(f"raylab: --compile best: timing {framework(name).title}'s {' and '.join(labels)} on "
                            f"{recipe.name}'s model (batch {batch}, {precision}, {hardware or on.device}, "
                            f"{cfg.threads} thread(s)) before its trials...")
-        racer = racer_actor(on).remote(name, recipe.task(ds.target_names), x, y, batch, labels, precision, on.device,
-                                       cfg.threads, cfg.seed, compile_cache_dir(cfg, "race"), cfg.window)
+        racer = racer_actor(on, name).remote(name, recipe.task(ds.target_names), x, y, batch, labels, precision,
+                                             on.device, cfg.threads, cfg.seed, compile_cache_dir(cfg, "race"),
+                                             cfg.window)
         racers[key] = (racer, racer.ready.remote(), cache_key(recipe, cfg, key, labels, x), time.perf_counter())
     try:
         failed = {key: _get(ready, racing[key][0]) for key, (_, ready, _, _) in racers.items()}  # every racer ready
@@ -207,11 +208,12 @@ def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
     return out
 
 
-def racer_actor(cfg: Settings):
-    """The Racer's Ray actor class with a trial's CPUs, threads, device and accelerator type."""
+def racer_actor(cfg: Settings, name: str):
+    """The Racer's Ray actor class for framework `name`, with a trial's CPUs, threads, device and accelerator type and
+    the environment the framework reads at import (Framework.import_env)."""
     import ray
 
-    env = {"OMP_NUM_THREADS": str(cfg.threads), "TF_CPP_MIN_LOG_LEVEL": "2",
+    env = {"OMP_NUM_THREADS": str(cfg.threads), **framework(name).import_env,
            **({"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {})}
     need = racer_needs(cfg)
     on = {"resources": {r: n for r, n in need.items() if r not in ("CPU", "GPU")}} if cfg.accelerator_type else {}

@@ -24,7 +24,8 @@ def test_every_framework_has_every_part(name):
     fw = framework(name)
     assert isinstance(fw, Framework) and fw.name == name
     folder = RAYLAB / "frameworks" / name
-    for module, attributes in PARTS.items():
+    assert fw.races() == (name in ("tf", "torch"))  # tf.function and XLA; eager and Inductor; jax, torch_xla: one
+    for module, attributes in fw.parts().items():
         assert (folder / f"{module}.py").is_file(), f"raylab/frameworks/{name}/{module}.py is missing"
         part = fw.part(module)
         for attribute in attributes:
