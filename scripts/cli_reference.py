@@ -52,6 +52,7 @@ def _commands() -> list[tuple[str, str, callable]]:
         ("raylab floor", "raylab floor --help", lambda: main(["floor", "--help"])),
         ("raylab peak", "raylab peak --help", lambda: main(["peak", "--help"])),
         ("raylab data export", "raylab data export --help", lambda: main(["data", "export", "--help"])),
+        ("raylab probes", "raylab probes --help", lambda: main(["probes", "--help"])),
     ]
 
 

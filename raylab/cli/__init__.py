@@ -1,4 +1,5 @@
-"""Entry points: a recipe's own command line, a step benchmark's, and `raylab compare | upload | floor`.
+"""Entry points: a recipe's own command line, a step benchmark's, and `raylab compare | upload | floor | peak | data |
+probes`.
 
     flags.py         flag types and the argument groups both command lines share (where to run, recording)
     recipe_flags.py  a recipe's parser, group by group
@@ -8,6 +9,7 @@
     session.py       what both share on the driver: connect, run to the end, the summary and comparison
     store.py         compare_main and upload_main (MLflow only, no Ray)
     data.py          `raylab data export`: a recipe's data as Parquet shards
+    probes.py        `raylab probes`: what raylab measured on this host and keeps, listed or cleared
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ __all__ = ["bench_main", "bench_parser", "connect", "edited", "finish", "main", 
 def main(argv: list[str] | None = None) -> int:
     """The `raylab` console command."""
     from raylab.cli.data import data_main
+    from raylab.cli.probes import probes_main
     from raylab.cli.store import compare_main, upload_main
     from raylab.probes.floor import floor_main
     from raylab.probes.peak import peak_main
 
     argv = sys.argv[1:] if argv is None else argv
     commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main, "peak": peak_main,
-                "data": data_main}
+                "data": data_main, "probes": probes_main}
     asked = not argv or argv[0] in ("-h", "--help")  # help goes to stdout; a wrong command's usage to stderr
     if asked or argv[0] not in commands:
         print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
@@ -41,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
               "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n"
               "       raylab peak [--threads N] [--device cpu|gpu]   (measure its matrix-product peak; trials record "
               "their utilization)\n"
-              "       raylab data export RECIPE DIR   (a recipe's data as Parquet, to train on with --data DIR)\n\n"
+              "       raylab data export RECIPE DIR   (a recipe's data as Parquet, to train on with --data DIR)\n"
+              "       raylab probes [list | clear [race|floor|peak] [KEY]]   (what raylab measured here and keeps)\n\n"
               "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stdout if asked else sys.stderr)
         return 0 if asked else 2
     return commands[argv[0]](argv[1:])

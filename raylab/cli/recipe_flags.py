@@ -73,7 +73,7 @@ def _execution(g) -> None:
                         "(torch eager and torch.compile with Inductor; TF's tf.function and XLA; jax is jit and "
                         "torch_xla its graphs either way) run a few steps of the recipe's own model, batch, "
                         "precision and device, and every trial trains in the faster; the answer is kept per host "
-                        "(~/.cache/raylab/best-execution.json) for the next run of the same recipe. off = each "
+                        "(~/.cache/raylab/kept.json, `raylab probes`) for the next run of the same recipe. off = each "
                         "framework's usual way (torch eager, TF's tf.function); on = compiled; 'off,on' runs each "
                         "trial both ways, side by side, named '... inductor', '... xla'. Recorded as execution "
                         "(with execution_candidates under best); the parity report compares it (default: "

@@ -9,9 +9,9 @@ of each in turn (raylab/timing.py side_by_side); as many at once as the cluster 
 framework trains in the candidate its kind can run (tf:mirrored has no XLA step) that its steps spend least in,
 past the race's noise (raylab/probes/choice.py). A candidate that fails is recorded with its error; the others run.
 
-The answer is kept on this host (CACHE), keyed on the host's identity (raylab/probes/host.py: raylab's version and
-source, the framework's and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the
-device, the recipe's model and task (the source of the model builder and of the user's modules it imports, the
+The answer is kept in this host's store (raylab/probes/store.py), keyed on the host's identity
+(raylab/probes/host.py: raylab's version and source, the framework's and its compilers' and runtimes' versions),
+the cluster's hosts and accelerator types, the device, the recipe's model and task (the source of the model builder and of the user's modules it imports, the
 task's loss, optimizer, schedule and metrics, the input shapes), batch, precision and threads, dated; the next
 invocation of the same recipe reads it instead of racing (--race-again measures again). Each trial records what ran
 (`execution`), how it was chosen (`execution_choice`), every candidate's steady step time and first step
@@ -25,15 +25,12 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import time
-from pathlib import Path
 
 from raylab.config import Settings, TrialSpec
 from raylab.probes.choice import Choice
 from raylab.registry import framework
 
-CACHE = Path("~/.cache/raylab/best-execution.json")
 RACE_TIMEOUT_S = 1800.0  # compiling the ResNet-UNet took 52 s here; a race past this is given up: usual executions
 RACE_ROWS, RACE_MB = 128, 64  # batches of training rows a race steps over, and its most MB of inputs
 
@@ -102,8 +99,9 @@ def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | No
     """This host's kept answer for `key`, or None (none kept, or --race-again)."""
     if cfg.race_again:
         return None
-    found = read_cache().get(cache_key(recipe, cfg, key, labels, x))
-    return Choice(found["candidates"], 0.0, f"kept on this host since {found['when']}") if found else None
+    found = read_cache(cache_key(recipe, cfg, key, labels, x), key[0])
+    return Choice(found["value"]["candidates"], 0.0, f"kept on this host since {found['measured'][:16]}") \
+        if found else None
 
 
 def say(key: tuple, choice: Choice, trials: list[TrialSpec]) -> None:
@@ -200,7 +198,8 @@ def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
                 candidates = {**_get(racer.timed.remote(), labels), **candidates}
             out[key] = Choice({label: candidates[label] for label in labels}, time.perf_counter() - t0, "raced")
             if out[key].ranked():
-                write_cache(host_key, out[key])
+                write_cache(host_key, key[0], out[key], f"{framework(key[0]).title}, batch {key[1]}, {key[2]}, "
+                            f"{key[3] or cfg.device}, {cfg.threads} thread(s), {recipe.name}'s model")
             ray.kill(racer)
     finally:
         for racer, *_ in racers.values():
@@ -285,21 +284,18 @@ def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
         repr(recipe.schedule), repr(recipe.metrics), repr(recipe.preprocess)], default=str).encode()).hexdigest()[:24]
 
 
-def read_cache() -> dict:
-    try:
-        return json.loads(CACHE.expanduser().read_text())
-    except (OSError, ValueError):
-        return {}
+def read_cache(host_key: str, name: str) -> dict | None:
+    """The kept race of framework `name` for `host_key` (cache_key()), where kept for this host's identity of it."""
+    from raylab.probes import store
+    from raylab.probes.host import identity
+
+    return store.read("race", host_key, identity([framework(name)]))
 
 
-def write_cache(host_key: str, choice: Choice) -> None:
-    path = CACHE.expanduser()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        kept = read_cache()
-        kept[host_key] = {"candidates": choice.candidates, "when": time.strftime("%Y-%m-%d %H:%M")}
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(kept, indent=1))
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only home: the next invocation races again
+def write_cache(host_key: str, name: str, choice: Choice, about: str) -> None:
+    """Keeps a race's answer in this host's store (raylab/probes/store.py); a read-only HOME races again next time."""
+    from raylab.probes import store
+    from raylab.probes.host import identity
+
+    store.keep("race", host_key, {"candidates": choice.candidates}, identity([framework(name)]),
+               f"{about}: {choice.described()}"[:400])

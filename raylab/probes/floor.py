@@ -8,7 +8,7 @@
 
 A trial of framework F cannot start its first step sooner than `fit_entry + import F` plus its data and model,
 unless the import overlaps Ray Train's set-up (raylab/frameworks/prewarm.py). `raylab floor` measures it and keeps it in
-~/.cache/raylab/startup-floor.json for this host and these versions; every trial then records
+~/.cache/raylab/kept.json (`raylab probes`) for this host and these versions; every trial then records
 `startup_floor_s` (= fit_entry + import of its framework) beside its `startup_s`, and the end table shows both.
 """
 
@@ -24,7 +24,6 @@ from pathlib import Path
 
 from raylab.registry import framework, frameworks
 
-CACHE = Path("~/.cache/raylab/startup-floor.json")
 
 _FIT = """
 import os, time, json
@@ -101,20 +100,22 @@ def identity() -> dict:
     return host()
 
 
-def save(figures: dict, path: Path = CACHE) -> Path:
-    path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**identity(), "measured": time.strftime("%Y-%m-%d %H:%M:%S"), **figures}, indent=2))
-    return path
+def save(figures: dict, path: Path | None = None) -> Path:
+    """Keeps the floor in this host's store (raylab/probes/store.py) for this host's identity; where it went."""
+    from raylab.probes import store
+
+    store.keep("floor", "startup", figures, identity(), "Ray Train to a training function, then each framework's "
+               "import", path)
+    return store.where(path)
 
 
-def load(path: Path = CACHE) -> dict | None:
-    """The floor measured here for these versions, or None (not measured, or measured elsewhere)."""
-    try:
-        saved = json.loads(path.expanduser().read_text())
-    except (OSError, ValueError):
-        return None
-    return saved if all(saved.get(k) == v for k, v in identity().items()) else None
+def load(path: Path | None = None) -> dict | None:
+    """The floor measured here for these versions, with when ("measured"), or None (not measured, or measured
+    elsewhere or with other versions)."""
+    from raylab.probes import store
+
+    kept = store.read("floor", "startup", identity(), path)
+    return {**kept["value"], "measured": kept["measured"]} if kept else None
 
 
 def floor_for(framework: str, saved: dict | None) -> float | None:

@@ -1,6 +1,6 @@
 """The machine's peak, measured: `raylab peak` times sustained products of two large matrices with each installed
 framework (raylab/frameworks/peak.py, one process each, with the framework's thread environment as a plain script
-has it), per device, precision and threads, and keeps the figures in ~/.cache/raylab/peak.json for this host, its
+has it), per device, precision and threads, and keeps the figures in ~/.cache/raylab/kept.json (`raylab probes`) for this host, its
 CPU and these versions. A trial then records `peak_tflops` (its framework's, on its device, at its applied
 precision and threads) and `utilization`: its `achieved_tflops` over that peak times its replicas. A matrix
 product is the most a framework gets out of the device; a training step, with its smaller products, elementwise
@@ -20,7 +20,6 @@ from pathlib import Path
 from raylab.probes.utilization import key
 from raylab.registry import framework
 
-CACHE = Path("~/.cache/raylab/peak.json")
 SIZES = {"cpu": 1024, "gpu": 8192}  # n x n products: large enough to reach the rate, small enough to repeat
 
 
@@ -44,20 +43,21 @@ def probe(name: str, precision: str, device: str, threads: int, size: int, secon
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def load(path: Path = CACHE) -> dict:
+def load(path: Path | None = None) -> dict:
     """The peaks measured here for these versions (key() -> figures), or {}."""
-    try:
-        saved = json.loads(path.expanduser().read_text())
-    except (OSError, ValueError):
-        return {}
-    return saved.get("peaks", {}) if saved.get("identity") == identity() else {}
+    from raylab.probes import store
+
+    return {k: e["value"] for _, k, e in store.entries("peak", path) if store.read("peak", k, identity(), path)}
 
 
-def save(peaks: dict, path: Path = CACHE) -> Path:
-    path = path.expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"identity": identity(), "peaks": {**load(path), **peaks}}, indent=2))
-    return path
+def save(peaks: dict, path: Path | None = None) -> Path:
+    """Keeps each peak (key() -> figures) in this host's store (raylab/probes/store.py); where they went."""
+    from raylab.probes import store
+
+    for k, figures in peaks.items():
+        store.keep("peak", k, figures, identity(), f"{k}: framework/device/precision/threads, "
+                   f"{figures.get('tflops', 0) * 1000:,.1f} GFLOP/s", path)
+    return store.where(path)
 
 
 def peak_main(argv: list[str]) -> int:

@@ -11,6 +11,7 @@ trials (`--compile best`, the default) and its parity report must call it fair.
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -75,6 +76,26 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
     # `raylab compare` through the MLflow server printed the job's trials, a row each
     compared = out.split("raylab compare", 1)[-1] if "raylab compare" in out else out
     assert all(re.search(rf"^{re.escape(name)} +FINISHED", out, re.M) for name in LATEST_TRIALS), compared[-3000:]
+    the_race_is_kept_listed_and_cleared(clone.parent / "home")
+
+
+def the_race_is_kept_listed_and_cleared(home) -> None:
+    """The job's race is kept in its HOME's store: `raylab probes` lists it, dated today; `raylab probes clear race`
+    forgets it (a run after that reads nothing kept and races, as this fresh HOME's job did)."""
+    import subprocess
+    import time
+
+    def probes(*argv):
+        done = subprocess.run([str(ROOT / ".venv" / "bin" / "raylab"), "probes", *argv], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "HOME": str(home)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    listed = probes("list")
+    assert re.search(rf"^race +\w+ +{time.strftime('%Y-%m-%d')} \d\d:\d\d:\d\d .*PyTorch, batch 32, fp32, cpu, 1 "
+                     r"thread\(s\), fashion's model: eager ", listed, re.M), listed
+    assert "cleared 1 race answer(s)" in probes("clear", "race")
+    assert "nothing kept in" in probes("list", "race")
 
 
 def test_the_readmes_ui_link_opens_on_the_jobs_trials_and_their_charts(walked):

@@ -66,15 +66,17 @@ def test_a_candidate_that_failed_is_named_with_its_error_and_the_other_runs():
 
 
 def test_a_raced_answer_is_kept_on_this_host_and_read_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(best, "CACHE", tmp_path / "raylab" / "best-execution.json")
-    assert best.read_cache() == {}
-    best.write_cache("k1", best.Choice(RACED, 25.0, "raced"))
-    best.write_cache("k2", best.Choice({"jit": {}}, 0.0, "raced"))
-    kept = best.read_cache()
-    assert kept["k1"]["candidates"] == RACED and set(kept) == {"k1", "k2"}
-    assert time.strftime("%Y-%m-%d") in kept["k1"]["when"]
-    (tmp_path / "raylab" / "best-execution.json").write_text("{not json")
-    assert best.read_cache() == {}  # a damaged file races again
+    from raylab.probes import store
+
+    monkeypatch.setattr(store, "PATH", tmp_path / "raylab" / "kept.json")
+    assert best.read_cache("k1", "torch") is None
+    best.write_cache("k1", "torch", best.Choice(RACED, 25.0, "raced"), "PyTorch, batch 32")
+    best.write_cache("k2", "jax", best.Choice({"jit": {}}, 0.0, "raced"), "JAX, batch 32")
+    kept = best.read_cache("k1", "torch")
+    assert kept["value"]["candidates"] == RACED and best.read_cache("k2", "jax")["value"]["candidates"] == {"jit": {}}
+    assert time.strftime("%Y-%m-%d") in kept["measured"] and kept["about"].startswith("PyTorch, batch 32: eager ")
+    (tmp_path / "raylab" / "kept.json").write_text("{not json")
+    assert best.read_cache("k1", "torch") is None  # a damaged file races again
 
 
 def test_side_by_side_times_each_run_in_turns_and_ranks_the_slower_second():
