@@ -8,7 +8,9 @@
   its module-scoped shared runs are paid once, and its declarations below hold in whichever run it is part of.
 - **Slices** (`scripts/test.sh --full --slice I/K`): the full-only files cut into K slices of about equal declared
   seconds (the longest first, each to the lightest slice), files that share a package-scoped run (a fixture such
-  as `lost_workers`, set up once for every file that reads it) kept in one slice. `.ci/run` runs the default tier,
+  as `lost_workers`, set up once for every file that reads it) kept in one slice. The cut is kept in
+  tests/slices.txt (a file keeps its slice when declarations change; new files go to the lightest), rebalanced only
+  on purpose (tests/pin_slices.py). `.ci/run` runs the default tier,
   then the slice `.ci/slice` names (`ci_slice`); each submission advances that file by one, so consecutive landings
   run consecutive slices and every full-only test runs in CI once in any K landings in a row.
 
@@ -126,8 +128,33 @@ def package_runs(item) -> set[str]:
     return out
 
 
-def slices(items, k: int) -> dict[str, int]:
-    """{test file: its slice, 1..k}: files sharing a package-scoped run together, balanced by declared seconds."""
+PINS = ROOT / "tests" / "slices.txt"  # each full-only file's slice, kept: "I path" lines under a "# K=6" line
+
+
+def read_pins(k: int, path: Path = PINS) -> dict[str, int]:
+    """{file: slice} as tests/slices.txt keeps them for K slices ({} where it keeps another K, or is missing)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    if not lines or lines[0].strip() != f"# K={k}":
+        return {}
+    return {path: int(i) for i, path in (line.split(None, 1) for line in lines[1:] if line.strip() and
+                                         not line.startswith("#"))}
+
+
+def write_pins(where: dict[str, int], k: int, path: Path = PINS) -> None:
+    path.write_text(f"# K={k}\n# Each full-only test file's slice (tests/tiers.py slices): a file keeps it when "
+                    "declarations change; a new file goes to the lightest slice. Rebalanced only on purpose, in a "
+                    "commit that says so: .venv/bin/python -m tests.pin_slices\n"
+                    + "".join(f"{i} {p}\n" for p, i in sorted(where.items(), key=lambda t: (t[1], t[0]))))
+
+
+def slices(items, k: int, pinned: dict[str, int] | None = None) -> dict[str, int]:
+    """{test file: its slice, 1..k}: files sharing a package-scoped run together; a file tests/slices.txt pins
+    (`pinned`; default: read_pins) keeps its slice, whatever its declaration says now, and the rest (new files) go,
+    the longest first, each to the slice lightest by declared seconds."""
+    pinned = read_pins(k) if pinned is None else pinned
     weight: dict[str, float] = {}
     runs: dict[str, set[str]] = defaultdict(set)
     for item in items:
@@ -156,7 +183,15 @@ def slices(items, k: int) -> dict[str, int]:
         units[find(path)].append(path)
     load = [0.0] * k
     out = {}
-    for root in sorted(units, key=lambda r: (-sum(weight[p] for p in units[r]), r)):
+    free = []
+    for root, members in units.items():
+        kept = sorted(pinned[p] for p in members if 1 <= pinned.get(p, 0) <= k)
+        if not kept:
+            free.append(root)
+            continue
+        load[kept[0] - 1] += sum(weight[p] for p in members)  # a run shared: where its first pinned file is
+        out.update({p: kept[0] for p in members})
+    for root in sorted(free, key=lambda r: (-sum(weight[p] for p in units[r]), r)):
         i = min(range(k), key=lambda j: (load[j], j))
         load[i] += sum(weight[p] for p in units[root])
         for p in units[root]:

@@ -87,13 +87,31 @@ def item(path: str, seconds: float, *package: str) -> Item:
 def test_slices_cover_each_file_once_balanced_and_keep_a_shared_run_in_one():
     items = [item("a.py", 400, "lost_workers"), item("b.py", 100, "lost_workers", "lost_tf_ps"),
              item("c.py", 50, "lost_tf_ps"), item("d.py", 300), item("e.py", 280), item("f.py", 20), item("f.py", 20)]
-    where = tiers.slices(items, 3)
+    where = tiers.slices(items, 3, pinned={})
     assert set(where) == {"a.py", "b.py", "c.py", "d.py", "e.py", "f.py"} and set(where.values()) == {1, 2, 3}
     assert where["a.py"] == where["b.py"] == where["c.py"]  # one run shared, one slice
     load = {i: sum({"a.py": 400, "b.py": 100, "c.py": 50, "d.py": 300, "e.py": 280, "f.py": 20}[p]
                    for p, s in where.items() if s == i) for i in (1, 2, 3)}
     assert sorted(load.values()) == [300, 300, 550], load  # the longest first, each to the lightest slice
-    assert tiers.slices(items, 3) == where  # the same every time: a slice names the same files on every machine
+    assert tiers.slices(items, 3, pinned={}) == where  # the same every time: the same files on every machine
+
+
+def test_a_pinned_file_keeps_its_slice_when_declarations_change_and_a_new_file_goes_to_the_lightest(tmp_path):
+    """tests/slices.txt: a declaration that changes moves nothing (every full-only test runs in CI once in any K
+    landings); a new file joins the slice lightest by declared seconds; a run shared follows its pinned file."""
+    items = [item("a.py", 400), item("b.py", 100), item("c.py", 50), item("d.py", 300)]
+    where = tiers.slices(items, 2, pinned={})
+    tiers.write_pins(where, 2, tmp_path / "slices.txt")
+    pins = tiers.read_pins(2, tmp_path / "slices.txt")
+    assert pins == where and tiers.read_pins(3, tmp_path / "slices.txt") == {}  # pinned for another K: none
+    grown = [item("a.py", 40), item("b.py", 900), item("c.py", 50), item("d.py", 300)]
+    assert tiers.slices(grown, 2, pinned=pins) == where  # re-declared: no file moves
+    assert tiers.slices(grown, 2, pinned={}) != where  # unpinned, the balance would have moved them
+    new = items + [item("e.py", 10), item("f.py", 5, "lost_workers"), item("c.py", 50, "lost_workers")]
+    placed = tiers.slices(new, 2, pinned=pins)
+    load = {i: sum(s for p, s in (("a.py", 400), ("b.py", 100), ("c.py", 50), ("d.py", 300)) if where[p] == i)
+            for i in (1, 2)}
+    assert placed["e.py"] == min(load, key=load.get) and placed["f.py"] == placed["c.py"] == where["c.py"]
 
 
 def test_a_slice_is_asked_for_as_i_of_k():
