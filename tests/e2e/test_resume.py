@@ -95,6 +95,11 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     for run in trials:
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val_accuracy")]
         assert sorted(steps) == [1, 2, 3, 4], (run.info.run_name, steps)
+    # the two repeats ran in one warm group: the second in the processes the first started (docs/trials.md)
+    a, b = sorted(trials, key=lambda r: int(r.data.params["group_index"]))
+    assert [(r.data.params["start"], r.data.params["group_index"]) for r in (a, b)] == [("cold", "0"), ("warm", "1")]
+    assert before[a.info.run_id].data.tags["train_run"] == before[b.info.run_id].data.tags["train_run"], \
+        (before[a.info.run_id].data.tags, before[b.info.run_id].data.tags)
     done_before = [r for r in trials if before[r.info.run_id].info.status == "FINISHED"]
     assert len(done_before) == 1 and done_before[0].info.end_time == before[done_before[0].info.run_id].info.end_time
     resumed_trial = next(r for r in trials if r not in done_before)

@@ -73,9 +73,14 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
                      r"parameter spreads compared\)$", out, re.M), out[-3000:]
     assert "    work per sample (forward and gradients, each framework's own counter): 409.1 kFLOP" in out, out[-3000:]
     assert re.search(r"^trial .* GFLOP/s", out, re.M), out[-3000:]
-    # `raylab compare` through the MLflow server printed the job's trials, a row each
-    compared = out.split("raylab compare", 1)[-1] if "raylab compare" in out else out
-    assert all(re.search(rf"^{re.escape(name)} +FINISHED", out, re.M) for name in LATEST_TRIALS), compared[-3000:]
+    # `raylab compare` through the MLflow server printed the job's trials, a row each: read from its own output (its
+    # header names the caller's latest invocation; the job's end-of-run table, printed before it, does not)
+    header = re.search(r"^experiment 'fashion', run fashion [\d: -]+ \(\w{32}\), the latest invocation of yours \(",
+                       out, re.M)
+    assert header, out[-3000:]
+    compared = out[header.start():]
+    assert all(re.search(rf"^{re.escape(name)} +FINISHED", compared, re.M) for name in LATEST_TRIALS), compared[-3000:]
+    assert "parity: fair" in compared and re.search(r"^chart: raylab-fashion\.png", compared, re.M), compared[-3000:]
     the_race_is_kept_listed_and_cleared(clone.parent / "home")
 
 
