@@ -59,8 +59,9 @@ HOUSE = {
     "raylab.prewarm": "raylab.frameworks.prewarm",
     "raylab.driver.baseline": "raylab.driver.plain_runs",  # one word for the yardstick: plain (--plain)
     # the probes' room: what is measured before or beside the trials (raylab/probes/__init__.py)
+    "raylab.driver.best": "raylab.probes.race",  # one word for --compile best's measuring: the race
     **{f"raylab.driver.{name}": f"raylab.probes.{name}"
-       for name in ("best", "choice", "batchsize", "floor", "peak", "utilization", "host")},
+       for name in ("choice", "batchsize", "floor", "peak", "utilization", "host")},
 }
 # old package -> where its contents went (the package itself is an empty module)
 MOVED_PACKAGES = {"raylab.backends": "raylab.frameworks"}

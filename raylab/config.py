@@ -38,7 +38,7 @@ class TrialSpec:
     # How its steps execute where --compile changed it from the kind's own ("inductor", "xla": Strategy.executions);
     # None: the kind's --compile off execution (eager torch, TF's tf.function, jax's jit)
     execution: str | None = None
-    # --compile best: its execution was chosen by measuring its kind's candidates (raylab/probes/best.py); the name
+    # --compile best: its execution was chosen by measuring its kind's candidates (raylab/probes/race.py); the name
     # leaves it out, so a trial keeps its name (and --resume its key) whichever candidate won
     best: bool = False
     # Where a --device sweep (or an accelerator type) places it: "gpu", "cpu:T4" (the CPUs of a node of that Ray
@@ -139,7 +139,7 @@ class Settings:
     share_nodes: bool = False  # --share-nodes: hold no node against other jobs (raylab/driver/hold.py)
     invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
     # --compile best: (framework, batch per replica, precision) -> its Choice, once raced (measured) or read from the host's
-    # cache (raylab/probes/best.py); --race-again measures again instead of reading the cache
+    # cache (raylab/probes/race.py); --race-again measures again instead of reading the cache
     best: dict = field(default_factory=dict)
     race_again: bool = False
 

@@ -164,7 +164,7 @@ PARTS = {
 }
 # The part a framework has where one of its kinds runs two executions or more on some device (--compile best races
 # them): ready(task, x, y, batch, label, precision, device, threads, seed, cache_dir) -> the candidate built and its
-# first step run, ready to be timed (raylab/probes/best.py Racer). A framework of one execution a kind has none.
+# first step run, ready to be timed (raylab/probes/race.py Racer). A framework of one execution a kind has none.
 RACE_PART = {"race": ("ready",)}
 DEVICES = ("cpu", "gpu")  # the devices a kind's executions are asked on (Strategy.candidates)
 

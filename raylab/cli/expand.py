@@ -68,7 +68,7 @@ def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batche
     """The trial matrix: per hardware item of a --device sweep, per batch size of a --batch sweep, every kind on
     every worker count it supports, in the order given, each in every execution --compile asks that it has on that
     device (one trial per distinct execution: jax:none is jit both ways), or, under --compile best, once, its
-    execution chosen before the trials run (raylab/probes/best.py). A trial carries its hardware item (and its name
+    execution chosen before the trials run (raylab/probes/race.py). A trial carries its hardware item (and its name
     shows it) where --device sweeps or names an accelerator type."""
     import dataclasses
 
@@ -157,7 +157,7 @@ def executions(strategy, compiles, device: str, notes: list[str]) -> list[str | 
 
 def parse_compile(values: str, modes: str) -> list[str]:
     """--compile best, or off,on x --compile-mode: the compile axis ("off", "on", "on:max-autotune", ...), in order;
-    ["best"]: each kind's execution measured before the trials (raylab/probes/best.py)."""
+    ["best"]: each kind's execution measured before the trials (raylab/probes/race.py)."""
     from raylab.registry import COMPILE_MODES
 
     asked = [v.strip() for v in values.split(",") if v.strip()]

@@ -13,7 +13,7 @@ import time
 from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
 from raylab.driver import cluster, console, hold, matrix
-from raylab.probes import best
+from raylab.probes import race
 from raylab.driver.plain_runs import plain_specs, run_plain_item
 from raylab.driver.retention import Kept
 from raylab.driver.outcome import INTERRUPTS, TrialOutcome
@@ -159,7 +159,7 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
 def _run_held(inv: Invocation, recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker,
               one_machine: bool) -> tuple[str, list]:
     inv.shared = share_data(recipe, cfg, ds)
-    best.resolve(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
+    race.resolve(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
     for device in dict.fromkeys(cfg.on(s).device for s in cfg.trials):
         cluster.driver_imports([s.kind for s in cfg.trials], device)
     nodes = matrix.cluster_nodes()

@@ -25,7 +25,7 @@ from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.driver import cluster, console, pinning
-from raylab.probes import best, floor, peak
+from raylab.probes import floor, peak, race
 from raylab.probes.utilization import utilization, worker_nodes
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
 from raylab.record.params import common_params
@@ -60,7 +60,7 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
         "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
         "train_off": cluster.train_off(),
         "execution": spec.executes(), "compiled": spec.compiled(), "compile_cache": cfg.compile_cache,
-        **best.params(recipe, cfg, spec),
+        **race.params(recipe, cfg, spec),
     }
 
 

@@ -1,6 +1,6 @@
 """Probes: what raylab measures before or beside the trials, and keeps for this host.
 
-- best.py, choice.py: `--compile best`, each framework's executions raced on the recipe's model and the one a trial
+- race.py, choice.py: `--compile best`, each framework's executions raced on the recipe's model and the one a trial
   trains in chosen from the race (kept per host, model and settings);
 - batchsize.py: `--batch max`, the largest batch per replica whose steps fit (probe trials);
 - floor.py: `raylab floor`, the start-up floor (a trial of no work, per framework);

@@ -1,5 +1,5 @@
 """What --compile best found for one (framework, batch per replica, precision, hardware), and how each trial's kind
-chooses from it (raylab/probes/best.py races and keeps them).
+chooses from it (raylab/probes/race.py races and keeps them).
 
 A trial trains in the candidate it would spend least in: its first step (compilation) plus its other steps at the
 candidate's steady step time, over the steps the trial runs; a candidate other than its kind's usual execution

@@ -67,7 +67,7 @@ RECIPE = Recipe(name="uncompilable", data=(X[:1536], Y[:1536], X[1536:], Y[1536:
 @pytest.mark.timeout(600)
 def test_best_runs_every_trial_where_a_compiled_candidate_fails_and_says_why(run_recipe, capsys):
     """Two batch sizes of two frameworks: four races on the 2-CPU cluster, a CPU each, more than it holds at once.
-    They go in waves of two (raylab/probes/best.py `waves`; started all at once, the last two waited 30 minutes for
+    They go in waves of two (raylab/probes/race.py `waves`; started all at once, the last two waited 30 minutes for
     CPUs the first two held), and each batch's trials train in what its own race found."""
     code, summary, client = run_recipe(RECIPE, "--trials", "torch:none,tf:none", "--compile", "best",
                                        "--batch", "32,64")

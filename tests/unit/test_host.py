@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import raylab
-from raylab.probes import best, fingerprint, floor, host, peak
+from raylab.probes import fingerprint, floor, host, peak, race
 from raylab.registry import framework
 
 
@@ -61,7 +61,7 @@ def test_a_kept_race_answer_changes_with_raylab_and_with_a_model_module_the_buil
     cfg = SimpleNamespace(device="cpu", threads=1)
 
     def key():
-        return best.cache_key(recipe, cfg, ("torch", 32, "fp32", None), ["eager", "inductor"], np.zeros((4, 784)))
+        return race.cache_key(recipe, cfg, ("torch", 32, "fp32", None), ["eager", "inductor"], np.zeros((4, 784)))
 
     try:
         first = key()

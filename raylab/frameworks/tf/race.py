@@ -1,4 +1,4 @@
-"""--compile best's race for TF (raylab/probes/best.py): each candidate execution built and stepped as tf:none's
+"""--compile best's race for TF (raylab/probes/race.py): each candidate execution built and stepped as tf:none's
 worker builds and steps it (_model, training: the same functions), ready for timing.race. Runs in a process of its
 own (TF's threads are fixed at its first op)."""
 

@@ -1,4 +1,4 @@
-"""--compile best's race for torch (raylab/probes/best.py): each candidate execution built and stepped as a trial's
+"""--compile best's race for torch (raylab/probes/race.py): each candidate execution built and stepped as a trial's
 worker sets up, builds and steps it (setup, build_model, step_context, train_fn: the same functions), ready for
 timing.race."""
 

@@ -9,7 +9,7 @@ import pytest
 
 from raylab.cli.expand import expand_trials, parse_compile
 from raylab.config import TrialSpec
-from raylab.probes import best
+from raylab.probes import race
 from raylab.compare import parity
 from raylab.compare import table as compare
 from raylab.errors import UserError
@@ -42,7 +42,7 @@ def test_each_kind_races_what_it_can_run_on_its_device():
 
 
 def test_a_choice_ranks_the_candidates_and_each_kind_takes_the_fastest_it_can_run():
-    choice = best.Choice({"tf.function": {"step_ms": 3.0, "first_s": 2.0, "windows": 9},
+    choice = race.Choice({"tf.function": {"step_ms": 3.0, "first_s": 2.0, "windows": 9},
                           "xla": {"step_ms": 1.0, "first_s": 4.0, "windows": 9}}, 12.5, "raced")
     assert choice.ranked() == ["xla", "tf.function"]
     assert choice.for_kind("tf:none", "cpu") == "xla"
@@ -55,13 +55,13 @@ def test_a_choice_ranks_the_candidates_and_each_kind_takes_the_fastest_it_can_ru
 
 
 def test_a_candidate_that_failed_is_named_with_its_error_and_the_other_runs():
-    choice = best.Choice({"eager": RACED["eager"], "inductor": {"error": "Unsupported: graph break"}}, 3.0, "raced")
+    choice = race.Choice({"eager": RACED["eager"], "inductor": {"error": "Unsupported: graph break"}}, 3.0, "raced")
     assert choice.ranked() == ["eager"] and choice.for_kind("torch:none", "cpu") == "eager"
     assert choice.margin("eager") is None
     assert "inductor failed: Unsupported: graph break" in choice.described()
-    everything_failed = best.Choice({"eager": {"error": "lost"}, "inductor": {"error": "lost"}}, 3.0, "raced")
+    everything_failed = race.Choice({"eager": {"error": "lost"}, "inductor": {"error": "lost"}}, 3.0, "raced")
     assert everything_failed.ranked() == [] and everything_failed.for_kind("torch:none", "cpu") == "eager"
-    only = best.Choice({"jit": {}}, 0.0, "its only candidate")
+    only = race.Choice({"jit": {}}, 0.0, "its only candidate")
     assert only.ranked() == ["jit"] and only.params("jit")["execution_candidates"] == "jit (its only candidate)"
 
 
@@ -69,14 +69,14 @@ def test_a_raced_answer_is_kept_on_this_host_and_read_back(tmp_path, monkeypatch
     from raylab.probes import store
 
     monkeypatch.setattr(store, "PATH", tmp_path / "raylab" / "kept.json")
-    assert best.read_cache("k1", "torch") is None
-    best.write_cache("k1", "torch", best.Choice(RACED, 25.0, "raced"), "PyTorch, batch 32")
-    best.write_cache("k2", "jax", best.Choice({"jit": {}}, 0.0, "raced"), "JAX, batch 32")
-    kept = best.read_cache("k1", "torch")
-    assert kept["value"]["candidates"] == RACED and best.read_cache("k2", "jax")["value"]["candidates"] == {"jit": {}}
+    assert race.read_cache("k1", "torch") is None
+    race.write_cache("k1", "torch", race.Choice(RACED, 25.0, "raced"), "PyTorch, batch 32")
+    race.write_cache("k2", "jax", race.Choice({"jit": {}}, 0.0, "raced"), "JAX, batch 32")
+    kept = race.read_cache("k1", "torch")
+    assert kept["value"]["candidates"] == RACED and race.read_cache("k2", "jax")["value"]["candidates"] == {"jit": {}}
     assert time.strftime("%Y-%m-%d") in kept["measured"] and kept["about"].startswith("PyTorch, batch 32: eager ")
     (tmp_path / "raylab" / "kept.json").write_text("{not json")
-    assert best.read_cache("k1", "torch") is None  # a damaged file races again
+    assert race.read_cache("k1", "torch") is None  # a damaged file races again
 
 
 def test_side_by_side_times_each_run_in_turns_and_ranks_the_slower_second():
@@ -127,13 +127,13 @@ def test_races_go_in_waves_the_cluster_holds_at_once():
     """Four keys of one CPU each on two CPUs: two waves of two (all four at once waited 30 minutes for CPUs the first
     two held); a GPU each on one GPU: one at a time; a key that fits nowhere gets a wave of its own."""
     cpu = {"CPU": 1.0}
-    assert best.waves({k: cpu for k in "abcd"}, {"CPU": 2.0, "memory": 1e9}) == [["a", "b"], ["c", "d"]]
+    assert race.waves({k: cpu for k in "abcd"}, {"CPU": 2.0, "memory": 1e9}) == [["a", "b"], ["c", "d"]]
     gpu = {"CPU": 1.0, "GPU": 1.0}
-    assert best.waves({"tf": gpu, "torch": gpu}, {"CPU": 16.0, "GPU": 1.0}) == [["tf"], ["torch"]]
-    assert best.waves({"a": cpu, "big": {"CPU": 4.0}, "c": cpu}, {"CPU": 2.0}) == [["a"], ["big"], ["c"]]
+    assert race.waves({"tf": gpu, "torch": gpu}, {"CPU": 16.0, "GPU": 1.0}) == [["tf"], ["torch"]]
+    assert race.waves({"a": cpu, "big": {"CPU": 4.0}, "c": cpu}, {"CPU": 2.0}) == [["a"], ["big"], ["c"]]
     t4 = {"CPU": 1.0, "accelerator_type:T4": 0.001}
-    assert best.waves({"x": t4, "y": cpu}, {"CPU": 2.0}) == [["x"], ["y"]]  # no T4 node: it waits alone
-    assert best.waves({}, {"CPU": 2.0}) == []
+    assert race.waves({"x": t4, "y": cpu}, {"CPU": 2.0}) == [["x"], ["y"]]  # no T4 node: it waits alone
+    assert race.waves({}, {"CPU": 2.0}) == []
 
 
 def test_a_kind_trains_in_what_its_steps_spend_least_in_and_past_the_races_noise():
@@ -141,11 +141,11 @@ def test_a_kind_trains_in_what_its_steps_spend_least_in_and_past_the_races_noise
     windows' spread is no lead; each candidate's projected seconds are recorded."""
     raced = {"eager": {"step_ms": 2.0, "first_s": 0.1, "windows": 40, "spread": 0.05},
              "inductor": {"step_ms": 1.5, "first_s": 20.0, "windows": 40, "spread": 0.03}}
-    choice = best.Choice(raced, 25.0, "raced")
+    choice = race.Choice(raced, 25.0, "raced")
     assert choice.for_kind("torch:none", "cpu") == "inductor"  # a step alone: the faster step
     assert choice.for_kind("torch:none", "cpu", steps=600) == "eager"  # 1.3 s against 20.9
     assert choice.for_kind("torch:none", "cpu", steps=100_000) == "inductor"  # 200 s against 170: 1.18x > 1.05x
-    noisy = best.Choice({**raced, "eager": {**raced["eager"], "spread": 0.25}}, 25.0, "raced")
+    noisy = race.Choice({**raced, "eager": {**raced["eager"], "spread": 0.25}}, 25.0, "raced")
     assert noisy.for_kind("torch:none", "cpu", steps=100_000) == "eager"  # 1.18x inside a 25% spread
     assert "execution_margin" not in noisy.params("eager", ["eager", "inductor"], 100_000)  # it won nothing
     assert choice.projected("inductor", 601) == pytest.approx(20.9)
@@ -153,5 +153,5 @@ def test_a_kind_trains_in_what_its_steps_spend_least_in_and_past_the_races_noise
     assert params["execution_margin"] == round(choice.projected("inductor", 600) / choice.projected("eager", 600), 3)
     assert params["execution_projected"] == ("600 steps: eager 1.3 s, inductor 20.9 s; a lead over the usual "
                                              "execution counts past 1.05x")
-    kept = best.Choice({"eager": RACED["eager"], "inductor": {"step_ms": 0.5, "first_s": 0.1}}, 0.0, "kept")
+    kept = race.Choice({"eager": RACED["eager"], "inductor": {"step_ms": 0.5, "first_s": 0.1}}, 0.0, "kept")
     assert kept.for_kind("torch:none", "cpu", steps=600) == "inductor"  # kept before spreads were: no noise known
