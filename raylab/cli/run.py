@@ -78,9 +78,9 @@ def load_data(recipe, cfg: C.Settings):
     cfg.notes += [f"{name} runs fp32, not {cfg.precision}: {why} (--precision-fallback fp32)"
                   for name, why in cfg.precision_fallen.items()]
     if cfg.batch_max:
-        from raylab.probes.batchsize import check as check_batch_max
+        from raylab.probes import batchsize
 
-        check_batch_max([s.kind for s in cfg.trials], ds.streamed, cfg.resume)
+        batchsize.check([s.kind for s in cfg.trials], ds.streamed, cfg.resume)
     if ds.streamed:
         check_streamed(cfg)
         return ds  # --quick limits it when Ray Data opens it (raylab/driver/invocation.py)

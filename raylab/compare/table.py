@@ -60,8 +60,7 @@ def find_parent(client, experiment: str, run_id: str | None = None, user: str | 
     """The parent run asked for, or the latest invocation of `user` (default: the caller, raylab.record.tracking.user)
     in the experiment: a tracking server holds every user's runs, and the latest of them may be another's. An
     invocation recorded before raylab tagged its user counts as anyone's."""
-    from raylab.record.tracking import USER
-    from raylab.record.tracking import user as caller
+    from raylab.record import tracking
 
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
@@ -76,13 +75,13 @@ def find_parent(client, experiment: str, run_id: str | None = None, user: str | 
                               order_by=["attributes.start_time DESC"], max_results=500)
     if not runs:
         raise UserError(f"experiment '{experiment}' has no raylab runs yet; run a recipe first.")
-    who = user or caller()
-    mine = [r for r in runs if r.data.tags.get(USER) in (who, None, "unknown")]
+    who = user or tracking.user()
+    mine = [r for r in runs if r.data.tags.get(tracking.USER) in (who, None, "unknown")]
     if not mine:
         latest = runs[0]
         raise UserError(f"experiment '{experiment}' has no invocation of user '{who}'; its latest is "
-                        f"{latest.data.tags.get(USER)}'s ({latest.info.run_name}, {latest.info.run_id}): pass "
-                        f"--user {latest.data.tags.get(USER)} or --run {latest.info.run_id}.")
+                        f"{latest.data.tags.get(tracking.USER)}'s ({latest.info.run_name}, {latest.info.run_id}): pass "
+                        f"--user {latest.data.tags.get(tracking.USER)} or --run {latest.info.run_id}.")
     return exp, mine[0]
 
 

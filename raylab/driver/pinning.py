@@ -161,9 +161,9 @@ def for_run(cfg, per: int, framework: str) -> Pinning:
     """A trial's or plain script's Pinning under --pin-cpus and the cluster it runs beside: `per` CPUs for each of
     its processes (what each reserves: --threads, or a replica's each for a kind that holds its replicas in one
     process, as tf:mirrored), and the CPUs its framework keeps busy beside them (Framework.side_cpus)."""
-    from raylab.registry import framework as named
+    from raylab import registry
 
-    per += named(framework).side_cpus
+    per += registry.framework(framework).side_cpus
     if not cfg.pin_cpus:
         return Pinning(False, per)
     import ray

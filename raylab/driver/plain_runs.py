@@ -35,9 +35,9 @@ def plain_specs(cfg: Settings) -> list[TrialSpec]:
 def plain_env(framework: str, threads: int) -> dict:
     """The subprocess environment: the trial's threads, the driver's import path, what the framework reads at
     import (its plain script's env: XLA's PJRT device and flags)."""
-    from raylab.registry import framework as framework_named
+    from raylab import registry
 
-    fw = framework_named(framework)
+    fw = registry.framework(framework)
     return {**os.environ, "OMP_NUM_THREADS": str(threads), **fw.import_env, **fw.part("plain").env(threads),
             "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from raylab.errors import UserError
-from raylab.registry import framework as frameworks_named
+from raylab import registry
 from raylab.task.recipe import BenchContext, StepBench, single_kinds
 
 
@@ -28,7 +28,7 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
     t_enter = time.time()
     ctx = BenchContext(framework, batch, threads, seed)
     facts = {"intra_op_threads": threads}
-    fw = frameworks_named(framework)
+    fw = registry.framework(framework)
     compiles = fw.part("stepbench").set_up(ctx, facts, precision, gpu)  # () -> (compilations, seconds), or None
     run_once, built = bench.builders[fw.models](ctx)
     # The same names as training trials' device_kind: cpu, gpu (TF), cuda (torch), xla:cpu / xla:cuda / xla:tpu.
@@ -76,7 +76,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     outcomes, status = [], "FAILED"
     try:
         for repeat, spec in schedule(cfg, []):
-            fw = frameworks_named(spec.framework)
+            fw = registry.framework(spec.framework)
             params = {"recipe": bench.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.short,
                       "requested_strategy": spec.short, "workers": 1, "global_batch": batch, "batch_per_replica": batch,
                       "iterations": iterations, "warmup_steps": warmup, "threads": cfg.threads, "seed": cfg.seed,

@@ -38,9 +38,9 @@ def runtime_env(framework: str, env: dict | None = None) -> dict:
     """Ray Train's worker_runtime_env for a trial of `framework` (its name): the hook and what it imports."""
     from raylab._ray import ray_constants
 
-    from raylab.registry import framework as framework_named
+    from raylab import registry
 
-    fw = framework_named(framework)
+    fw = registry.framework(framework)
     # The job brought its own hook (keep it), or RAYLAB_PREWARM=0 (the benchmarks' before/after switch).
     if not enabled():
         return {"env_vars": {**fw.import_env, **(env or {})}}

@@ -38,10 +38,10 @@ def device_peak_mb(framework: str | None = None) -> float | None:
     first imported framework that used one, torch's CUDA allocator before TF's GPU (asking TF starts its GPU
     runtime)."""
     from raylab.registry import NAMES, frameworks
-    from raylab.registry import framework as framework_named
+    from raylab import registry
 
     if framework in NAMES:
-        candidates = [framework_named(framework)]
+        candidates = [registry.framework(framework)]
     else:
         candidates = sorted(frameworks(), key=lambda fw: not fw.device_errors)  # the allocators raising their own
     for fw in candidates:

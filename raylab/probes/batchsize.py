@@ -97,11 +97,11 @@ def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
         raise UserError("--resume goes on at the batch each trial already ran; the recorded --batch max cannot search "
                         "again. Start a new invocation instead.")
     from raylab.registry import get_strategy
-    from raylab.registry import kinds as every_kind
+    from raylab import registry
 
     others = [k for k in kinds if not get_strategy(k).batch_search]
     if others:
-        searched = [k for k in every_kind() if get_strategy(k).batch_search]
+        searched = [k for k in registry.kinds() if get_strategy(k).batch_search]
         raise UserError(f"--batch max searches {', '.join(searched)} trials (not XLA's, not the parameter-server "
                         f"ones): drop "
                         f"{', '.join(sorted(set(others)))}, or give --batch a size.")

@@ -95,9 +95,9 @@ def measure(rounds: int = 3, poll_s: float | None = None) -> dict:
 
 def identity() -> dict:
     """What a measured floor is valid for: this host's identity (raylab/probes/host.py), every cache's."""
-    from raylab.probes.host import identity as host
+    from raylab.probes import host
 
-    return host()
+    return host.identity()
 
 
 def save(figures: dict, path: Path | None = None) -> Path:

@@ -25,9 +25,9 @@ SIZES = {"cpu": 1024, "gpu": 8192}  # n x n products: large enough to reach the 
 
 def identity() -> dict:
     """What a measured peak is valid for: this host's identity (raylab/probes/host.py), every cache's."""
-    from raylab.probes.host import identity as host
+    from raylab.probes import host
 
-    return host()
+    return host.identity()
 
 
 def probe(name: str, precision: str, device: str, threads: int, size: int, seconds: float) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from raylab.loop.compiles import figures as compile_figures
+from raylab.loop import compiles
 
 
 def replica_step(tf, step, execution: str):
@@ -52,5 +52,5 @@ class XlaWatch:
         per_step = statistics.median(steady) if steady else 0.0
         warm = [(s - k * per_step, new) for s, k, at, new in self.windows if new and at < self.warmup_steps]
         late = [(s - k * per_step, new) for s, k, at, new in self.windows if new and at >= self.warmup_steps]
-        return compile_figures((sum(n for _, n in warm), sum(max(t, 0) for t, _ in warm)),
+        return compiles.figures((sum(n for _, n in warm), sum(max(t, 0) for t, _ in warm)),
                                (sum(n for _, n in late), sum(max(t, 0) for t, _ in late)))
