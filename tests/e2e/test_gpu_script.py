@@ -27,7 +27,6 @@ import pytest
 from tests.door import at_the_door, load_module
 
 pytestmark = pytest.mark.e2e
-TIER = "full"  # a GPU run's rehearsal, kept runnable between loans
 RAY_TRAIN_STARTS = 0  # no step trains: each stops at the door
 SECONDS = 40
 

@@ -28,7 +28,6 @@ from tests.e2e.test_job_submit import free_port
 from tests.e2e.test_resume import nothing_left
 
 pytestmark = pytest.mark.e2e
-TIER = "full"
 RAY_TRAIN_STARTS = 1
 SECONDS = 90
 

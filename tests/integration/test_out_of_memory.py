@@ -1,6 +1,6 @@
 """Out of host memory, named: the CNN at a batch that cannot fit under a memory cap per worker process fails its trial
 as out of memory (a real allocator failure, no OOM killer), unrestarted, and the sweep's next batch runs. torch here,
-in the full tier (the default tier's proof: tests/unit/test_failure.py); TF (whose oneDNN allocator aborts near the cap on this machine's CPU) in test_failures.py.
+in the default tier (the classification alone: tests/unit/test_failure.py); TF (whose oneDNN allocator aborts near the cap on this machine's CPU) in test_failures.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 from tests.integration.conftest import load_recipe
 
 pytestmark = pytest.mark.integration
-TIER = "full"  # the default tier's: tests/unit/test_failure.py, a real allocation failure named
 RAY_TRAIN_STARTS = 2  # the CNN at two batches (a memory cap keeps trials cold)
 SECONDS = 60
 

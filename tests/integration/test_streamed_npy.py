@@ -10,7 +10,6 @@ from tests.e2e.test_readme import page_blocks
 from tests.integration.conftest import ROOT
 
 pytestmark = pytest.mark.integration
-TIER = "full"
 RAY_TRAIN_STARTS = 1  # the .npy trial
 SECONDS = 50
 
