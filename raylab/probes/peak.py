@@ -47,7 +47,7 @@ def load(path: Path | None = None) -> dict:
     """The peaks measured here for these versions (key() -> figures), or {}."""
     from raylab.probes import store
 
-    return {k: e["value"] for _, k, e in store.entries("peak", path) if store.read("peak", k, identity(), path)}
+    return {k: e["value"] for _, k, e in store.entries("peak", path, identity())}
 
 
 def save(peaks: dict, path: Path | None = None) -> Path:

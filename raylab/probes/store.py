@@ -67,18 +67,23 @@ def keep(probe: str, key: str, value, identity: dict, about: str = "", path: Pat
     return _write(path, answers)
 
 
+def _holds(entry, identity: dict | None) -> bool:
+    """An entry, kept for `identity` where one is given (compared as the file holds it: through JSON)."""
+    return isinstance(entry, dict) and (identity is None or
+                                        entry.get("identity") == json.loads(json.dumps(identity, default=str)))
+
+
 def read(probe: str, key: str, identity: dict, path: Path | None = None) -> dict | None:
     """The kept entry for (probe, key) where it was kept for `identity` (its "value", "measured", ...), else None."""
     entry = _load(where(path)).get(probe, {}).get(key)
-    if not isinstance(entry, dict) or entry.get("identity") != json.loads(json.dumps(identity, default=str)):
-        return None
-    return entry
+    return entry if _holds(entry, identity) else None
 
 
-def entries(probe: str | None = None, path: Path | None = None) -> list[tuple[str, str, dict]]:
-    """(probe, key, entry) of every kept answer (of `probe`), oldest first."""
+def entries(probe: str | None = None, path: Path | None = None,
+            identity: dict | None = None) -> list[tuple[str, str, dict]]:
+    """(probe, key, entry) of every kept answer (of `probe`; kept for `identity`, where given), oldest first."""
     found = [(p, k, e) for p, kept in _load(where(path)).items() if probe in (None, p) for k, e in kept.items()
-             if isinstance(e, dict)]
+             if _holds(e, identity)]
     return sorted(found, key=lambda t: t[2].get("measured", ""))
 
 
