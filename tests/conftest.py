@@ -278,9 +278,12 @@ def budget_table():
     if tiers.LEDGER is None or startups.COUNTER is None:
         return [], [], []
     counts: dict[str, int] = {}
+    declared: dict[str, int] = {}  # a group's row (the unit files) declares what its files declare together
     for name, n in startups.COUNTER.by_owner().items():
         counts[tiers.owner_of(name)] = counts.get(tiers.owner_of(name), 0) + n
-    return tiers.table(tiers.LEDGER, counts, startups.DECLARED, TIER["budget"], TIER["what"],
+    for name, n in startups.DECLARED.items():
+        declared[tiers.owner_of(name)] = declared.get(tiers.owner_of(name), 0) + n
+    return tiers.table(tiers.LEDGER, counts, declared, TIER["budget"], TIER["what"],
                        needed={f: startups.allowed(f) for f in startups.NEEDED})
 
 

@@ -1,11 +1,15 @@
 """Counts Ray Train start-ups (one `fit()`: one `TrainController` actor process) per test file, whoever starts them.
 
 A trial's start-up (12-20 s here) is what the suite's time is made of, so the suite keeps count of them. A
-`fit()` runs its controller in a Ray actor process whose title Ray sets to `ray::TrainController...`; a
-thread in the pytest process reads /proc every POLL_S and records each such process once (pid and start
-time), charged to the test running when it was first seen. That sees the trials of this process's in-process
-clusters, of recipes run as subprocesses and of jobs submitted to a `ray start` head alike, with no hook in
-raylab. A restart after a lost worker keeps its controller: it is not a new start-up.
+`fit()` runs its controller in a Ray actor process, and Ray records it: the worker process's log file in its
+cluster's session directory (`logs/worker-<id>-<job>-<pid>.out`) says `:actor_name:TrainController` as the actor
+is created, and the file stays after the process ends. A thread in the pytest process, every POLL_S, learns each
+running cluster's log directory from its raylet's and GCS's command lines (`--log_dir=`), reads what its worker
+logs added since, and records each controller once by pid, charged to the test running when it was first seen;
+a controller however short-lived is in its log (one that lived between two polls, too). It also reads /proc for
+processes titled `ray::TrainController` (the same pid: one controller, counted once). That sees the trials of this
+process's in-process clusters, of recipes run as subprocesses and of jobs submitted to a `ray start` head alike,
+with no hook in raylab. A restart after a lost worker keeps its controller: it is not a new start-up.
 
 Each test file declares what its tests may start: `RAY_TRAIN_STARTS = N` at module level. A run shared by
 several tests (tests/integration/conftest.py `shared_run`) is charged to its own name with the start-ups it
@@ -25,12 +29,14 @@ start-ups vary and starts some without reading them fails too.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-POLL_S = 0.5  # a controller lives for a whole fit() (seconds at least), so none is missed
+POLL_S = 0.5
+MARK = b":actor_name:TrainController"  # what Ray writes to an actor's worker log as it creates a controller
 
 
 def cmdlines():
@@ -43,22 +49,70 @@ def cmdlines():
                 continue
 
 
-def _controllers() -> set[tuple[int, str]]:
+class RayLogs:
+    """The controllers Ray recorded in the worker logs of every cluster seen running (its raylet's or GCS's
+    `--log_dir=`), each log read once up to where it was read before (a session directory that raylab prunes
+    later was read while its cluster ran)."""
+
+    def __init__(self):
+        self.dirs: set[Path] = set()
+        self.read: dict[str, int] = {}  # worker log -> bytes read
+        self.tails: dict[str, bytes] = {}  # its last bytes, so a mark split across two reads is still found
+
+    def learn(self, cmdline: bytes) -> None:
+        for arg in cmdline.split(b"\0"):
+            if arg.startswith(b"--log_dir="):
+                self.dirs.add(Path(arg.split(b"=", 1)[1].decode(errors="replace")))
+
+    def controllers(self) -> set[str]:
+        found = set()
+        for logs in list(self.dirs):
+            try:
+                entries = [e for e in os.scandir(logs) if e.name.startswith("worker-") and e.name.endswith(".out")]
+            except OSError:  # pruned, or not made yet
+                continue
+            for entry in entries:
+                done = self.read.get(entry.path, 0)
+                try:
+                    size = entry.stat().st_size
+                    if size <= done:
+                        continue
+                    with open(entry.path, "rb") as f:
+                        f.seek(done)
+                        text = self.tails.get(entry.path, b"") + f.read(size - done)
+                except OSError:
+                    continue
+                self.read[entry.path], self.tails[entry.path] = size, text[-len(MARK):]
+                if MARK in text:
+                    found.add(entry.path)
+        return found
+
+
+def _controllers(logs: RayLogs | None = None) -> set[str]:
+    """The controllers running now (/proc) and those Ray's logs record (`logs`, which learns the log directories
+    of the clusters running now), each named by its worker log (a controller's stdout): the same controller
+    from both is one. One whose log cannot be read is named by its pid and start time."""
     found = set()
     for proc, cmdline in cmdlines():
         if cmdline.startswith(b"ray::TrainController"):
-            try:  # the start time (field 22 of stat) tells a new process from a reused pid
-                found.add((int(proc.name), (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]))
-            except (OSError, IndexError):
-                continue
-    return found
+            try:
+                found.add(os.readlink(proc / "fd" / "1"))
+            except OSError:
+                try:  # the start time (field 22 of stat) tells a new process from a reused pid
+                    found.add(f"pid {proc.name} {(proc / 'stat').read_text().rsplit(')', 1)[1].split()[19]}")
+                except (OSError, IndexError):
+                    continue
+        elif logs is not None and b"--log_dir=" in cmdline:
+            logs.learn(cmdline)
+    return found | (logs.controllers() if logs is not None else set())
 
 
 class StartupCounter(threading.Thread):
     def __init__(self):
         super().__init__(daemon=True, name="ray-train-startups")
         self.current = "(between tests)"  # the test id new start-ups are charged to
-        self.seen: set[tuple[int, str]] = set()
+        self.seen: set[str] = set()  # each controller's worker log (tests/startups.py _controllers)
+        self.logs = RayLogs()
         self.by_test: Counter[str] = Counter()
         self.lock = threading.Lock()
         self.done = threading.Event()
@@ -68,7 +122,7 @@ class StartupCounter(threading.Thread):
             self.poll()
 
     def poll(self):
-        new = _controllers() - self.seen
+        new = _controllers(self.logs) - self.seen
         with self.lock:
             self.seen |= new
             self.by_test[self.current] += len(new)

@@ -1,0 +1,67 @@
+"""The suite's count of Ray Train start-ups reads Ray's own record: a controller that lived between two polls is
+counted, and one seen both running and in its log is one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests import startups
+
+RAY_TRAIN_STARTS = 2  # this file's own: two actors of the controller's class name, which the suite counts too
+SECONDS = 15
+
+CLUSTER = """
+import os, sys, time
+from pathlib import Path
+import ray
+
+gate = Path(sys.argv[1])
+ray.init(num_cpus=1, include_dashboard=False, logging_level="ERROR")
+
+@ray.remote(num_cpus=0)
+class TrainController:
+    def pid(self):
+        return os.getpid()
+
+(gate / "up").touch()
+while not (gate / "go").exists():
+    time.sleep(0.05)
+brief = TrainController.remote()
+pid = ray.get(brief.pid.remote())
+ray.kill(brief)
+while Path(f"/proc/{pid}").exists():  # gone before the test polls again
+    time.sleep(0.02)
+stays = TrainController.remote()
+ray.get(stays.pid.remote())
+(gate / "ran").touch()
+while not (gate / "end").exists():
+    time.sleep(0.05)
+ray.shutdown()
+"""
+
+
+def wait_for(path: Path, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never came"
+        time.sleep(0.05)
+
+
+def test_a_controller_that_lived_between_two_polls_is_counted_once(tmp_path):
+    logs = startups.RayLogs()
+    proc = subprocess.Popen([sys.executable, "-c", CLUSTER, str(tmp_path)])
+    try:
+        wait_for(tmp_path / "up")
+        assert startups._controllers(logs) == set() and logs.dirs  # the cluster's log directory, from its raylet
+        (tmp_path / "go").touch()
+        wait_for(tmp_path / "ran")
+        first = startups._controllers(logs)  # the brief one only in its log, the other running and logged
+        assert len(first) == 2 and all(Path(p).name.startswith("worker-") for p in first), first
+        again = startups._controllers(logs)
+        assert again <= first and len(again) == 1  # the running one, by the same name: not a second start-up
+    finally:
+        (tmp_path / "end").touch()
+        proc.wait(timeout=60)
