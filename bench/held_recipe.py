@@ -6,7 +6,8 @@ however fast this machine runs the steps: the trial cannot end first, and the ac
 With RAYLAB_TEST_GATE=DIR in the driver's environment (read there, it travels with the models), each trial's model, at
 its HOLD_AT-th training step in a Ray Train worker (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
 DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds
-(RAYLAB_TEST_HOLD_AT=STEP holds there instead: a `--resume` run's command line does not give the steps). With
+(RAYLAB_TEST_HOLD_AT=STEP holds there instead: a `--resume` run's command line does not give the steps;
+RAYLAB_TEST_LAST_AT=STEP holds torch's model again at the evaluation after training step STEP). With
 RAYLAB_TEST_PACE=k (k > 1) every training step takes k times as long (`Counter`): the tests that act on a held
 trial run so to show that their outcome does not depend on this machine's speed. Without either, the recipe trains
 as recipes/fashion.py does (the model is the same, wrapped). Tests may also hold torch's model as it is built and
@@ -232,7 +233,7 @@ def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | No
     """The held variant of recipes/fashion.py: its models hold at `hold_at` (default: 1.5 x the command line's
     --steps-per-epoch, or RAYLAB_TEST_HOLD_AT) when `gate` (default: RAYLAB_TEST_GATE) is a directory, and run
     `pace` (default: RAYLAB_TEST_PACE, else 1) times slower. torch's also holds as it is built (`at_build`) and at
-    the evaluation after training step `last_at` (torch_model). All of it travels with the models to the workers."""
+    the evaluation after training step `last_at` (default: RAYLAB_TEST_LAST_AT; torch_model). All of it travels with the models to the workers."""
     import importlib.util
     from functools import partial
 
@@ -242,6 +243,7 @@ def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | No
     gate = gate or os.environ.get("RAYLAB_TEST_GATE") or None
     hold_at = hold_at or int(os.environ.get("RAYLAB_TEST_HOLD_AT") or steps_per_epoch() * 3 // 2)
     pace = pace or float(os.environ.get("RAYLAB_TEST_PACE") or 1)
+    last_at = last_at or int(os.environ.get("RAYLAB_TEST_LAST_AT") or 0)
     models = {"tf": partial(tf_model, hold_at, gate, pace), "jax": partial(jax_model, hold_at, gate, pace),
               "torch": partial(torch_model, hold_at, gate, pace, at_build, last_at)}
     return fashion.RECIPE.variant(name="held", models=models, default_trials=("torch:none",), default_workers=(1,))

@@ -4,10 +4,11 @@ The outage lasts RAYLAB_TEST_OUTAGE_S seconds (default 30: past MLflow's own HTT
 to about 10 s against a server, so the writes must be kept and sent later). It starts mid-trial on any machine: the
 trial is held mid-epoch 2 by its own model (bench/held_recipe.py) until its first epoch is in MLflow and the server
 is gone; let go then, its next epoch's writes find the server away, and the server comes back only once the driver
-has said so. Whether the trial ends during the outage or after it (a machine's speed decides), nothing is lost:
-a trial that ends while the server is away waits a minute for it. Run with RAYLAB_TEST_OUTAGE_S=300 for the
-5-minute outage docs/clusters.md quotes: the trial then ends while the server is away, its writes go to a file
-after that minute, and `raylab upload FILE` sends them.
+has said so. Nothing here depends on this machine's speed: the trial holds again after its last step, and is let go
+only once the server answers again (the short form: the driver then finds it back and sends what it kept) or once
+the outage is long past the minute a trial that ended waits (RAYLAB_TEST_OUTAGE_S=300, the 5-minute outage
+docs/clusters.md quotes: the trial ends while the server is away, its writes go to a file after that minute, and
+`raylab upload FILE` sends them).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 OUTAGE_S = float(os.environ.get("RAYLAB_TEST_OUTAGE_S", "30"))
 LONG = OUTAGE_S > 60  # past the minute a trial that ended waits: its writes go to a file, then `raylab upload`
-EPOCHS, STEPS = 3, 200  # held at step 300, mid-epoch 2
+EPOCHS, STEPS = 3, 200  # held at step 300, mid-epoch 2, and after step 600, its last
 
 
 def start_server(db: Path, artifacts: Path, port: int, log: Path) -> subprocess.Popen:
@@ -72,7 +73,8 @@ def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch)
            "torch:none", "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS), "--tracking-uri", uri,
            "--experiment", "outage"]
     errors = tmp_path / "driver.err"
-    run = subprocess.Popen(cmd, cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)}, stdout=subprocess.PIPE,
+    held = {"RAYLAB_TEST_GATE": str(gate), "RAYLAB_TEST_LAST_AT": str(EPOCHS * STEPS)}
+    run = subprocess.Popen(cmd, cwd=tmp_path, env={**env, **held}, stdout=subprocess.PIPE,
                            stderr=errors.open("w"), text=True, start_new_session=True)
     try:
         def first_epoch_logged():
@@ -87,8 +89,12 @@ def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch)
         gone = time.monotonic()
         (gate / "release-1").touch()
         wait_for(lambda: "cannot be reached" in errors.read_text(), 300, "the driver to find the server gone")
+        wait_for(lambda: (gate / "held-2").exists(), 480, "the trial held after its last step")
+        if LONG:  # it ends while the server is away
+            (gate / "release-2").touch()
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - gone)))  # the rest of the outage: nothing waits on it
-        server = start_server(db, artifacts, port, log)
+        server = start_server(db, artifacts, port, log)  # returns once it answers
+        (gate / "release-2").touch()  # the trial ends with the server back (the short form)
         out, _ = run.communicate(timeout=900)
         err = errors.read_text()
         assert run.returncode == 0, out[-2000:] + err[-3000:]
