@@ -23,7 +23,7 @@ from tests.e2e.test_readme import LATEST_TRIALS, ROOT, page_blocks, run_as_a_use
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 2  # the submitted job's tf:mwms x2 and torch:ddp x2
-SECONDS = 200  # measured 122 s (2026-12-06, the 2-core VM)
+SECONDS = 170  # measured 122 s (2026-12-06, the 2-core VM)
 
 
 def walkthrough() -> str:

@@ -1,0 +1,18 @@
+"""The trials group's mutants (a trial or an invocation each, about a minute): each applied to a scratch copy,
+its row's test must fail (tests/mutants.py runs them; tests/mutant_list.py lists them). Full tier: a group a file,
+so each fits a slice."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import mutants
+
+pytestmark = pytest.mark.e2e
+TIER = "full"
+RAY_TRAIN_STARTS = 20  # the Ray Train runs its mutants' tests start, at most (a mutant may start one more)
+SECONDS = 900
+
+
+def test_every_trials_mutant_is_caught_by_its_rows_test():
+    mutants.assert_caught("trials")

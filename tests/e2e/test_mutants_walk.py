@@ -1,0 +1,18 @@
+"""The walk group's mutants (the walk-through's job, about 2.5 minutes each): each applied to a scratch copy,
+its row's test must fail (tests/mutants.py runs them; tests/mutant_list.py lists them). Full tier: a group a file,
+so each fits a slice."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import mutants
+
+pytestmark = pytest.mark.e2e
+TIER = "full"
+RAY_TRAIN_STARTS = 8  # the Ray Train runs its mutants' tests start, at most (a mutant may start one more)
+SECONDS = 480
+
+
+def test_every_walk_mutant_is_caught_by_its_rows_test():
+    mutants.assert_caught("walk")
