@@ -3,9 +3,10 @@ docs/testing.md's capability table, and the command that applies each to a scrat
 
 A mutant is one exact text in one file of the repository replaced by another (the feature broken at that line), and
 the default-tier test of its row that must then fail. `python -m tests.mutants` copies the repository's files (those
-git tracks or would track) to a scratch directory once, then for each mutant writes the change there, runs its test
-with that copy first on PYTHONPATH (so the copy's raylab is what every process imports: pytest, the recipes it runs
-as subprocesses, their Ray workers), and puts the file back. It passes only when every mutant was caught: its text
+git tracks or would track) to a scratch directory once, with a virtual environment of its own that reuses this
+checkout's packages and installs raylab editable from the copy (`overlay_venv`: so the copy's raylab is what every
+process imports, pytest, the recipes it runs as subprocesses, their Ray workers, a README user's shell), then for
+each mutant writes the change there, runs its test with the copy's python, and puts the file back. It passes only when every mutant was caught: its text
 found exactly once and its test failed. A mutant whose text is no longer in its file is reported stale (the code
 moved on: update the mutant), and fails the command too.
 
@@ -32,8 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LINKED = (".venv", ".git")  # what tests use that is not a tracked file (bench/gpu.sh runs .venv/bin/python and
-# reads the commit): linked in the copy
 
 
 @dataclass(frozen=True)
@@ -60,21 +59,50 @@ def scratch_copy(dest: Path) -> Path:
         if src.is_file():
             (dest / name.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / name.decode())
-    for ignored in LINKED:  # what the tests run that git does not hold: the same, linked
-        if (ROOT / ignored).exists():
-            (dest / ignored).symlink_to(ROOT / ignored)
+    (dest / ".git").symlink_to(ROOT / ".git")  # bench/gpu.sh's rehearsal reads the commit
+    overlay_venv(ROOT / ".venv", dest / ".venv", dest)
     return dest
 
 
+def overlay_venv(base: Path, venv: Path, copy: Path) -> Path:
+    """A virtual environment for the copy in a second: its own python, the base environment's packages (its site
+    directory added, .pth files and all), and raylab installed editable from the copy, as scripts/setup.sh installs
+    it from a checkout (its stamp copied, so setup.sh in the copy finds it ready). Every process started from it,
+    with or without PYTHONPATH (the README's user strips it), runs the copy's raylab; the base is not touched."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next(venv.glob("lib/python*/site-packages"))
+    base_site = next(base.glob("lib/python*/site-packages"))
+    (site / "_base_venv.pth").write_text(f"import site; site.addsitedir({str(base_site)!r})\n")
+    for finder in base_site.glob("__editable___raylab_*_finder.py"):  # the editable install, pointed at the copy
+        (site / finder.name).write_text(finder.read_text().replace(str(ROOT / "raylab"), str(copy / "raylab")))
+        pth = next(base_site.glob("__editable__.raylab-*.pth"))
+        (site / ("0" + pth.name)).write_text(pth.read_text())  # before the base's: its finder maps raylab first
+    if (base / ".raylab-setup").exists():
+        shutil.copy2(base / ".raylab-setup", venv / ".raylab-setup")
+    shebang = f"#!{base / 'bin' / 'python'}".encode()
+    for script in (base / "bin").iterdir():  # the console scripts (raylab, ray, mlflow, pytest), run by the copy's python
+        target = venv / "bin" / script.name
+        if target.exists() or target.is_symlink():
+            continue
+        head = script.read_bytes()[:200] if script.is_file() else b""
+        if head.startswith(shebang):
+            target.write_bytes(script.read_bytes().replace(shebang, f"#!{venv / 'bin' / 'python'}".encode(), 1))
+            target.chmod(0o755)
+        else:
+            target.symlink_to(script)
+    return venv
+
+
 def env_for(copy: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(copy)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
+    env["PATH"] = os.pathsep.join([str(copy / ".venv" / "bin")] + [p for p in env["PATH"].split(os.pathsep)
+                                                                    if p != str(ROOT / ".venv" / "bin")])
     return env
 
 
 def check_copy(copy: Path) -> None:
     """The copy's raylab is what a process started with its environment imports (not the editable install's)."""
-    where = subprocess.run([sys.executable, "-c", "import raylab; print(raylab.__file__)"], cwd="/",
+    where = subprocess.run([str(copy / ".venv" / "bin" / "python"), "-c", "import raylab; print(raylab.__file__)"], cwd="/",
                            env=env_for(copy), capture_output=True, text=True, check=True).stdout.strip()
     if not where.startswith(str(copy)):
         raise SystemExit(f"the scratch copy's raylab is not what runs ({where}); the mutants would test the original")
@@ -98,7 +126,7 @@ def run_one(m: Mutant, copy: Path, log) -> tuple[str, float]:
     began = time.monotonic()
     target.write_text(text.replace(m.old, m.new))
     limit = time_limit(m, copy)
-    cmd = [sys.executable, "-m", "pytest", m.test, "-x", "-q", "-p", "no:cacheprovider"]
+    cmd = [str(copy / ".venv" / "bin" / "python"), "-m", "pytest", m.test, "-x", "-q", "-p", "no:cacheprovider"]
     proc = subprocess.Popen(cmd, cwd=copy, env=env_for(copy), stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
