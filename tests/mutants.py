@@ -6,7 +6,8 @@ the default-tier test of its row that must then fail. `python -m tests.mutants` 
 git tracks or would track) to a scratch directory once, with a virtual environment of its own that reuses this
 checkout's packages and installs raylab editable from the copy (`overlay_venv`: so the copy's raylab is what every
 process imports, pytest, the recipes it runs as subprocesses, their Ray workers, a README user's shell), then for
-each mutant writes the change there, runs its test with the copy's python, and puts the file back. It passes only when every mutant was caught: its text
+each mutant writes the change there, runs its test with the copy's python, and puts the file back. It passes only
+when every mutant was caught: its text
 found exactly once and its test failed. A mutant whose text is no longer in its file is reported stale (the code
 moved on: update the mutant), and fails the command too.
 
@@ -80,7 +81,7 @@ def overlay_venv(base: Path, venv: Path, copy: Path) -> Path:
     if (base / ".raylab-setup").exists():
         shutil.copy2(base / ".raylab-setup", venv / ".raylab-setup")
     shebang = f"#!{base / 'bin' / 'python'}".encode()
-    for script in (base / "bin").iterdir():  # the console scripts (raylab, ray, mlflow, pytest), run by the copy's python
+    for script in (base / "bin").iterdir():  # console scripts (raylab, ray, mlflow, pytest): the copy's python runs them
         target = venv / "bin" / script.name
         if target.exists() or target.is_symlink():
             continue
@@ -102,7 +103,8 @@ def env_for(copy: Path) -> dict:
 
 def check_copy(copy: Path) -> None:
     """The copy's raylab is what a process started with its environment imports (not the editable install's)."""
-    where = subprocess.run([str(copy / ".venv" / "bin" / "python"), "-c", "import raylab; print(raylab.__file__)"], cwd="/",
+    python = str(copy / ".venv" / "bin" / "python")
+    where = subprocess.run([python, "-c", "import raylab; print(raylab.__file__)"], cwd="/",
                            env=env_for(copy), capture_output=True, text=True, check=True).stdout.strip()
     if not where.startswith(str(copy)):
         raise SystemExit(f"the scratch copy's raylab is not what runs ({where}); the mutants would test the original")
