@@ -7,11 +7,10 @@ git tracks or would track) to a scratch directory once, with a virtual environme
 checkout's packages and installs raylab editable from the copy (`overlay_venv`: so the copy's raylab is what every
 process imports, pytest, the recipes it runs as subprocesses, their Ray workers, a README user's shell), then for
 each mutant writes the change there, runs its test with the copy's python, and puts the file back. It passes only
-when every mutant was caught: its text
-found exactly once and its test failed. A mutant whose text is no longer in its file is reported stale (the code
-moved on: update the mutant), and fails the command too.
+when every mutant was caught: its text found exactly once and its test failed. A mutant whose text is no longer in
+its file is reported stale (the code moved on: update the mutant), and fails the command too.
 
-    python -m tests.mutants                  # every mutant (about 20 minutes here)
+    python -m tests.mutants                  # every mutant (about 30 minutes here)
     python -m tests.mutants --only seconds   # mutants whose name has `seconds`
     python -m tests.mutants --group quick    # one group's (GROUPS)
     python -m tests.mutants --list           # the table: name, row, file, test
@@ -81,7 +80,7 @@ def overlay_venv(base: Path, venv: Path, copy: Path) -> Path:
     if (base / ".raylab-setup").exists():
         shutil.copy2(base / ".raylab-setup", venv / ".raylab-setup")
     shebang = f"#!{base / 'bin' / 'python'}".encode()
-    for script in (base / "bin").iterdir():  # console scripts (raylab, ray, mlflow, pytest): the copy's python runs them
+    for script in (base / "bin").iterdir():  # console scripts (raylab, ray, mlflow): the copy's python runs them
         target = venv / "bin" / script.name
         if target.exists() or target.is_symlink():
             continue
