@@ -233,7 +233,8 @@ def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | No
     """The held variant of recipes/fashion.py: its models hold at `hold_at` (default: 1.5 x the command line's
     --steps-per-epoch, or RAYLAB_TEST_HOLD_AT) when `gate` (default: RAYLAB_TEST_GATE) is a directory, and run
     `pace` (default: RAYLAB_TEST_PACE, else 1) times slower. torch's also holds as it is built (`at_build`) and at
-    the evaluation after training step `last_at` (default: RAYLAB_TEST_LAST_AT; torch_model). All of it travels with the models to the workers."""
+    the evaluation after training step `last_at` (default: RAYLAB_TEST_LAST_AT; torch_model). All of it travels with
+    the models to the workers."""
     import importlib.util
     from functools import partial
 

@@ -25,7 +25,8 @@ aside), Ray session directories, disk under HOME (ray_results apart) and the ser
 worker peak RSS and restarts come from MLflow at the end. It prints a per-trial table and a summary, writes
 the samples as JSON (--out), and a line per kill: which trial's which process it hit, and what raylab did
 (restarts, recovery, status). It exits 1 with one line per failure: a trial not FINISHED, a killed trial not
-restarted exactly once, a planned kill that did not land in its trial (a defect of the soak, said as one), driver RSS growing 5 MB/trial or more after the first ten (a fitted line), processes,
+restarted exactly once, a planned kill that did not land in its trial (a defect of the soak, said as one), driver
+RSS growing 5 MB/trial or more after the first ten (a fitted line), processes,
 ports or shared memory left after a driver exits, more session directories than drivers or than the newest
 KEEP_SESSIONS raylab keeps (raylab/driver/cluster.py), or growth trends.
 

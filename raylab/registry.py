@@ -109,7 +109,8 @@ class Strategy:
         """(the execution label --compile `asked` runs, or None; why not, where it cannot run)."""
         label = self.executions.get(asked)
         if label is None:
-            return None, f"{self.kind} has no '{asked}' execution in raylab (it runs {', '.join(sorted(set(self.executions.values())))})"
+            runs = ", ".join(sorted(set(self.executions.values())))
+            return None, f"{self.kind} has no '{asked}' execution in raylab (it runs {runs})"
         reason = self.execution_check(label, device) if self.execution_check else None
         return (None, reason) if reason else (label, None)
 

@@ -180,7 +180,8 @@ def side_by_side(runs: dict, budget_s: float = 3.0, window_s: float = 0.5, max_w
 
     `runs`: label -> (run(k): k steps then their one host read, seconds its first steps took). Each run's window
     is a trial's (`max_window` steps between host reads: a shorter one would time a call's overhead with the steps)
-    unless that takes over `window_s`, then as many steps as fit in it (at least one), estimated from 2 steps. Each run then warms up for a block, untimed (TF's first second of a new graph ran 2-3x slower here);
+    unless that takes over `window_s`, then as many steps as fit in it (at least one), estimated from 2 steps. Each
+    run then warms up for a block, untimed (TF's first second of a new graph ran 2-3x slower here);
     then the runs take turns, a block of about `block_s` of windows each (a turn per window evicted each other's
     weights from the caches: 15% slower a step), until each has had `rounds` blocks and the turns have spent
     `budget_s` (a slow step, the ResNet-UNet's 1 s, stops at `rounds` windows). Turns, so that the machine's drift

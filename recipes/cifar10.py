@@ -62,7 +62,8 @@ def jax_model(rngs):
     class CNN(nnx.Module):
         def __init__(self):
             self.convs = nnx.List([nnx.Conv(3, 32, (3, 3), padding="SAME", **init), nnx.Conv(32, 32, (3, 3), padding="VALID", **init),
-                                   nnx.Conv(32, 64, (3, 3), padding="SAME", **init), nnx.Conv(64, 64, (3, 3), padding="VALID", **init)])
+                                   nnx.Conv(32, 64, (3, 3), padding="SAME", **init),
+                                   nnx.Conv(64, 64, (3, 3), padding="VALID", **init)])
             self.dense, self.out = nnx.Linear(64 * 6 * 6, 512, **init), nnx.Linear(512, 10, **init)
             self.drop_block, self.drop_dense = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.5, rngs=rngs)
 

@@ -26,7 +26,6 @@ listed as over, not failed (these machines are noisy).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections import defaultdict

@@ -293,7 +293,8 @@ def raylab_rate(stream, passes: int) -> dict:
     return json.loads(out.read_text())
 
 
-TABLE_RECIPE = '''"""A 5-class, 20-feature table pandas wrote (a list<float> column, four files), streamed (bench/studies/delivery.py)."""
+TABLE_RECIPE = '''"""A 5-class, 20-feature table pandas wrote (a list<float> column, four files), streamed
+(bench/studies/delivery.py)."""
 import os
 
 from raylab import Recipe, main, optimizer
@@ -388,7 +389,8 @@ def main() -> None:
     ray.shutdown()
     print(f"\nraylab per data CPU ({data_cpus}) / plain one-process reader, medians of {args.rounds} round(s), batch {BATCH}, "
           f"{os.cpu_count()} CPUs")
-    print(f"{'source':10} {'passes':>6} {'raylab/s':>10} {'plain/s':>10} {'ratio':>6} {'range':>13} {'1st raylab':>10} {'1st plain':>9}")
+    print(f"{'source':10} {'passes':>6} {'raylab/s':>10} {'plain/s':>10} {'ratio':>6} {'range':>13} "
+          f"{'1st raylab':>10} {'1st plain':>9}")
     for name, sides in got.items():
         ratios = [a["samples_per_s"] / data_cpus / b["samples_per_s"] for a, b in zip(sides["raylab"], sides["plain"])]
         med = {s: float(np.median([f["samples_per_s"] for f in sides[s]])) for s in sides}

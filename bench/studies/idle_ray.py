@@ -117,7 +117,8 @@ def main() -> None:
             used = json.loads(done.stdout.strip().splitlines()[-1])
             print(f"round {r + 1} {name:<13} {sum(used.values()):.3f} cores in all: "
                   + ", ".join(f"{k} {v:.3f}" for k, v in sorted(used.items(), key=lambda kv: -kv[1])), flush=True)
-            subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True, timeout=60)  # nothing left for the next
+            # nothing left for the next
+            subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True, timeout=60)
 
 
 if __name__ == "__main__":

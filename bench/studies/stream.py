@@ -106,8 +106,6 @@ def delivery(args) -> None:
         opened = open_stream(stream)
 
         def loop(config):
-            import ray.train
-
             from raylab.loop import StreamBatches
             from raylab.data.shard import StreamShard
 

@@ -75,7 +75,8 @@ def check_seconds(cfg: C.Settings) -> None:
 
 
 def _trials(recipe, args, notes: list[str], hardware: list[str]) -> list[C.TrialSpec]:
-    """The trial matrix (--trials x --workers x a --batch sweep x the --device items), checked against the recipe's models and batch."""
+    """The trial matrix (--trials x --workers x a --batch sweep x the --device items), checked against the recipe's
+    models and batch."""
     kinds = parse_trials(args.trials)
     workers = parse_workers(args.workers)
     batches = parse_batches(args.batch)

@@ -120,7 +120,8 @@ def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
         "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
         "trials": [{"trial": o.ran_name, "framework": o.spec.framework, "strategy": o.ran or o.spec.short,
                     "requested_strategy": o.spec.short, "execution": o.spec.executes(),
-                    "workers": o.spec.workers, "hardware": o.spec.hardware, "repeat": o.repeat, "status": o.status, "run_id": o.run_id, **o.start,
+                    "workers": o.spec.workers, "hardware": o.spec.hardware, "repeat": o.repeat, "status": o.status,
+                    "run_id": o.run_id, **o.start,
                     "error": error_summary(o.error) if o.error else None,
                     **{k: o.result.get(k) for k in SUMMARY_KEYS}} for o in outcomes],
     }

@@ -219,7 +219,8 @@ def format_report(rows: list[dict]) -> str:
     parts = [format_table(folded)]
     sections = [("differences", stats.significance(folded)), ("scaling", stats.scaling(folded)),
                 ("overhead vs plain scripts", stats.overhead(folded)),
-                ("startup before the first step, s (process = until the worker process starts; workers = its Ray Train and backend set-up)",
+                ("startup before the first step, s (process = until the worker process starts; workers = its Ray "
+                 "Train and backend set-up)",
                  stats.startup(folded)), ("ran at the same time (each on whole nodes of its own)", overlapping(rows)),
                 ("cost (--prices): how each trial was billed", cost_split(rows))]
     parts += [f"\n{title}:\n" + "\n".join(f"  {line}" for line in lines) for title, lines in sections if lines]

@@ -10,7 +10,8 @@
           LossScaleOptimizer whose finite check agrees across replicas (raylab/frameworks/tf/loss_scale.py).
           CPUs emulate float16 (slowly); TPUs have no float16 arithmetic (bf16 there).
 
-Each trial kind says what it meets (`Strategy.bf16`, `Strategy.fp16` in raylab/frameworks/<name>/kinds.py). A trial that cannot apply what was asked stops the command before Ray starts with one line, unless
+Each trial kind says what it meets (`Strategy.bf16`, `Strategy.fp16` in raylab/frameworks/<name>/kinds.py). A trial
+that cannot apply what was asked stops the command before Ray starts with one line, unless
 --precision-fallback fp32 was given: then it runs fp32 and records precision_applied=fp32 with the reason
 (precision_fallback_reason), and the command says so.
 """

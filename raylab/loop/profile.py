@@ -2,7 +2,8 @@
 
 The loop (raylab/loop/epochs.py) profiles the first window after the warm-up on rank 0 (cfg.window steps: one
 TF call of k steps, k torch steps, k XLA graphs), inside its framework's profiler context (StepContext.profile,
-`capture` in raylab/frameworks/<name>/profile.py): each writes its framework's own trace format (a Chrome trace, an XSpace) and fills a `Captured` with its
+`capture` in raylab/frameworks/<name>/profile.py): each writes its framework's own trace format (a Chrome trace, an
+XSpace) and fills a `Captured` with its
 operations' self times. The XSpace traces (TensorFlow's, torch_xla's and jax's profilers all write one) are read here,
 by one reader, `xspace_ops`, with no framework's protobuf classes: an install with one framework sums its own trace.
 

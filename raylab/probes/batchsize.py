@@ -9,7 +9,8 @@ The search doubles from the recipe's batch until a size runs out of memory (or r
 replica's shard allows), then bisects between the last size that ran and the first that did not, down to
 one item, as Lightning's batch-size finder does in its "binsearch" mode. The trial then runs at the size
 found less a 10% margin (MARGIN), named "... bN", and records the search (tag batch_search), the edge
-(batch_search_found: the largest size that passed) and the size one above it that ran out of memory, and how many probes it ran (batch_search_probes: a size tried twice
+(batch_search_found: the largest size that passed) and the size one above it that ran out of memory, and how many
+probes it ran (batch_search_probes: a size tried twice
 counts twice).
 
 Why whole trials rather than a bare step in a process of its own: a cap counts the process's whole data

@@ -11,7 +11,8 @@ past the race's noise (raylab/probes/choice.py). A candidate that fails is recor
 
 The answer is kept in this host's store (raylab/probes/store.py), keyed on the host's identity
 (raylab/probes/host.py: raylab's version and source, the framework's and its compilers' and runtimes' versions),
-the cluster's hosts and accelerator types, the device, the recipe's model and task (the source of the model builder and of the user's modules it imports, the
+the cluster's hosts and accelerator types, the device, the recipe's model and task (the source of the model builder
+and of the user's modules it imports, the
 task's loss, optimizer, schedule and metrics, the input shapes), batch, precision and threads, dated; the next
 invocation of the same recipe reads it instead of racing (--race-again measures again). Each trial records what ran
 (`execution`), how it was chosen (`execution_choice`), every candidate's steady step time and first step

@@ -29,7 +29,8 @@ def worker_nodes(tags: dict) -> tuple[list[str], bool]:
 def utilization(name: str, device: str, tags: dict, threads: int, replicas: int, achieved_tflops: float | None,
                 peaks: dict, names: list[str | None] = ()) -> tuple[dict, dict]:
     """(metrics, tags) of a trial's share of the peaks: {"peak_tflops", "utilization"} where its peak was measured
-    on its host (`peaks`: {} where it ran elsewhere), and, on an accelerator the vendors' table knows (`names`: its device's name, node type, TPU type),
+    on its host (`peaks`: {} where it ran elsewhere), and, on an accelerator the vendors' table knows (`names`: its
+    device's name, node type, TPU type),
     {"vendor_peak_tflops", "vendor_utilization"} (raylab/record/vendor.py). tags: the trial's own (the precision
     and the float32 matmul it applied, its device's name)."""
     from raylab.record.vendor import vendor_utilization

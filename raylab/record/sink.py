@@ -60,8 +60,8 @@ class Attempts:
     def __init__(self):
         self.attempts: list[dict] = []  # per worker-group attempt: start, alive, first_step, checkpointed
         self.steps_interval: int | None = None  # steps between checkpoints, as the first attempt chose them
-        self.failures: list[dict] = []
-        self.profile: tuple[dict, str] | None = None  # rank 0's profiled window (--profile): files, what  # each failure of the worker group: when, what, restarted or not
+        self.failures: list[dict] = []  # each failure of the worker group: when, what, restarted or not
+        self.profile: tuple[dict, str] | None = None  # rank 0's profiled window (--profile): files, what
 
     def start(self, now: float) -> None:
         self.attempts.append({"start": now, "alive": now, "first_step": None, "checkpointed": None})

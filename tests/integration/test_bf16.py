@@ -1,6 +1,7 @@
 """bf16 where the framework runs it on this CPU and a recorded fallback where not: the mnist recipe's MLP with `--set
 precision=bf16 --precision-fallback fp32` on the shared local cluster, torch:none (autocast) and xla:single (torch_xla
-runs bf16 on a TPU only: fp32, said) here in the full tier (the default tier's bf16 trial: test_image_folder.py); TF (Keras mixed_bfloat16) and JAX in test_bf16_tf_jax.py
+runs bf16 on a TPU only: fp32, said) here in the full tier (the default tier's bf16 trial: test_image_folder.py); TF
+(Keras mixed_bfloat16) and JAX in test_bf16_tf_jax.py
 (full tier). (fp16 with loss scaling: test_fp16.py.)"""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Out of host memory, named: the CNN at a batch that cannot fit under a memory cap per worker process fails its trial
 as out of memory (a real allocator failure, no OOM killer), unrestarted, and the sweep's next batch runs. torch here,
-in the default tier (the classification alone: tests/unit/test_failure.py); TF (whose oneDNN allocator aborts near the cap on this machine's CPU) in test_failures.py.
+in the default tier (the classification alone: tests/unit/test_failure.py); TF (whose oneDNN allocator aborts near
+the cap on this machine's CPU) in test_failures.py.
 """
 
 from __future__ import annotations

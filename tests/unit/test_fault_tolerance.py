@@ -9,7 +9,6 @@ import time
 import pytest
 import torch
 
-from raylab import cli
 from raylab.record.sink import restart_figures
 from raylab.frameworks.torch.worker import shuffled_batches
 from raylab.timing import Chrono

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from raylab.frameworks.torch.loss_scale import LossScale
+from raylab.frameworks.torch.loss_scale import LossScale  # noqa: E402 - after torch is known to import
 
 
 def _step(model, scale, x, poison: bool):

@@ -1,4 +1,5 @@
-"""The worker-process set-up hook's environment (raylab/frameworks/prewarm.py) and the saved start-up floor (raylab/probes/floor.py)."""
+"""The worker-process set-up hook's environment (raylab/frameworks/prewarm.py) and the saved start-up floor
+(raylab/probes/floor.py)."""
 
 from __future__ import annotations
 

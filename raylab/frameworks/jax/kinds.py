@@ -2,7 +2,8 @@
 
 jax:dp's backend (below) joins the workers into one JAX program before the loop starts: rank 0 picks a free port
 (raylab/frameworks/rendezvous.py), and every worker calls `jax.distributed.initialize(coordinator, num_processes,
-process_id)` with its Ray Train rank, on every device. On CPU the processes' collectives are gloo's (`jax_cpu_collectives_implementation`,
+process_id)` with its Ray Train rank, on every device. On CPU the processes' collectives are gloo's
+(`jax_cpu_collectives_implementation`,
 jax's default since 0.5.1); on GPU NCCL and on TPU the chips' own interconnect, through the same code. (Ray's
 own `JaxConfig` initialises only on TPU and GPU; on CPU it leaves each process its own world.)
 

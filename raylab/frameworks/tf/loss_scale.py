@@ -5,7 +5,8 @@ Keras 3's LossScaleOptimizer checks that the gradients are finite before they ar
 MultiWorkerMirroredStrategy on each replica's own gradients (its `_common_apply`), under MirroredStrategy on the
 first replica's (its merge_call). Under tf:mwms a non-finite gradient on one worker makes it skip a step the
 others take, and the job hangs in the next all-reduce (seen in tests/integration/test_fp16.py without this
-check); under tf:mirrored another replica's non-finite gradient is not seen and is applied. Here each replica's "not finite" is summed across replicas (one scalar all-reduce per step) before
+check); under tf:mirrored another replica's non-finite gradient is not seen and is applied. Here each replica's "not
+finite" is summed across replicas (one scalar all-reduce per step) before
 the decision, so every replica skips the same steps. The optimizer also counts the skipped steps.
 """
 

@@ -71,17 +71,17 @@ class TorchTask(TaskBuilder):
         opt = self.task.optimizer
         if isinstance(opt, Native):
             return opt.get("torch")(params, None), None
-        a, O = opt.resolved(), torch.optim
+        a, optim = opt.resolved(), torch.optim
         fused = {"fused": True} if self.fused else {}
         if opt.name == "sgd":
-            built = O.SGD(params, lr=opt.lr, momentum=a["momentum"], nesterov=a["nesterov"], **fused)
+            built = optim.SGD(params, lr=opt.lr, momentum=a["momentum"], nesterov=a["nesterov"], **fused)
         else:
             # capturable on XLA: step count and bias corrections stay on the device. On the host they reach
             # XLA as new scalars each step, and where one rounds to another scalar of the graph (steps 6212
             # and 16628 for the MLP) the step compiles again (bench/studies/xla_recompiles.py).
             kw = dict(lr=opt.lr, betas=(a["beta_1"], a["beta_2"]), eps=a["epsilon"], capturable=self.xla,
                       **fused)
-            built = O.AdamW(params, weight_decay=a["weight_decay"], **kw) if opt.name == "adamw" else O.Adam(params, **kw)
+            built = optim.AdamW(params, weight_decay=a["weight_decay"], **kw) if opt.name == "adamw" else optim.Adam(params, **kw)
         s = self.task.schedule
         if s.name == "constant" and not s.warmup:
             return built, None
