@@ -28,7 +28,7 @@ the samples as JSON (--out), and a line per kill: which trial's which process it
 restarted exactly once, a planned kill that did not land in its trial (a defect of the soak, said as one), driver
 RSS growing 5 MB/trial or more after the first ten (a fitted line), processes,
 ports or shared memory left after a driver exits, more session directories than drivers or than the newest
-KEEP_SESSIONS raylab keeps (raylab/driver/cluster.py), or growth trends.
+KEEP_SESSIONS raylab keeps (raylab/runtime/cluster.py), or growth trends.
 
     flock /tmp/raylab-heavy.lock python bench/soak.py                 # full form, about 33 minutes on 2 cores
     flock /tmp/raylab-heavy.lock python bench/soak.py --short         # 3 trials, one kill: tests/e2e/test_soak.py
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
 from bench.held_recipe import Gate  # noqa: E402 - after the repository is on the path
-from raylab.driver.cluster import KEEP_SESSIONS  # noqa: E402
+from raylab.runtime.cluster import KEEP_SESSIONS  # noqa: E402
 
 KINDS = ("tf:none,tf:mirrored,tf:mwms x2,tf:ps,torch:none,torch:ddp x2,torch:ps-async,torch:ps-sync,"
          "xla:single,xla:ddp x2,jax:none,jax:dp x2")

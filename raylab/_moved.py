@@ -62,6 +62,8 @@ HOUSE = {
     "raylab.driver.best": "raylab.probes.race",  # one word for --compile best's measuring: the race
     **{f"raylab.driver.{name}": f"raylab.probes.{name}"
        for name in ("choice", "batchsize", "floor", "peak", "utilization", "host")},
+    # the driver process's plumbing, whatever it runs (raylab/runtime/__init__.py)
+    **{f"raylab.driver.{name}": f"raylab.runtime.{name}" for name in ("cluster", "stopping", "console")},
 }
 # old package -> where its contents went (the package itself is an empty module)
 MOVED_PACKAGES = {"raylab.backends": "raylab.frameworks"}

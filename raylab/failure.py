@@ -51,7 +51,7 @@ OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "c
 # std::bad_alloc", libstdc++'s own "terminate called after throwing an instance of 'std::bad_alloc'"), XLA's CPU
 # client for a buffer it could not allocate, absl's low-level allocator when mmap fails with ENOMEM (then a SIGSEGV:
 # "[low_level_alloc.cc : 569] RAW: mmap error: 12", the same search at 608). The driver sees the line in the worker's
-# output (raylab/driver/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
+# output (raylab/runtime/console.py) and the trial's failure policy reads it from the trial's sink (Policy below).
 ALLOCATOR_ABORT_TEXT = ("std::bad_alloc", "st9bad_alloc", "check failed: buffer_.isconcrete()", "raw: mmap error: 12")
 # A bare segmentation fault: the signal handler Ray installs in its workers prints "*** SIGSEGV received at time=...",
 # and nothing before it says why (TF's CNN at batch 584 under a 2,500 MB cap, 2026-11-27: native code that used a

@@ -81,7 +81,7 @@ def trials(m) -> None:
     m("resume-reruns-finished", "the driver SIGKILLed mid-trial, then `--resume last`", "raylab/driver/invocation.py",
       '        if run.info.status == "FINISHED":\n', "        if False:\n", E2E + "test_resume.py", "trials")
     m("sigterm-not-taken", "SIGTERM (as `ray job stop` sends) leaves runs KILLED and nothing running",
-      "raylab/driver/stopping.py", "STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)",
+      "raylab/runtime/stopping.py", "STOPS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)",
       "STOPS = (signal.SIGHUP, signal.SIGINT)", E2E + "test_interrupt.py", "trials")
     m("npy-trial-shuffle", "streamed Parquet (`raylab data export`, `--data`) and `.npy` shards",
       "raylab/data/shuffle.py", '        return "global"\n', '        return "whole"\n',
@@ -119,7 +119,7 @@ def heavy(m) -> None:
     m("work-per-sample", "work per sample by each framework's counter, GFLOP/s", "raylab/loop/epochs.py",
       '"flops_per_sample": step / num_items(x),', '"flops_per_sample": step / num_items(x) / 2,',
       E2E + "test_walkthrough.py", "walk")
-    m("job-joins-cluster", "`ray job submit` as docs/clusters.md writes it", "raylab/driver/cluster.py",
+    m("job-joins-cluster", "`ray job submit` as docs/clusters.md writes it", "raylab/runtime/cluster.py",
       'ray.init(address=address or "local",', 'ray.init(address="local",', E2E + "test_walkthrough.py", "walk")
     m("ui-latest-section", "the MLflow UI in a browser, opened on the latest invocation's trials and raylab's charts",
       "raylab/record/tracking.py", '"compareRunSections": [{"uuid": section, "name": "raylab: the latest invocation",',

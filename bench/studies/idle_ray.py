@@ -7,7 +7,7 @@ measured them at 0.19-0.28 cores beside a trial; a framework that keeps 1.5 core
 that share.
 
 For each setting (`--configs`), one after the other in their own processes: an in-process cluster started as
-raylab starts one (raylab/driver/cluster.py, workers at niceness 0), `--actors` idle actors (as many as a trial
+raylab starts one (raylab/runtime/cluster.py, workers at niceness 0), `--actors` idle actors (as many as a trial
 has beside its worker), `--settle` seconds to let start-up pass, then every process's CPU over `--seconds` (/proc),
 summed by kind (the driver, the raylet, the GCS, the dashboard, its agent, the log monitor, the actors).
 

@@ -5,7 +5,7 @@ from round to round (so the machine's drift falls on every rung alike):
 
 - plain: the plain loop in a plain Python process (its main thread), no Ray;
 - task: the same function as a bare Ray task (`@ray.remote(num_cpus=threads)`) on an in-process cluster
-  started as raylab starts one (raylab/driver/cluster.py: workers at niceness 0), data read from the same file;
+  started as raylab starts one (raylab/runtime/cluster.py: workers at niceness 0), data read from the same file;
 - train: the same function as a bare Ray Train training function (DataParallelTrainer, a bare BackendConfig,
   1 worker reserving `threads` CPUs, Ray's default settings): it runs on a thread of the worker actor while
   Ray Train's controller polls that actor;
@@ -94,7 +94,7 @@ def run_rung(rung: str, spec_path: str) -> None:
     from raylab.driver.plain_runs import plain_env
 
     env = {k: v for k, v in plain_env(spec["framework"], spec["threads"]).items() if os.environ.get(k) != v}
-    # as raylab's own in-process cluster (raylab/driver/cluster.py), workers at normal priority
+    # as raylab's own in-process cluster (raylab/runtime/cluster.py), workers at normal priority
     ray.init(address="local", log_to_driver=False, logging_level="WARNING", _system_config={"worker_niceness": 0})
     if rung == "task":
         remote = ray.remote(num_cpus=spec["threads"], runtime_env={"env_vars": env})(plain_loop)

@@ -23,7 +23,7 @@ def recipe_main(recipe, argv: list[str] | None = None) -> int:
 
 def _run(recipe, args, argv: list[str]) -> int:
     from raylab.cli.session import run_to_end
-    from raylab.driver import console
+    from raylab.runtime import console
 
     console.install(console.Console(verbose=args.verbose, name=args.experiment)).quiet_libraries()
     try:

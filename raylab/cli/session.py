@@ -20,7 +20,7 @@ def connect(cfg: C.Settings, address: str | None):
 
     A sqlite store's path is checked first; opening it (a new file's schema takes about 3 s) then overlaps Ray's
     start, and Ray is stopped again if the store fails. A server's store is reached before Ray starts."""
-    from raylab.driver import cluster
+    from raylab.runtime import cluster
     from raylab.driver.resources import check_resources
     from raylab.record.tracking import Tracker
     from raylab.record.uri import check_local_store
@@ -39,7 +39,7 @@ def _open_store_while_ray_starts(cfg: C.Settings, address: str | None):
 
     import ray
 
-    from raylab.driver import cluster
+    from raylab.runtime import cluster
     from raylab.record.tracking import Tracker
 
     started = not ray.is_initialized()
@@ -58,10 +58,10 @@ def _open_store_while_ray_starts(cfg: C.Settings, address: str | None):
 
 
 def stoppable(command) -> int:
-    """command() -> exit status, under the stop signals (SIGTERM, SIGHUP, Ctrl-C: raylab/driver/stopping.py) from
+    """command() -> exit status, under the stop signals (SIGTERM, SIGHUP, Ctrl-C: raylab/runtime/stopping.py) from
     before Ray starts to after it is shut down: a stop before the trials ends the command with status 130 and nothing
     running, and the Ray connection this command made (its in-process cluster) ends with it, however it ends."""
-    from raylab.driver import cluster, stopping
+    from raylab.runtime import cluster, stopping
     from raylab.driver.outcome import INTERRUPTS
 
     with stopping.taken():

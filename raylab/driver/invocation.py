@@ -12,7 +12,8 @@ import time
 
 from raylab.config import Settings, TrialSpec, remove_compile_cache
 from raylab.data import Dataset, put_dataset
-from raylab.driver import cluster, console, hold, matrix
+from raylab.driver import hold, matrix
+from raylab.runtime import cluster, console
 from raylab.probes import race
 from raylab.driver.plain_runs import plain_specs, run_plain_item
 from raylab.driver.retention import Kept

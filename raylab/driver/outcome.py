@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from raylab.config import TrialSpec
-from raylab.driver import console
+from raylab.runtime import console
 from raylab.record.tracking import Tracker, error_summary
 
 # What ends a run KILLED rather than FAILED: Ctrl-C / SIGTERM, and SystemExit, because Ray Train's own

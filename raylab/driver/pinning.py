@@ -168,7 +168,7 @@ def for_run(cfg, per: int, framework: str) -> Pinning:
         return Pinning(False, per)
     import ray
 
-    from raylab.driver import cluster
+    from raylab.runtime import cluster
 
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     return Pinning(True, per, refusal(nodes, cluster.owns_cluster()))

@@ -7,7 +7,7 @@ import time
 
 import ray
 
-from raylab.driver import console
+from raylab.runtime import console
 from raylab.driver.pinning import Pinning
 from raylab.record.tracking import Tracker
 

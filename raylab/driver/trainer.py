@@ -12,7 +12,8 @@ from raylab.frameworks import prewarm
 from raylab.driver.policy import Policy, StartGuard
 from raylab.loop.guard import guard
 from raylab.config import Settings, TrialSpec, compile_cache_dir
-from raylab.driver import cluster, matrix
+from raylab.driver import matrix
+from raylab.runtime import cluster
 from raylab.driver.resources import worker_resources
 from raylab.loop.worker_config import WorkerConfig
 from raylab.task.recipe import Recipe

@@ -24,7 +24,8 @@ from raylab import failure
 from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.driver import cluster, console, pinning
+from raylab.driver import pinning
+from raylab.runtime import cluster, console
 from raylab.probes import floor, peak, race
 from raylab.probes.utilization import utilization, worker_nodes
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
@@ -85,7 +86,7 @@ class Trial:
     train_run: str | None = None  # the Ray Train run it went on in (--resume of a trial that ran in a warm group)
     group: object = None  # the warm group it runs in (None: processes of its own)
     start: dict = field(default_factory=lambda: {"start": "cold", "group_index": 0})
-    log: object = None  # its log file (raylab/driver/console.py)
+    log: object = None  # its log file (raylab/runtime/console.py)
     sink: object = None  # its TrialSink actor
     progress: Progress | None = None
     outcome: TrialOutcome | None = None

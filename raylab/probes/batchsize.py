@@ -154,7 +154,7 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
     import ray
 
     from raylab import failure
-    from raylab.driver import console
+    from raylab.runtime import console
     from raylab.driver.outcome import INTERRUPTED
     from raylab.record.sink import TrialSink, abort_line_of
 

@@ -133,7 +133,7 @@ def floor_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     print(f"raylab floor: {args.rounds} round(s) of `python -c import ...` and a bare Ray Train fit() "
           "(about a minute)...", flush=True)
-    from raylab.driver.cluster import TRAIN_POLL_ENV, TRAIN_POLL_S
+    from raylab.runtime.cluster import TRAIN_POLL_ENV, TRAIN_POLL_S
 
     figures = measure(args.rounds, poll_s=float(os.environ.get(TRAIN_POLL_ENV, TRAIN_POLL_S)))
     for key, value in figures.items():

@@ -108,7 +108,7 @@ def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | No
 def say(key: tuple, choice: Choice, trials: list[TrialSpec]) -> None:
     """The choice on the console: what the key's trials train in, what each candidate would spend on their steps,
     every candidate's figures, where the answer came from."""
-    from raylab.driver import console
+    from raylab.runtime import console
 
     if choice.source == "its only candidate":
         return
@@ -178,7 +178,7 @@ def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
     import ray
 
     from raylab.config import compile_cache_dir
-    from raylab.driver import console
+    from raylab.runtime import console
 
     racers, out = {}, {}
     for key, (labels, (x, y)) in racing.items():

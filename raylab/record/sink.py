@@ -96,7 +96,7 @@ class ServerRegistry:
 
 
 class WorkerProcesses:
-    """The trial's worker processes: their output belongs to the trial (raylab/driver/console.py)."""
+    """The trial's worker processes: their output belongs to the trial (raylab/runtime/console.py)."""
 
     def __init__(self):
         self.processes: list[tuple[int, str]] = []  # (pid, node ip), in the order they said hello

@@ -1,6 +1,6 @@
 """A recipe stopped mid-trial (SIGTERM, as `ray job stop` sends) leaves its runs KILLED, not RUNNING; and what its
 in-process cluster listened on while it trained (the listening check of test_listening.py, on this run); a SIGTERM
-that reaches Ray's failure handler during ray.init stops the driver without an abort (raylab/driver/stopping.py).
+that reaches Ray's failure handler during ray.init stops the driver without an abort (raylab/runtime/stopping.py).
 Drivers stopped at other moments of their start-up: test_interrupt_startup.py (full tier)."""
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def left_of(session: int, tmp: Path) -> list[str]:
 HELD = """
 import os, signal, time
 import ray
-from raylab.driver import stopping
+from raylab.runtime import stopping
 with stopping.taken():
     try:
         with stopping.held():

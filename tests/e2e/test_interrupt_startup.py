@@ -1,6 +1,6 @@
 """A driver stopped at each phase of its start-up (SIGTERM before Python has imported raylab, as the store opens,
 inside ray.init, as the first trial's worker group starts; SIGHUP inside ray.init) leaves no process of its own
-behind and no run RUNNING (raylab/driver/stopping.py). The driver holds at the phase (tests/e2e/phased.py) until
+behind and no run RUNNING (raylab/runtime/stopping.py). The driver holds at the phase (tests/e2e/phased.py) until
 the stop has been sent, so each case stops where it says, however fast the machine. Full tier: the default tier's
 stops are test_interrupt.py's (mid-trial, held; and inside ray.init)."""
 

@@ -160,7 +160,7 @@ def test_make_config_framework_without_model():
 @pytest.fixture
 def no_ray(monkeypatch):
     """Fails the test, rather than starting a cluster, if recipe_main gets as far as Ray."""
-    from raylab.driver import cluster
+    from raylab.runtime import cluster
 
     def refuse(*args, **kwargs):
         raise AssertionError("recipe_main reached cluster.init_ray")

@@ -1,10 +1,10 @@
-"""Where Ray's forwarded worker output goes when several trials run at once (raylab/driver/console.py)."""
+"""Where Ray's forwarded worker output goes when several trials run at once (raylab/runtime/console.py)."""
 
 from __future__ import annotations
 
 import io
 
-from raylab.driver.console import Console
+from raylab.runtime.console import Console
 
 
 def batch(pid, *lines):

@@ -22,7 +22,7 @@ def test_unknown_tracking_scheme_exits_2_in_one_line(no_ray, fashion_root, monke
 
 
 def test_dead_ray_address_is_a_user_error_within_seconds():
-    from raylab.driver.cluster import init_ray
+    from raylab.runtime.cluster import init_ray
     from raylab.errors import UserError
 
     start = time.monotonic()

@@ -1,5 +1,5 @@
 """Ray's session directories of the clusters raylab starts: the newest few kept, older ones removed as a new
-cluster starts, never another's nor a live one's (raylab/driver/cluster.py prune_sessions)."""
+cluster starts, never another's nor a live one's (raylab/runtime/cluster.py prune_sessions)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from raylab.driver.cluster import KEEP_SESSIONS, OWNED_MARK, prune_sessions
+from raylab.runtime.cluster import KEEP_SESSIONS, OWNED_MARK, prune_sessions
 
 
 def test_only_raylabs_older_dead_sessions_beyond_the_newest_few_are_removed(tmp_path):

@@ -1,4 +1,4 @@
-"""Stop signals on the driver (raylab/driver/stopping.py): raised as a KeyboardInterrupt in the main thread, held
+"""Stop signals on the driver (raylab/runtime/stopping.py): raised as a KeyboardInterrupt in the main thread, held
 while Ray starts or stops, and sent again when Python drops one raised inside a finalizer."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from raylab.driver import stopping
+from raylab.runtime import stopping
 
 
 def test_a_stop_signal_raises_stop_in_the_main_thread_and_the_old_handlers_come_back():
@@ -39,7 +39,7 @@ def test_a_stop_while_held_waits_for_the_end_of_the_block():
 
 DROPPED = """
 import gc, os, signal, sys, time
-from raylab.driver import stopping
+from raylab.runtime import stopping
 
 class Finalized:
     def __del__(self):  # the handler runs in here, where Python drops what it raises

@@ -110,7 +110,8 @@ def test_a_workers_note_is_one_warning_line_on_raylabs_console(tmp_path, monkeyp
     hold it) reaches raylab's console once, as a WARNING under the trial's name, not a Ray log line."""
     import io
 
-    from raylab.driver import console, progress
+    from raylab.driver import progress
+    from raylab.runtime import console
 
     out = io.StringIO()
     monkeypatch.setattr(console, "_console", console.Console(root=tmp_path, stream=out))

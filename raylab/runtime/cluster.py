@@ -3,7 +3,7 @@
 `init_ray` joins RAY_ADDRESS / --address (e.g. under `ray job submit`) or starts an in-process cluster;
 `driver_env` sets Ray Train's settings on the driver, where each trial's controller reads them;
 `driver_imports` pays the driver's own imports once, before the first trial starts; `shut_down` ends what
-`init_ray` began (raylab/driver/stopping.py keeps a stop signal from coming in between).
+`init_ray` began (raylab/runtime/stopping.py keeps a stop signal from coming in between).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import ray
 
 from raylab import _ray
-from raylab.driver import console, stopping
+from raylab.runtime import console, stopping
 from raylab.errors import UserError
 from raylab.registry import get_strategy
 
