@@ -7,7 +7,8 @@ import pytest
 
 from tests.integration.conftest import load_recipe
 
-pytestmark = pytest.mark.integration
+# A refusal is at the door, in seconds: without it a trial would wait for ever for what the cluster has not.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 RAY_TRAIN_STARTS = 0
 SECONDS = 5
 
