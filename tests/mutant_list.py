@@ -121,10 +121,9 @@ def heavy(m) -> None:
       E2E + "test_walkthrough.py", "walk")
     m("job-joins-cluster", "`ray job submit` as docs/clusters.md writes it", "raylab/runtime/cluster.py",
       'ray.init(address=address or "local",', 'ray.init(address="local",', E2E + "test_walkthrough.py", "walk")
-    m("ui-latest-section", "the MLflow UI in a browser, opened on the latest invocation's trials and raylab's charts",
-      "raylab/record/tracking.py", '"compareRunSections": [{"uuid": section, "name": "raylab: the latest invocation",',
-      '"compareRunSections": [{"uuid": section, "name": "raylab: latest invocation",', E2E + "test_walkthrough.py",
-      "walk")
+    m("ui-raylab-charts", "the MLflow UI in a browser, opened on the latest invocation's trials and raylab's charts",
+      "raylab/record/tracking.py", '"modelVersionFilter": "All Runs", "compareRunCharts": charts,',
+      '"modelVersionFilter": "All Runs", "compareRunCharts": [],', E2E + "test_walkthrough.py", "walk")
     m("unfair-verdict", "the parity verdict UNFAIR, naming what differs and the flag that aligns it",
       "raylab/compare/table.py",
       """    verdict = "fair" if not mismatches else f"UNFAIR ({', '.join(mismatches)} differ)"\n""",
