@@ -9,7 +9,9 @@ logs added since, and records each controller once by pid, charged to the test r
 a controller however short-lived is in its log (one that lived between two polls, too). It also reads /proc for
 processes titled `ray::TrainController` (the same pid: one controller, counted once). That sees the trials of this
 process's in-process clusters, of recipes run as subprocesses and of jobs submitted to a `ray start` head alike,
-with no hook in raylab. A restart after a lost worker keeps its controller: it is not a new start-up.
+with no hook in raylab. A restart after a lost worker keeps its controller: it is not a new start-up. Paths are
+compared resolved (a session directory reached through `session_latest` or pytest's `pytest-current` is one).
+RAYLAB_DEBUG_STARTUPS=FILE appends each controller counted, with the test it was charged to.
 
 Each test file declares what its tests may start: `RAY_TRAIN_STARTS = N` at module level. A run shared by
 several tests (tests/integration/conftest.py `shared_run`) is charged to its own name with the start-ups it
@@ -61,8 +63,8 @@ class RayLogs:
 
     def learn(self, cmdline: bytes) -> None:
         for arg in cmdline.split(b"\0"):
-            if arg.startswith(b"--log_dir="):
-                self.dirs.add(Path(arg.split(b"=", 1)[1].decode(errors="replace")))
+            if arg.startswith(b"--log_dir="):  # resolved: a controller's stdout link (below) is its real path
+                self.dirs.add(Path(os.path.realpath(arg.split(b"=", 1)[1].decode(errors="replace"))))
 
     def controllers(self) -> set[str]:
         found = set()
@@ -96,7 +98,7 @@ def _controllers(logs: RayLogs | None = None) -> set[str]:
     for proc, cmdline in cmdlines():
         if cmdline.startswith(b"ray::TrainController"):
             try:
-                found.add(os.readlink(proc / "fd" / "1"))
+                found.add(os.path.realpath(os.readlink(proc / "fd" / "1")))
             except OSError:
                 try:  # the start time (field 22 of stat) tells a new process from a reused pid
                     found.add(f"pid {proc.name} {(proc / 'stat').read_text().rsplit(')', 1)[1].split()[19]}")
@@ -123,6 +125,9 @@ class StartupCounter(threading.Thread):
 
     def poll(self):
         new = _controllers(self.logs) - self.seen
+        if new and os.environ.get("RAYLAB_DEBUG_STARTUPS"):
+            with open(os.environ["RAYLAB_DEBUG_STARTUPS"], "a") as f:
+                f.write("".join(f"{self.current}\t{k}\n" for k in new))
         with self.lock:
             self.seen |= new
             self.by_test[self.current] += len(new)

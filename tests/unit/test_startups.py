@@ -1,10 +1,14 @@
 """The suite's count of Ray Train start-ups reads Ray's own record: a controller that lived between two polls is
-counted, and one seen both running and in its log is one."""
+counted, and one seen both running and in its log is one, also where the cluster's directory is reached through a
+symbolic link (pytest's `pytest-current`, a RAY_TMPDIR given so)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,7 +56,10 @@ def wait_for(path: Path, timeout_s: float = 120) -> None:
 
 def test_a_controller_that_lived_between_two_polls_is_counted_once(tmp_path):
     logs = startups.RayLogs()
-    proc = subprocess.Popen([sys.executable, "-c", CLUSTER, str(tmp_path)])
+    real = Path(tempfile.mkdtemp(prefix="rl-", dir="/tmp"))  # short: Ray's socket paths go under it
+    link = Path(f"{real}-link")
+    link.symlink_to(real)
+    proc = subprocess.Popen([sys.executable, "-c", CLUSTER, str(tmp_path)], env={**os.environ, "RAY_TMPDIR": str(link)})
     try:
         wait_for(tmp_path / "up")
         assert startups._controllers(logs) == set() and logs.dirs  # the cluster's log directory, from its raylet
@@ -65,3 +72,5 @@ def test_a_controller_that_lived_between_two_polls_is_counted_once(tmp_path):
     finally:
         (tmp_path / "end").touch()
         proc.wait(timeout=60)
+        link.unlink()
+        shutil.rmtree(real, ignore_errors=True)
