@@ -10,8 +10,8 @@ from tests import mutants
 
 pytestmark = pytest.mark.e2e
 TIER = "full"
-RAY_TRAIN_STARTS = 20  # the Ray Train runs its mutants' tests start, at most (a mutant may start one more)
-SECONDS = 660
+RAY_TRAIN_STARTS = 22  # the Ray Train runs its mutants' tests start, at most (a mutant may start one more)
+SECONDS = 700  # measured 549 s (2026-12-06, the 2-core VM)
 
 
 def test_every_matrix_mutant_is_caught_by_its_rows_test():

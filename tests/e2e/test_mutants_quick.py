@@ -10,8 +10,8 @@ from tests import mutants
 
 pytestmark = pytest.mark.e2e
 TIER = "full"
-RAY_TRAIN_STARTS = 4  # the Ray Train runs its mutants' tests start, at most (a mutant may start one more)
-SECONDS = 420
+RAY_TRAIN_STARTS = 6  # the Ray Train runs its mutants' tests start, at most (a mutant may start one more)
+SECONDS = 360  # measured 300 s, 180 of them a hung test since given a 120 s timeout (2026-12-06)
 
 
 def test_every_quick_mutant_is_caught_by_its_rows_test():
