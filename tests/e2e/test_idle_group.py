@@ -36,6 +36,17 @@ def pid_in(held: Path) -> int | None:
     return int(text) if text else None
 
 
+def released_to_the_end(driver: subprocess.Popen, holds: Gate) -> str:
+    """Lets every hold go on as it comes until the driver exits; its output."""
+    while driver.poll() is None:
+        holds.release_all()
+        try:
+            driver.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            pass
+    return driver.communicate(timeout=60)[0]
+
+
 def test_an_idle_warm_group_that_loses_its_process_ends_and_its_next_trial_starts_cold(tmp_path):
     env = user_env(tmp_path)
     uri, client = sqlite_store(tmp_path)
@@ -55,13 +66,7 @@ def test_an_idle_warm_group_that_loses_its_process_ends_and_its_next_trial_start
         assert controllers(tmp_path) == 2  # A's group, idle; B's, running its first trial
         os.kill(a, signal.SIGKILL)  # A's group's only worker process, idle between A's trials
         wait_for(lambda: controllers(tmp_path) == 1, 60, "A's group to end (not restarted)")
-        while driver.poll() is None:  # every later hold goes on at once
-            holds.release_all()
-            try:
-                driver.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                pass
-        out = driver.communicate(timeout=60)[0]
+        out = released_to_the_end(driver, holds)  # every later hold goes on at once
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)

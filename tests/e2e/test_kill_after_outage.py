@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from bench.held_recipe import Gate
 from tests.conftest import paced
-from tests.e2e.test_idle_group import pid_in
+from tests.e2e.test_idle_group import pid_in, released_to_the_end
 from tests.e2e.test_interrupt import user_env, wait_for
 from tests.e2e.test_job_submit import free_port
 from tests.e2e.test_resume import nothing_left
@@ -54,13 +54,7 @@ def test_a_worker_killed_after_a_tracking_outage_restarts_its_trial_once(tmp_pat
         server = start_server(db, artifacts, port, log)
         killed = wait_for(lambda: pid_in(gate / "held-2"), 480, "the second trial held mid-epoch 2")
         os.kill(killed, signal.SIGKILL)
-        while driver.poll() is None:  # the restarted attempt holds again at its step: let it and any other go on
-            holds.release_all()
-            try:
-                driver.wait(timeout=0.2)
-            except subprocess.TimeoutExpired:
-                pass
-        out = driver.communicate(timeout=60)[0]
+        out = released_to_the_end(driver, holds)  # the restarted attempt holds again at its step: it goes on
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
