@@ -64,6 +64,8 @@ HOUSE = {
        for name in ("choice", "batchsize", "floor", "peak", "utilization", "host")},
     # the driver process's plumbing, whatever it runs (raylab/runtime/__init__.py)
     **{f"raylab.driver.{name}": f"raylab.runtime.{name}" for name in ("cluster", "stopping", "console")},
+    # the settings a trial runs with beyond its recipe (raylab/settings/__init__.py)
+    **{f"raylab.driver.{name}": f"raylab.settings.{name}" for name in ("precision", "pinning")},
 }
 # old package -> where its contents went (the package itself is an empty module)
 MOVED_PACKAGES = {"raylab.backends": "raylab.frameworks"}

@@ -18,7 +18,7 @@ from raylab.registry import Strategy, framework_of, get_strategy
 DEFAULT_WINDOW = 32
 
 # What --precision and --set precision=... may ask for; each backend records what it applied.
-PRECISIONS = ("fp32", "bf16", "fp16")  # what each trial kind applies: raylab/driver/precision.py
+PRECISIONS = ("fp32", "bf16", "fp16")  # what each trial kind applies: raylab/settings/precision.py
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class Settings:
     # Every trial in worker processes of its own (--fresh-processes); else trials that can share processes run one
     # after another in a warm worker group (raylab/driver/groups.py)
     fresh_processes: bool = False
-    pin_cpus: bool = False  # --pin-cpus: a trial's training processes on CPUs of their own (raylab/driver/pinning.py)
+    pin_cpus: bool = False  # --pin-cpus: a trial's training processes on CPUs of their own (raylab/settings/pinning.py)
     share_nodes: bool = False  # --share-nodes: hold no node against other jobs (raylab/driver/hold.py)
     invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
     # --compile best: (framework, batch per replica, precision) -> its Choice, once raced (measured) or read from the host's

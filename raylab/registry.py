@@ -190,7 +190,7 @@ class Framework:
     # keyed on them: raylab/probes/host.py); those not installed count as absent
     runtimes: tuple[str, ...] = ()
     # CPUs a training process keeps busy beside its intra-op threads (a thread that dispatches while another runs
-    # the step): --pin-cpus gives each process these too (raylab/driver/pinning.py), or leaves it unpinned
+    # the step): --pin-cpus gives each process these too (raylab/settings/pinning.py), or leaves it unpinned
     side_cpus: int = 0
 
     def races(self) -> bool:

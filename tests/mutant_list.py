@@ -45,7 +45,7 @@ def quick(m) -> None:
     m("own-error-restarted", "a trial's own error fails it at once, unrestarted, named; the next trial runs",
       "raylab/driver/policy.py", "        if code and not lost:\n", "        if code and lost:\n",
       UNIT + "test_failure.py")
-    m("bf16-fallback", "bf16, and its recorded fallback", "raylab/driver/precision.py",
+    m("bf16-fallback", "bf16, and its recorded fallback", "raylab/settings/precision.py",
       '        if cfg.precision_fallback != "fp32":\n', "        if False:\n", UNIT + "test_precision.py")
     m("unknown-node-type", "two node types in one invocation, priced, fastest and cheapest to the target; an unknown "
       "type refused", "raylab/driver/resources.py",
@@ -54,7 +54,7 @@ def quick(m) -> None:
     m("more-workers-than-cpus", "clear errors before training", "raylab/driver/resources.py",
       '    if (layout.cpus > total.get("CPU", 0) and not oversubscribed) or cpus <= 0:\n',
       "    if cpus <= 0:\n", INTEG + "test_trials.py")
-    m("pin-every-thread", "`--pin-cpus`", "raylab/driver/pinning.py", "        return 0\n    for tid in tids:\n",
+    m("pin-every-thread", "`--pin-cpus`", "raylab/settings/pinning.py", "        return 0\n    for tid in tids:\n",
       "        return 0\n    for tid in tids[:1]:\n", UNIT + "test_pinning.py")
     m("store-identity", "`raylab probes`", "raylab/probes/store.py",
       "    return isinstance(entry, dict) and (identity is None or\n",

@@ -8,7 +8,7 @@ import sys
 from raylab import config as C
 from raylab.cli.configure import edited, make_config, resumed_argv, without_flags
 from raylab.cli.recipe_flags import recipe_parser
-from raylab.driver import precision
+from raylab.settings import precision
 from raylab.errors import UserError
 
 

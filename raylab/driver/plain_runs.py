@@ -18,7 +18,7 @@ from pathlib import Path
 
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.driver import pinning
+from raylab.settings import pinning
 from raylab.runtime import console
 from raylab.driver.outcome import TrialOutcome, recorded
 from raylab.record.tracking import Tracker

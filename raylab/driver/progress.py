@@ -8,7 +8,7 @@ import time
 import ray
 
 from raylab.runtime import console
-from raylab.driver.pinning import Pinning
+from raylab.settings.pinning import Pinning
 from raylab.record.tracking import Tracker
 
 POLL_S = 2.0  # how often the driver logs new epochs to MLflow

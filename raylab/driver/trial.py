@@ -24,7 +24,7 @@ from raylab import failure
 from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.driver import pinning
+from raylab.settings import pinning
 from raylab.runtime import cluster, console
 from raylab.probes import floor, peak, race
 from raylab.probes.utilization import utilization, worker_nodes

@@ -8,7 +8,7 @@ import os
 import threading
 from pathlib import Path
 
-from raylab.driver.pinning import descendants  # noqa: F401 - a process and every one below it
+from raylab.settings.pinning import descendants  # noqa: F401 - a process and every one below it
 
 # The kinds of listener docs/clusters.md ("What listens on the network") names, by process title.
 KINDS = {

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from raylab.driver import pinning
-from raylab.driver.pinning import Pinning
+from raylab.settings import pinning
+from raylab.settings.pinning import Pinning
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 needs_two = pytest.mark.skipif(len(CPUS) < 2 or not pinning.affinity_supported(), reason="needs 2 CPUs and Linux")

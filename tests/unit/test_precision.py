@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raylab.driver import precision
+from raylab.settings import precision
 from raylab.errors import UserError
 from tests.unit.test_config import _main_fails, config, no_ray  # noqa: F401 - a fixture
 
