@@ -29,8 +29,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TRIALS = "tf:none x1,tf:mirrored x1,tf:mirrored x2,tf:mwms x1,tf:mwms x2,torch:none x1,torch:ddp x1," \
-                 "torch:ddp x2,xla:single x1"
+DEFAULT_TRIALS = (
+    "tf:none x1,tf:mirrored x1,tf:mirrored x2,tf:mwms x1,tf:mwms x2,torch:none x1,torch:ddp x1,"
+    "torch:ddp x2,xla:single x1"
+)
 
 
 def worktree(rev: str) -> Path:
@@ -38,16 +40,28 @@ def worktree(rev: str) -> Path:
     sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True, check=True)
     path = Path(tempfile.gettempdir()) / f"raylab-before-{sha.stdout.strip()}"
     if not path.exists():
-        subprocess.run(["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(path), rev], cwd=ROOT, check=True, capture_output=True
+        )
     return path
 
 
 def start(tree: Path, kind: str, workers: int, epochs: int, out: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(tree)}  # the tree's own raylab before the venv's editable one
-    args = [sys.executable, str(tree / "recipes" / "fashion.py"), "--trials", kind, "--workers", str(workers),
-            "--epochs", str(epochs), "--json", str(out / "summary.json"),
-            "--tracking-uri", f"sqlite:///{out}/mlflow.db"]
+    args = [
+        sys.executable,
+        str(tree / "recipes" / "fashion.py"),
+        "--trials",
+        kind,
+        "--workers",
+        str(workers),
+        "--epochs",
+        str(epochs),
+        "--json",
+        str(out / "summary.json"),
+        "--tracking-uri",
+        f"sqlite:///{out}/mlflow.db",
+    ]
     return subprocess.Popen(args, cwd=out, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -65,30 +79,42 @@ def recorded_names(out: Path) -> dict[str, set[str]] | None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{out}/mlflow.db")
-    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])
-            if "mlflow.parentRunId" in r.data.tags]
+    runs = [
+        r
+        for e in client.search_experiments()
+        for r in client.search_runs([e.experiment_id])
+        if "mlflow.parentRunId" in r.data.tags
+    ]
     if len(runs) != 1:
         return None
     data = runs[0].data
-    return {"params": set(data.params), "metrics": set(data.metrics), "tags": set(data.tags) - {"mlflow.log-model.history"}}
+    return {
+        "params": set(data.params),
+        "metrics": set(data.metrics),
+        "tags": set(data.tags) - {"mlflow.log-model.history"},
+    }
 
 
 def names_differ(after: dict | None, before: dict | None) -> str:
     """'' where both trials recorded the same names, else what differs."""
     if after is None or before is None:
         return "a side recorded no trial run"
-    diff = [f"{what}: after only {sorted(after[what] - before[what])}, before only {sorted(before[what] - after[what])}"
-            for what in after if after[what] != before[what]]
+    diff = [
+        f"{what}: after only {sorted(after[what] - before[what])}, before only {sorted(before[what] - after[what])}"
+        for what in after
+        if after[what] != before[what]
+    ]
     return "; ".join(diff)
 
 
-def pair(before: Path, kind: str, workers: int, epochs: int, after_first: bool,
-         alone: bool = False) -> tuple[tuple, tuple, str]:
+def pair(
+    before: Path, kind: str, workers: int, epochs: int, after_first: bool, alone: bool = False
+) -> tuple[tuple, tuple, str]:
     """Both sides at the same time, or with `alone` one after the other (each with the machine to itself)."""
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         runs = [(ROOT, Path(a)), (before, Path(b))]
         procs = []
-        for tree, out in (runs if after_first else runs[::-1]):
+        for tree, out in runs if after_first else runs[::-1]:
             procs.append(start(tree, kind, workers, epochs, out))
             if alone:
                 procs[-1].wait(timeout=3600)
@@ -103,9 +129,12 @@ def main() -> None:
     p.add_argument("--trials", default=DEFAULT_TRIALS, help="'KIND xN' list (default: the fashion recipe's defaults)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--alone", action="store_true",
-                   help="run the two sides one after the other, each alone on the machine, rather than at the same "
-                        "time (trials of 2 workers on 2 cores: 4 busy processes on 2 cores side by side)")
+    p.add_argument(
+        "--alone",
+        action="store_true",
+        help="run the two sides one after the other, each alone on the machine, rather than at the same "
+        "time (trials of 2 workers on 2 cores: 4 busy processes on 2 cores side by side)",
+    )
     args = p.parse_args()
     before = worktree(args.before)
     how = "one after the other, order alternating" if args.alone else "side by side"
@@ -116,16 +145,22 @@ def main() -> None:
         ratios = []
         for r in range(args.rounds):
             (after_sps, after_acc), (before_sps, before_acc), differ = pair(
-                before, kind, int(workers), args.epochs, after_first=r % 2 == 0, alone=args.alone)
+                before, kind, int(workers), args.epochs, after_first=r % 2 == 0, alone=args.alone
+            )
             ratio = after_sps / before_sps if after_sps and before_sps else None
             ratios += [ratio] if ratio else []
-            print(f"  {item:<16} round {r + 1}: after {after_sps or 0:>9,.0f}  before {before_sps or 0:>9,.0f} "
-                  f"samples/s  ratio {ratio or float('nan'):.3f}  val acc after {after_acc or float('nan'):.4f} "
-                  f"before {before_acc or float('nan'):.4f}; recorded names "
-                  f"{'the same' if not differ else 'DIFFER: ' + differ}", flush=True)
+            print(
+                f"  {item:<16} round {r + 1}: after {after_sps or 0:>9,.0f}  before {before_sps or 0:>9,.0f} "
+                f"samples/s  ratio {ratio or float('nan'):.3f}  val acc after {after_acc or float('nan'):.4f} "
+                f"before {before_acc or float('nan'):.4f}; recorded names "
+                f"{'the same' if not differ else 'DIFFER: ' + differ}",
+                flush=True,
+            )
         if ratios:
-            summary.append(f"{item:<16} after/before {statistics.median(ratios):.3f} "
-                           f"({min(ratios):.3f}..{max(ratios):.3f}, {len(ratios)} rounds)")
+            summary.append(
+                f"{item:<16} after/before {statistics.median(ratios):.3f} "
+                f"({min(ratios):.3f}..{max(ratios):.3f}, {len(ratios)} rounds)"
+            )
     print("\n".join(["", "median after/before steady-state samples/s:", *summary]))
 
 

@@ -39,8 +39,13 @@ def burner(share: float) -> int | None:
     """A detached process (not this one's child) burning `share` of a core: its pid; None for share 0."""
     if share <= 0:
         return None
-    out = subprocess.run(["sh", "-c", '"$0" -c "$1" "$2" >/dev/null 2>&1 & echo $!', sys.executable, BURN,
-                          str(share)], capture_output=True, text=True, check=True, timeout=30)
+    out = subprocess.run(
+        ["sh", "-c", '"$0" -c "$1" "$2" >/dev/null 2>&1 & echo $!', sys.executable, BURN, str(share)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
     return int(out.stdout.strip())
 
 
@@ -70,15 +75,20 @@ def main() -> None:
     p.add_argument("--shares", default="0,0.25,0.5,1", help="the burner's shares of a core, comma-separated")
     args = p.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
-    print(f"bench/beside.py: {platform.node()}, {os.cpu_count()} CPUs, "
-          f"{platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(
+        f"bench/beside.py: {platform.node()}, {os.cpu_count()} CPUs, "
+        f"{platform.processor() or platform.machine()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
     seen: dict[float, list[float]] = {s: [] for s in shares}
     for r in range(args.rounds):
         for share in shares if r % 2 == 0 else reversed(shares):
             other, own = window(share, args.window_s)
             seen[share].append(other)
-            print(f"round {r + 1}: burner {share:.2f} core -> recorded {other:.3f} cores of other work "
-                  f"(its own {own:.2f})", flush=True)
+            print(
+                f"round {r + 1}: burner {share:.2f} core -> recorded {other:.3f} cores of other work "
+                f"(its own {own:.2f})",
+                flush=True,
+            )
     base = sorted(seen.get(0.0, [0.0]))[len(seen.get(0.0, [0.0])) // 2]
     print(f"\nbaseline (no burner), median: {base:.3f} cores")
     worst = 0.0
@@ -87,8 +97,10 @@ def main() -> None:
         median = values[len(values) // 2]
         gap = max(abs(v - base - share) for v in values)
         worst = max(worst, gap)
-        print(f"burner {share:.2f}: median {median:.3f} (less the baseline {median - base:.3f}); the largest gap "
-              f"from the burner's share {gap:.3f}")
+        print(
+            f"burner {share:.2f}: median {median:.3f} (less the baseline {median - base:.3f}); the largest gap "
+            f"from the burner's share {gap:.3f}"
+        )
     print(f"the largest gap over every window: {worst:.3f} cores")
 
 

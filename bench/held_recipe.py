@@ -127,8 +127,7 @@ class Gate:
             self.release(name)
 
 
-def torch_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, at_build: bool = False,
-                last_at: int = 0):
+def torch_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, at_build: bool = False, last_at: int = 0):
     """torch's held model; with `at_build` it also holds as it is built in a Ray Train worker (a worker group
     starting the trial), with `last_at` at the evaluation after its `last_at`-th training step (the last epoch's)."""
     from torch import nn
@@ -197,8 +196,11 @@ def graph_hold(tf, hold_at: int, gate: str):
         written = tf.io.write_file(tf.strings.join([gate, "/held-", tag]), pid)
         with tf.control_dependencies([written]):
             release, end = tf.strings.join([gate, "/release-", tag]), tf.timestamp() + HOLD_S
-            return tf.while_loop(lambda _: tf.logical_and(tf.size(tf.io.matching_files(release)) == 0,
-                                                          tf.timestamp() < end), nap, [tf.constant(0, tf.int64)])[0]
+            return tf.while_loop(
+                lambda _: tf.logical_and(tf.size(tf.io.matching_files(release)) == 0, tf.timestamp() < end),
+                nap,
+                [tf.constant(0, tf.int64)],
+            )[0]
 
     def step():
         n = count.assign_add(1)
@@ -228,8 +230,13 @@ def jax_model(hold_at: int = 0, gate: str | None = None, pace: float = 1.0, rngs
     return Held(rngs)
 
 
-def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | None = None, at_build: bool = False,
-           last_at: int = 0):
+def recipe(
+    gate: str | None = None,
+    hold_at: int | None = None,
+    pace: float | None = None,
+    at_build: bool = False,
+    last_at: int = 0,
+):
     """The held variant of recipes/fashion.py: its models hold at `hold_at` (default: 1.5 x the command line's
     --steps-per-epoch, or RAYLAB_TEST_HOLD_AT) when `gate` (default: RAYLAB_TEST_GATE) is a directory, and run
     `pace` (default: RAYLAB_TEST_PACE, else 1) times slower. torch's also holds as it is built (`at_build`) and at
@@ -245,8 +252,11 @@ def recipe(gate: str | None = None, hold_at: int | None = None, pace: float | No
     hold_at = hold_at or int(os.environ.get("RAYLAB_TEST_HOLD_AT") or steps_per_epoch() * 3 // 2)
     pace = pace or float(os.environ.get("RAYLAB_TEST_PACE") or 1)
     last_at = last_at or int(os.environ.get("RAYLAB_TEST_LAST_AT") or 0)
-    models = {"tf": partial(tf_model, hold_at, gate, pace), "jax": partial(jax_model, hold_at, gate, pace),
-              "torch": partial(torch_model, hold_at, gate, pace, at_build, last_at)}
+    models = {
+        "tf": partial(tf_model, hold_at, gate, pace),
+        "jax": partial(jax_model, hold_at, gate, pace),
+        "torch": partial(torch_model, hold_at, gate, pace, at_build, last_at),
+    }
     return fashion.RECIPE.variant(name="held", models=models, default_trials=("torch:none",), default_workers=(1,))
 
 

@@ -65,10 +65,15 @@ SPARE = 1.5  # epochs for this many times --min-steady-s, by a 1-epoch plain run
 
 def process_facts() -> dict:
     """What this process ran at: the conditions a fair comparison must share (and record)."""
-    return {"niceness": os.nice(0), "affinity": sorted(os.sched_getaffinity(0)), "switch_interval": sys.getswitchinterval()}
+    return {
+        "niceness": os.nice(0),
+        "affinity": sorted(os.sched_getaffinity(0)),
+        "switch_interval": sys.getswitchinterval(),
+    }
 
 
 # --- the plain side (runs in its own process: `loop_cost.py --plain SPEC.json`) --------------------------------
+
 
 def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
     """The usual torch loop, the running loss and accuracy sums kept on the device, read every `window` steps."""
@@ -103,12 +108,22 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
             running = plain_steps(k, tt, compiled, opt, scheduler, xs, ys, it, sums, loss_of)  # one read
             chrono.stop(k)
             done += k
-        epochs.append({"epoch": epoch, "train_loss": running[0] / steps, "train_accuracy": running[1] / (steps * batch),
-                       **evaluate(*test)})
+        epochs.append(
+            {
+                "epoch": epoch,
+                "train_loss": running[0] / steps,
+                "train_accuracy": running[1] / (steps * batch),
+                **evaluate(*test),
+            }
+        )
     from raylab.frameworks.plain import timed
 
-    return {**timed(chrono, batch, spec.get("trace")), "epochs": epochs,
-            "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
+    return {
+        **timed(chrono, batch, spec.get("trace")),
+        "epochs": epochs,
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
+    }
 
 
 def plain_steps(k: int, tt, model, opt, scheduler, xs, ys, batches, sums, loss_of=None) -> list[float]:
@@ -154,32 +169,81 @@ def plain_main(spec_path: str) -> None:
 
 # --- the driver ------------------------------------------------------------------------------------------------
 
+
 def run_trial(framework: str, args, tmp: Path, epochs: int, pin: bool = False, extra_env: dict | None = None) -> dict:
     from mlflow.tracking import MlflowClient
 
     out, uri = tmp / "trial.json", f"sqlite:///{tmp}/mlflow.db"
-    cmd = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[framework], "--workers", "1",
-           "--epochs", str(epochs), "--batch", str(args.batch), "--threads", str(args.threads),
-           "--experiment", "bench-loop-cost", "--tracking-uri", uri, "--json", str(out)] + (["--pin-cpus"] if pin else [])
-    env = {**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})}  # this tree's raylab, not the venv's editable one
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / f"{args.recipe}.py"),
+        "--trials",
+        TRIAL[framework],
+        "--workers",
+        "1",
+        "--epochs",
+        str(epochs),
+        "--batch",
+        str(args.batch),
+        "--threads",
+        str(args.threads),
+        "--experiment",
+        "bench-loop-cost",
+        "--tracking-uri",
+        uri,
+        "--json",
+        str(out),
+    ] + (["--pin-cpus"] if pin else [])
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        **(extra_env or {}),
+    }  # this tree's raylab, not the venv's editable one
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=env)
     if done.returncode != 0 or not out.exists():
-        raise SystemExit(f"{TRIAL[framework]}: exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{TRIAL[framework]}: exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     (trial,) = json.loads(out.read_text())["trials"]
     run = MlflowClient(uri).get_run(trial["run_id"]).data
     tags, metrics = run.tags, run.metrics
-    facts = {k: tags.get(k) for k in ("niceness", "intra_op_threads", "inter_op_threads", "cpu_pinning",
-                                       "worker_switch_interval", "execution", "optimizer_impl") if tags.get(k) is not None}
-    return {"samples_per_sec": trial["samples_per_sec"], "val_accuracy": trial["val_accuracy"],
-            "steady_s": metrics.get("steady_s"), "steady_steps": metrics.get("steady_steps"), **facts}
+    facts = {
+        k: tags.get(k)
+        for k in (
+            "niceness",
+            "intra_op_threads",
+            "inter_op_threads",
+            "cpu_pinning",
+            "worker_switch_interval",
+            "execution",
+            "optimizer_impl",
+        )
+        if tags.get(k) is not None
+    }
+    return {
+        "samples_per_sec": trial["samples_per_sec"],
+        "val_accuracy": trial["val_accuracy"],
+        "steady_s": metrics.get("steady_s"),
+        "steady_steps": metrics.get("steady_steps"),
+        **facts,
+    }
 
 
 def run_plain(framework: str, args, tmp: Path, data, epochs: int, execution: str | None = None) -> dict:
     from raylab.driver.plain_runs import plain_env
 
-    spec = {"framework": framework, "task": str(tmp / "task.pkl"), "threads": args.threads, "epochs": epochs,
-            "steps_per_epoch": None, "batch": args.batch, "seed": 0, "warmup": data["warmup"], "window": 32,
-            "execution": execution}
+    spec = {
+        "framework": framework,
+        "task": str(tmp / "task.pkl"),
+        "threads": args.threads,
+        "epochs": epochs,
+        "steps_per_epoch": None,
+        "batch": args.batch,
+        "seed": 0,
+        "warmup": data["warmup"],
+        "window": 32,
+        "execution": execution,
+    }
     (tmp / "spec.json").write_text(json.dumps(spec))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--plain", str(tmp / "spec.json")]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=plain_env(framework, args.threads))
@@ -200,8 +264,11 @@ def epochs_for(framework: str, args, tmp: Path, data) -> int:
     per_epoch = data["steps"] * args.batch / one["samples_per_sec"]
     warmup = data["warmup"] * args.batch / one["samples_per_sec"]
     epochs = max(args.epochs, math.ceil((SPARE * args.min_steady_s + warmup) / per_epoch))
-    print(f"{framework}: a plain epoch is {per_epoch:.2f} s of steps: {epochs} epoch(s) for at least "
-          f"{args.min_steady_s:g} s of steady steps a side", flush=True)
+    print(
+        f"{framework}: a plain epoch is {per_epoch:.2f} s of steps: {epochs} epoch(s) for at least "
+        f"{args.min_steady_s:g} s of steady steps a side",
+        flush=True,
+    )
     return epochs
 
 
@@ -220,8 +287,10 @@ def cases(args) -> list[argparse.Namespace]:
     batches = [int(b) for b in str(args.batch).split(",")]
     if len(batches) not in (1, len(recipes)):
         raise SystemExit(f"--batch {args.batch}: give one batch, or one per recipe ({len(recipes)}: {args.recipe})")
-    return [argparse.Namespace(**{**vars(args), "recipe": r, "batch": b})
-            for r, b in zip(recipes, batches * len(recipes) if len(batches) == 1 else batches)]
+    return [
+        argparse.Namespace(**{**vars(args), "recipe": r, "batch": b})
+        for r, b in zip(recipes, batches * len(recipes) if len(batches) == 1 else batches)
+    ]
 
 
 def prepare(case: argparse.Namespace, tmp: Path) -> dict:
@@ -235,31 +304,48 @@ def prepare(case: argparse.Namespace, tmp: Path) -> dict:
     recipe = importlib.import_module(case.recipe).RECIPE.with_batch(case.batch)
     ds = as_dataset(recipe.data, recipe.name)
     tmp.mkdir()
-    (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
-        (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
+    (tmp / "task.pkl").write_bytes(
+        cloudpickle.dumps((recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test)))
+    )
     return {"warmup": recipe.warmup_steps, "steps": len(ds.y_train) // case.batch}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipe", default="fashion",
-                   help="recipes under recipes/, comma-separated: fashion, residual_mlp or both, interleaved in each "
-                        "round (default: %(default)s)")
-    p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)")
+    p.add_argument(
+        "--recipe",
+        default="fashion",
+        help="recipes under recipes/, comma-separated: fashion, residual_mlp or both, interleaved in each "
+        "round (default: %(default)s)",
+    )
+    p.add_argument(
+        "--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)"
+    )
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--epochs", type=int, default=3, help="epochs at least (more where --min-steady-s needs them)")
-    p.add_argument("--min-steady-s", type=float, default=5.0,  # raylab.compare.parity.STEADY_FLOOR_S
-                   help="seconds of steady steps each side has at least: a framework's epochs are raised to give "
-                        "them (0: --epochs as given; default: %(default)s)")
+    p.add_argument(
+        "--min-steady-s",
+        type=float,
+        default=5.0,  # raylab.compare.parity.STEADY_FLOOR_S
+        help="seconds of steady steps each side has at least: a framework's epochs are raised to give "
+        "them (0: --epochs as given; default: %(default)s)",
+    )
     p.add_argument("--batch", default="32", help="the batch, or one per recipe, comma-separated (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--pin-cpus", choices=["off", "on", "both"], default="off",
-                   help="the trial with raylab's --pin-cpus: off, on, or both (each round runs the trial either "
-                        "way beside the plain loop, interleaved; a trial that pinning leaves unpinned, 'not "
-                        "applied', is not run pinned again; default: %(default)s)")
-    p.add_argument("--trial-env", metavar="NAME=VALUE[,NAME=VALUE]",
-                   help="one more side each round: the trial with these in its environment (e.g. "
-                        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2, Ray's default poll), beside the trial without them")
+    p.add_argument(
+        "--pin-cpus",
+        choices=["off", "on", "both"],
+        default="off",
+        help="the trial with raylab's --pin-cpus: off, on, or both (each round runs the trial either "
+        "way beside the plain loop, interleaved; a trial that pinning leaves unpinned, 'not "
+        "applied', is not run pinned again; default: %(default)s)",
+    )
+    p.add_argument(
+        "--trial-env",
+        metavar="NAME=VALUE[,NAME=VALUE]",
+        help="one more side each round: the trial with these in its environment (e.g. "
+        "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2, Ray's default poll), beside the trial without them",
+    )
     p.add_argument("--plain", metavar="SPEC", help=argparse.SUPPRESS)  # the plain side's own process
     args = p.parse_args()
     extra = dict(kv.split("=", 1) for kv in args.trial_env.split(",")) if args.trial_env else {}
@@ -268,37 +354,68 @@ def main() -> None:
         return plain_main(args.plain)
     frameworks = [f.strip() for f in args.frameworks.split(",")]
     runs = cases(args)
-    print(f"{', '.join(f'{c.recipe} at batch {c.batch}' for c in runs)}; {args.threads} thread(s), {args.epochs} "
-          f"epoch(s) or more, {args.rounds} round(s), interleaved; driver: {process_facts()}, "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)
-    trials = {"off": ["trial"], "on": ["pinned"], "both": ["trial", "pinned"]}[args.pin_cpus] + (["env"] if extra else [])
-    label = {"trial": TRIAL, "pinned": {f: f"{k} --pin-cpus" for f, k in TRIAL.items()},
-             "env": {f: f"{k} {args.trial_env}" for f, k in TRIAL.items()}}
+    print(
+        f"{', '.join(f'{c.recipe} at batch {c.batch}' for c in runs)}; {args.threads} thread(s), {args.epochs} "
+        f"epoch(s) or more, {args.rounds} round(s), interleaved; driver: {process_facts()}, "
+        f"load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
+    trials = {"off": ["trial"], "on": ["pinned"], "both": ["trial", "pinned"]}[args.pin_cpus] + (
+        ["env"] if extra else []
+    )
+    label = {
+        "trial": TRIAL,
+        "pinned": {f: f"{k} --pin-cpus" for f, k in TRIAL.items()},
+        "env": {f: f"{k} {args.trial_env}" for f, k in TRIAL.items()},
+    }
     keys = [(c.recipe, f, t) for c in runs for f in frameworks for t in trials]
     ratios: dict[tuple[str, str, str], list[float]] = {key: [] for key in keys}
     shorts: dict[tuple[str, str, str], int] = {key: 0 for key in keys}
     unpinned: dict[tuple[str, str], str] = {}  # (recipe, framework) -> why --pin-cpus left its trial unpinned
     with tempfile.TemporaryDirectory(prefix="raylab-loop-cost-") as top:
         data = {c.recipe: prepare(c, Path(top) / c.recipe) for c in runs}
-        epochs = {(c.recipe, f): epochs_for(f, c, Path(top) / c.recipe, data[c.recipe]) for c in runs for f in frameworks}
+        epochs = {
+            (c.recipe, f): epochs_for(f, c, Path(top) / c.recipe, data[c.recipe]) for c in runs for f in frameworks
+        }
         chosen: dict = {}  # (recipe, framework) -> the execution its trial ran (--compile best's choice): the plain side's
         for r in range(args.rounds):
             for case in runs:
                 tmp, name = Path(top) / case.recipe, case.recipe
                 for framework in frameworks:
-                    key, mine = (name, framework), [t for t in trials if t != "pinned" or (name, framework) not in unpinned]
+                    key, mine = (
+                        (name, framework),
+                        [t for t in trials if t != "pinned" or (name, framework) not in unpinned],
+                    )
                     sides = [*mine, "plain"] if r % 2 == 0 else ["plain", *reversed(mine)]
                     got = {}
                     for side in sides:
-                        got[side] = (run_plain(framework, case, tmp, data[name], epochs[key], chosen.get(key))
-                                     if side == "plain" else
-                                     run_trial(framework, case, tmp, epochs[key], pin=side == "pinned",
-                                               extra_env=extra if side == "env" else None))
+                        got[side] = (
+                            run_plain(framework, case, tmp, data[name], epochs[key], chosen.get(key))
+                            if side == "plain"
+                            else run_trial(
+                                framework,
+                                case,
+                                tmp,
+                                epochs[key],
+                                pin=side == "pinned",
+                                extra_env=extra if side == "env" else None,
+                            )
+                        )
                         if side != "plain":
                             chosen[key] = got[side].get("execution")
                     pl = got["plain"]
-                    pfacts = {k: pl[k] for k in ("execution", "niceness", "affinity", "switch_interval",
-                                                 "intra_op_threads", "inter_op_threads") if k in pl}
+                    pfacts = {
+                        k: pl[k]
+                        for k in (
+                            "execution",
+                            "niceness",
+                            "affinity",
+                            "switch_interval",
+                            "intra_op_threads",
+                            "inter_op_threads",
+                        )
+                        if k in pl
+                    }
                     for side in mine:
                         t = got[side]
                         ratio = t["samples_per_sec"] / pl["samples_per_sec"]
@@ -306,26 +423,42 @@ def main() -> None:
                             unpinned[key] = t["cpu_pinning"]  # the same run as the unpinned trial's: not counted
                         else:
                             ratios[name, framework, side].append(ratio)
-                            shorts[name, framework, side] += any((x.get("steady_s") or 0) < args.min_steady_s
-                                                                 for x in (t, pl))
-                        tfacts = {k: v for k, v in t.items() if k not in ("samples_per_sec", "val_accuracy", "steady_s",
-                                                                            "steady_steps")}
-                        print(f"round {r + 1} {name} {framework:<5} ({' then '.join(sides)}): {label[side][framework]} "
-                              f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
-                              f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
-                              f"{epochs[key]} epochs: trial {steady(t, args.min_steady_s)}, plain "
-                              f"{steady(pl, args.min_steady_s)}\n"
-                              f"      trial ran at {tfacts}; plain at {pfacts}", flush=True)
+                            shorts[name, framework, side] += any(
+                                (x.get("steady_s") or 0) < args.min_steady_s for x in (t, pl)
+                            )
+                        tfacts = {
+                            k: v
+                            for k, v in t.items()
+                            if k not in ("samples_per_sec", "val_accuracy", "steady_s", "steady_steps")
+                        }
+                        print(
+                            f"round {r + 1} {name} {framework:<5} ({' then '.join(sides)}): {label[side][framework]} "
+                            f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
+                            f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
+                            f"{epochs[key]} epochs: trial {steady(t, args.min_steady_s)}, plain "
+                            f"{steady(pl, args.min_steady_s)}\n"
+                            f"      trial ran at {tfacts}; plain at {pfacts}",
+                            flush=True,
+                        )
     print()
     for (name, framework, side), rows in ratios.items():
         if not rows:
-            print(f"{name:<13} {label[side][framework]:<23}: {unpinned.get((name, framework), 'no round')}; "
-                  "not run pinned again (its rounds are the unpinned trial's)")
+            print(
+                f"{name:<13} {label[side][framework]:<23}: {unpinned.get((name, framework), 'no round')}; "
+                "not run pinned again (its rounds are the unpinned trial's)"
+            )
             continue
-        print(f"{name:<13} {label[side][framework]:<23} / plain, steady-state samples/s: median "
-              f"{statistics.median(rows):.3f}x (rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.95x"
-              + (f"; {shorts[name, framework, side]} round(s) with a side under {args.min_steady_s:g} s of steady "
-                 "steps: too short to time" if shorts[name, framework, side] else ""))
+        print(
+            f"{name:<13} {label[side][framework]:<23} / plain, steady-state samples/s: median "
+            f"{statistics.median(rows):.3f}x (rounds {', '.join(f'{x:.3f}' for x in rows)}); target >= 0.95x"
+            + (
+                f"; {shorts[name, framework, side]} round(s) with a side under {args.min_steady_s:g} s of steady "
+                "steps: too short to time"
+                if shorts[name, framework, side]
+                else ""
+            )
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -54,8 +54,14 @@ def plain(name: str, threads: int, n: int, seconds: float) -> float:
     from raylab.driver.plain_runs import plain_env
 
     code = PLAIN[name].format(threads=threads, n=n, seconds=seconds)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
-                          env=plain_env(name, threads), check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=plain_env(name, threads),
+        check=True,
+    )
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -69,14 +75,18 @@ def main() -> None:
     args = p.parse_args()
     from raylab.probes.peak import probe
 
-    print(f"{args.size} x {args.size} float32 products, {args.threads} thread(s), {args.seconds:g} s a figure, "
-          f"{args.rounds} round(s), alternating; os.cpu_count() {os.cpu_count()}")
+    print(
+        f"{args.size} x {args.size} float32 products, {args.threads} thread(s), {args.seconds:g} s a figure, "
+        f"{args.rounds} round(s), alternating; os.cpu_count() {os.cpu_count()}"
+    )
     print(f"{'framework':<10} {'raylab peak GFLOP/s':>20} {'plain loop GFLOP/s':>19} {'peak / plain':>13}")
     for name in args.frameworks.split(","):
         ours, theirs = [], []
         for r in range(args.rounds):
-            pair = [lambda: probe(name, "fp32", "cpu", args.threads, args.size, args.seconds)["tflops"],
-                    lambda: plain(name, args.threads, args.size, args.seconds)]
+            pair = [
+                lambda: probe(name, "fp32", "cpu", args.threads, args.size, args.seconds)["tflops"],
+                lambda: plain(name, args.threads, args.size, args.seconds),
+            ]
             got = [f() for f in (pair if r % 2 == 0 else pair[::-1])]
             ours.append(got[0] if r % 2 == 0 else got[1])
             theirs.append(got[1] if r % 2 == 0 else got[0])

@@ -34,9 +34,26 @@ WAIT_S = 600  # the longest a round waits for its trial to reach the hold
 
 def fashion_args(trial: str, workers: int, epochs: int, steps: int, device: str, uri: str) -> list[str]:
     """The held recipe's command line a round runs (its path first)."""
-    return [str(ROOT / "bench" / "held_recipe.py"), "--quick", "--trials", trial, "--workers", str(workers),
-            "--epochs", str(epochs), "--steps-per-epoch", str(steps), "--checkpoint-every", "0", "--device", device,
-            "--tracking-uri", uri, "--experiment", "restart"]
+    return [
+        str(ROOT / "bench" / "held_recipe.py"),
+        "--quick",
+        "--trials",
+        trial,
+        "--workers",
+        str(workers),
+        "--epochs",
+        str(epochs),
+        "--steps-per-epoch",
+        str(steps),
+        "--checkpoint-every",
+        "0",
+        "--device",
+        device,
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "restart",
+    ]
 
 
 def kill_at_hold(gate: Path, done: threading.Event) -> int | None:
@@ -63,8 +80,9 @@ def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path, devi
     gate.mkdir()
     env = {**os.environ, "HOME": str(tmp), "RAY_USAGE_STATS_ENABLED": "0", "RAYLAB_TEST_GATE": str(gate)}
     cmd = [sys.executable, *fashion_args(trial, workers, epochs, steps, device, uri)]
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     done, killed = threading.Event(), []
     killer = threading.Thread(target=lambda: killed.append(kill_at_hold(gate, done)), daemon=True)
     killer.start()
@@ -79,22 +97,29 @@ def one_round(trial: str, workers: int, epochs: int, steps: int, tmp: Path, devi
     if os.environ.get("RESTART_OUT"):  # where to keep each round's output
         Path(os.environ["RESTART_OUT"], f"x{workers}.txt").write_text("".join(lines))
     if proc.returncode != 0 or not killed or killed[0] is None:
-        raise RuntimeError(f"x{workers}: exit {proc.returncode}, killed={killed}; its output ends:\n"
-                           + "".join(lines[-40:]))
+        raise RuntimeError(
+            f"x{workers}: exit {proc.returncode}, killed={killed}; its output ends:\n" + "".join(lines[-40:])
+        )
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("restart").experiment_id
     (run,) = [r for r in client.search_runs([exp]) if r.data.tags.get("raylab.role") == "trial"]
     m = run.data.metrics
     if m.get("restarts") != 1:
-        raise RuntimeError(f"x{workers}: restarts={m.get('restarts')}, expected 1 (the kill landed on pid "
-                           f"{killed[0]}, the trial's worker held mid-epoch 2)")
+        raise RuntimeError(
+            f"x{workers}: restarts={m.get('restarts')}, expected 1 (the kill landed on pid "
+            f"{killed[0]}, the trial's worker held mid-epoch 2)"
+        )
     return {k: m[k] for k in ("recovery_s", "lost_s", "startup_s", "checkpoint_s", "checkpoints")}
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trial", default="torch:ddp", choices=("torch:none", "torch:ddp"),
-                   help="trial kind: the held recipe's model is torch's (default torch:ddp)")
+    p.add_argument(
+        "--trial",
+        default="torch:ddp",
+        choices=("torch:none", "torch:ddp"),
+        help="trial kind: the held recipe's model is torch's (default torch:ddp)",
+    )
     p.add_argument("--workers", default="1,2", help="worker counts, comma-separated (default 1,2)")
     p.add_argument("--rounds", type=int, default=2, help="rounds; each runs every worker count once (default 2)")
     p.add_argument("--epochs", type=int, default=3)
@@ -113,13 +138,17 @@ def main() -> None:
                 t0 = time.monotonic()
                 figures[w].append(one_round(args.trial, w, args.epochs, args.steps, Path(tmp), args.device))
                 print(f"  round {r + 1} x{w}: {figures[w][-1]} ({time.monotonic() - t0:.0f} s)", flush=True)
-    print(f"\n{args.trial}, worker SIGKILLed mid-epoch 2 of {args.epochs} ({args.steps} steps/epoch), "
-          f"medians over {args.rounds} round(s):")
+    print(
+        f"\n{args.trial}, worker SIGKILLed mid-epoch 2 of {args.epochs} ({args.steps} steps/epoch), "
+        f"medians over {args.rounds} round(s):"
+    )
     print("workers  recovery s  lost s  startup s  checkpoint s")
     for w in counts:
         med = {k: statistics.median(f[k] for f in figures[w]) for k in figures[w][0]}
-        print(f"{w:>7}  {med['recovery_s']:>10.1f}  {med['lost_s']:>6.1f}  {med['startup_s']:>9.1f}  "
-              f"{med['checkpoint_s']:>12.2f}")
+        print(
+            f"{w:>7}  {med['recovery_s']:>10.1f}  {med['lost_s']:>6.1f}  {med['startup_s']:>9.1f}  "
+            f"{med['checkpoint_s']:>12.2f}"
+        )
 
 
 if __name__ == "__main__":

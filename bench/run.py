@@ -43,10 +43,12 @@ def machine() -> str:
     from raylab.loop.worker_config import host_facts
 
     facts, v = host_facts(), driver_versions()
-    return (f"{facts['cpu_model']}, {facts['cpu_count']} cores, {platform.system()} {platform.machine()}; "
-            f"Python {v['version.python']}, Ray {v['version.ray']}, TF {v['version.tensorflow']}, "
-            f"torch {v['version.torch']}, torch_xla {v['version.torch_xla']}, MLflow {v['version.mlflow']}; "
-            f"commit {git_commit(ROOT)[:12]}")
+    return (
+        f"{facts['cpu_model']}, {facts['cpu_count']} cores, {platform.system()} {platform.machine()}; "
+        f"Python {v['version.python']}, Ray {v['version.ray']}, TF {v['version.tensorflow']}, "
+        f"torch {v['version.torch']}, torch_xla {v['version.torch_xla']}, MLflow {v['version.mlflow']}; "
+        f"commit {git_commit(ROOT)[:12]}"
+    )
 
 
 def flags(recipe: str, epochs: int | None) -> list[str]:
@@ -63,13 +65,27 @@ def section(recipe: str, epochs: int | None) -> str:
 
 def run(recipe: str, repeats: int, threads: int, workdir: Path, epochs: int | None = None) -> tuple[str, str]:
     """(the command, raylab compare's report) for one recipe."""
-    args = [*flags(recipe, epochs), "--repeats", str(repeats), "--threads", str(threads), "--experiment", f"bench-{recipe}",
-            "--tracking-uri", f"sqlite:///{workdir}/mlflow.db"]
-    out = subprocess.run([sys.executable, str(ROOT / "recipes" / f"{recipe}.py"), *args], capture_output=True,
-                         text=True, timeout=4 * 3600, cwd=workdir)
+    args = [
+        *flags(recipe, epochs),
+        "--repeats",
+        str(repeats),
+        "--threads",
+        str(threads),
+        "--experiment",
+        f"bench-{recipe}",
+        "--tracking-uri",
+        f"sqlite:///{workdir}/mlflow.db",
+    ]
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "recipes" / f"{recipe}.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=4 * 3600,
+        cwd=workdir,
+    )
     if out.returncode != 0:
         raise SystemExit(f"{recipe} failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    report = out.stdout[out.stdout.index(f"experiment 'bench-{recipe}'"):]
+    report = out.stdout[out.stdout.index(f"experiment 'bench-{recipe}'") :]
     report = "\n".join(line for line in report.splitlines() if not line.startswith(("chart:", "MLflow UI:")))
     shown = " ".join(a for a in args if not a.startswith("sqlite:"))
     return f"python recipes/{recipe}.py {shown}".replace(" --tracking-uri", ""), report
@@ -77,7 +93,9 @@ def run(recipe: str, repeats: int, threads: int, workdir: Path, epochs: int | No
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--recipes", default="fashion", help=f"comma-separated, from {', '.join(RUNS)} (default: %(default)s)")
+    p.add_argument(
+        "--recipes", default="fashion", help=f"comma-separated, from {', '.join(RUNS)} (default: %(default)s)"
+    )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--epochs", type=int, help="epochs for the training recipes instead of 1 (a section of its own)")
@@ -95,9 +113,19 @@ def main() -> None:
             start = time.time()
             command, report = run(recipe, args.repeats, args.threads, Path(tmp), args.epochs)
             name, more = section(recipe, args.epochs), f" --epochs {args.epochs}" if args.epochs else ""
-            done[name] = [f"## {name}", "", f"Measured {time.strftime('%Y-%m-%d %H:%M')} on: {machine()}.", "",
-                            f"`{command}` ({(time.time() - start) / 60:.0f} min, from `python bench/run.py --recipes "
-                            f"{recipe} --repeats {args.repeats} --threads {args.threads}{more}`)", "", "```", report, "```", ""]
+            done[name] = [
+                f"## {name}",
+                "",
+                f"Measured {time.strftime('%Y-%m-%d %H:%M')} on: {machine()}.",
+                "",
+                f"`{command}` ({(time.time() - start) / 60:.0f} min, from `python bench/run.py --recipes "
+                f"{recipe} --repeats {args.repeats} --threads {args.threads}{more}`)",
+                "",
+                "```",
+                report,
+                "```",
+                "",
+            ]
             print(f"{recipe}: done\n{report}", flush=True)
     # Keep the sections of recipes not run this time, and the history under "## Earlier".
     old = args.out.read_text() if args.out.exists() else ""
@@ -107,9 +135,13 @@ def main() -> None:
         name = chunk.split("\n", 1)[0].strip()
         kept[name] = ("## " + chunk).rstrip("\n").splitlines() + [""]
     kept.update(done)
-    head = ["# raylab measured by its own protocol", "",
-            "Each section is one `bench/run.py` run of one recipe: the recipe's own command line with --repeats "
-            "(and --plain for training recipes), and the `raylab compare` report it printed.", ""]
+    head = [
+        "# raylab measured by its own protocol",
+        "",
+        "Each section is one `bench/run.py` run of one recipe: the recipe's own command line with --repeats "
+        "(and --plain for training recipes), and the `raylab compare` report it printed.",
+        "",
+    ]
     lines = head + [line for name in kept for line in kept[name]]
     args.out.write_text("\n".join(lines) + ("\n## Earlier" + earlier if earlier else ""))
     print(f"wrote {args.out}")

@@ -58,8 +58,10 @@ BIN = Path(sys.executable).parent
 from bench.held_recipe import Gate  # noqa: E402 - after the repository is on the path
 from raylab.runtime.cluster import KEEP_SESSIONS  # noqa: E402
 
-KINDS = ("tf:none,tf:mirrored,tf:mwms x2,tf:ps,torch:none,torch:ddp x2,torch:ps-async,torch:ps-sync,"
-         "xla:single,xla:ddp x2,jax:none,jax:dp x2")
+KINDS = (
+    "tf:none,tf:mirrored,tf:mwms x2,tf:ps,torch:none,torch:ddp x2,torch:ps-async,torch:ps-sync,"
+    "xla:single,xla:ddp x2,jax:none,jax:dp x2"
+)
 HEADER = re.compile(r"^=== (.+?): .*\(MLflow run ([\w-]+)")  # pending-...: a run started in an outage
 RSS_SLOPE_MB = 5.0  # the issue's bound, per trial after the first ten
 TREND = 0.25  # processes / ports / shm entries per trial (after the first ten) that count as growth
@@ -111,8 +113,11 @@ def shm_entries() -> set[str]:
 
 def rss_mb(pid: int) -> float | None:
     try:
-        return next(int(ln.split()[1]) / 1024 for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
-                    if ln.startswith("VmRSS:"))
+        return next(
+            int(ln.split()[1]) / 1024
+            for ln in Path(f"/proc/{pid}/status").read_text().splitlines()
+            if ln.startswith("VmRSS:")
+        )
     except (OSError, StopIteration):
         return None
 
@@ -154,8 +159,14 @@ class Soak:
         self.server = self.outage_thread = None
 
     def env(self, home: Path) -> dict:
-        env = {**os.environ, "HOME": str(home), "TMPDIR": str(home / "tmp"), "RAY_TMPDIR": str(home / "tmp"),
-               "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            "HOME": str(home),
+            "TMPDIR": str(home / "tmp"),
+            "RAY_TMPDIR": str(home / "tmp"),
+            "RAY_USAGE_STATS_ENABLED": "0",
+            "PYTHONUNBUFFERED": "1",
+        }
         for k in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "MLFLOW_TRACKING_URI"):
             env.pop(k, None)
         return env
@@ -163,12 +174,26 @@ class Soak:
     def start_server(self) -> None:
         home = self.tmp / "server-home"
         (home / "tmp").mkdir(parents=True, exist_ok=True)
-        cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-               "--backend-store-uri", f"sqlite:///{self.db}", "--artifacts-destination", str(self.art)]
+        cmd = [
+            str(BIN / "mlflow"),
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--workers",
+            "1",
+            "--backend-store-uri",
+            f"sqlite:///{self.db}",
+            "--artifacts-destination",
+            str(self.art),
+        ]
         log = (self.tmp / "server.log").open("a")
-        self.server = subprocess.Popen(cmd, env=self.env(home), stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+        self.server = subprocess.Popen(
+            cmd, env=self.env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         from mlflow.tracking import MlflowClient
+
         client, deadline = MlflowClient(tracking_uri=self.uri), time.monotonic() + 120
         while time.monotonic() < deadline:
             try:
@@ -192,24 +217,50 @@ class Soak:
 
     def sample(self, driver: subprocess.Popen, label: str) -> None:
         procs = processes_of(self.home)
-        self.samples.append({
-            "after": label, "driver": self.drivers, "t": round(time.monotonic() - self.t0, 1),
-            "driver_rss_mb": rss_mb(driver.pid), "processes": len(procs),
-            "ports": len(listening_ports(procs)), "shm": len(shm_entries() - self.shm0),
-            "sessions": len(sessions(self.home)), "ray_results_mb": du_mb(self.home / "ray_results"),
-            "home_mb": du_mb(self.home, skip="ray_results"), "artifacts_mb": du_mb(self.art)})
+        self.samples.append(
+            {
+                "after": label,
+                "driver": self.drivers,
+                "t": round(time.monotonic() - self.t0, 1),
+                "driver_rss_mb": rss_mb(driver.pid),
+                "processes": len(procs),
+                "ports": len(listening_ports(procs)),
+                "shm": len(shm_entries() - self.shm0),
+                "sessions": len(sessions(self.home)),
+                "ray_results_mb": du_mb(self.home / "ray_results"),
+                "home_mb": du_mb(self.home, skip="ray_results"),
+                "artifacts_mb": du_mb(self.art),
+            }
+        )
 
     def run_driver(self, extra: list[str], plan: dict) -> int:
         """Runs one driver to its end, acting on its output: `plan` maps a global trial number to "kill",
         "outage" or "term"."""
         self.drivers += 1
-        cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), *extra, "--tracking-uri", self.uri,
-               "--experiment", "soak"]
+        cmd = [
+            sys.executable,
+            str(ROOT / "bench" / "held_recipe.py"),
+            *extra,
+            "--tracking-uri",
+            self.uri,
+            "--experiment",
+            "soak",
+        ]
         self.events.append(f"driver {self.drivers}: {' '.join(cmd[1:])}")
         log = (self.tmp / f"driver-{self.drivers}.log").open("w", buffering=1)
-        proc = subprocess.Popen(cmd, cwd=self.home, env={**self.env(self.home), "RAYLAB_TEST_GATE": str(self.gate),
-                                                            "RAYLAB_TEST_HOLD_AT": str(self.args.steps * 3 // 2)},
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=self.home,
+            env={
+                **self.env(self.home),
+                "RAYLAB_TEST_GATE": str(self.gate),
+                "RAYLAB_TEST_HOLD_AT": str(self.args.steps * 3 // 2),
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         watchdog = threading.Timer(self.args.driver_timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
         watchdog.start()
         stop = threading.Event()
@@ -286,17 +337,23 @@ class Soak:
             time.sleep(2)
         procs = processes_of(self.home)
         if procs:
-            self.failures.append(f"{which}: {len(procs)} process(es) left after {self.args.settle_s:g} s, ports "
-                                 f"{sorted(listening_ports(procs))}: {[t[:60] for t in procs.values()]}")
+            self.failures.append(
+                f"{which}: {len(procs)} process(es) left after {self.args.settle_s:g} s, ports "
+                f"{sorted(listening_ports(procs))}: {[t[:60] for t in procs.values()]}"
+            )
         shm = shm_entries() - self.shm0
         if shm:
             self.failures.append(f"{which}: /dev/shm entries left: {sorted(shm)}")
         bound = min(self.drivers, KEEP_SESSIONS)  # raylab keeps its newest KEEP_SESSIONS (cluster.prune_sessions)
         if len(sessions(self.home)) > bound:
-            self.failures.append(f"{which}: {len(sessions(self.home))} Ray session dirs for {self.drivers} drivers "
-                                 f"(raylab keeps at most {KEEP_SESSIONS})")
-        self.events.append(f"{which}: left {len(procs)} processes, {len(shm)} shm entries, "
-                           f"{len(sessions(self.home))} session dirs ({du_mb(self.home / 'tmp' / 'ray')} MB)")
+            self.failures.append(
+                f"{which}: {len(sessions(self.home))} Ray session dirs for {self.drivers} drivers "
+                f"(raylab keeps at most {KEEP_SESSIONS})"
+            )
+        self.events.append(
+            f"{which}: left {len(procs)} processes, {len(shm)} shm entries, "
+            f"{len(sessions(self.home))} session dirs ({du_mb(self.home / 'tmp' / 'ray')} MB)"
+        )
 
     def cleanup(self) -> None:
         for pid in processes_of(self.home):
@@ -319,13 +376,23 @@ def slope(ys: list[float]) -> float:
 def plans(args) -> tuple[list[list[str]], dict, int]:
     """The invocations (argument lists), the plan (global trial number -> kill / outage / term) and the number of
     trials intended."""
-    common = ["--quick", "--compile", "off", "--epochs", str(args.epochs), "--steps-per-epoch", str(args.steps),
-              "--checkpoint-every", "0", "--workers", "1"]
+    common = [
+        "--quick",
+        "--compile",
+        "off",
+        "--epochs",
+        str(args.epochs),
+        "--steps-per-epoch",
+        str(args.steps),
+        "--checkpoint-every",
+        "0",
+        "--workers",
+        "1",
+    ]
     if args.short:
         return [[*common, "--trials", "torch:none", "--repeats", str(args.repeats)]], {2: "kill"}, args.repeats
     first = [*common, "--trials", KINDS, "--ps", "1", "--repeats", str(args.repeats)]
-    runs = [first, [*common, "--trials", "torch:none", "--repeats", str(args.stream_repeats), "--data",
-                    str(args.data)]]
+    runs = [first, [*common, "--trials", "torch:none", "--repeats", str(args.stream_repeats), "--data", str(args.data)]]
     total = len(KINDS.split(",")) * args.repeats + args.stream_repeats
     plan = {n: "kill" for n in range(5, total + 1, 5)}
     for at, what in ((total // 2, "outage"), (round(total * 2 / 3), "term")):
@@ -335,9 +402,14 @@ def plans(args) -> tuple[list[list[str]], dict, int]:
 
 def export_data(soak: Soak) -> Path:
     out = soak.tmp / "fashion-parquet"
-    done = subprocess.run([sys.executable, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"),
-                           str(out)], env=soak.env(soak.home), cwd=soak.home, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"), str(out)],
+        env=soak.env(soak.home),
+        cwd=soak.home,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode:
         raise RuntimeError(f"raylab data export failed: {done.stderr[-2000:]}")
     return out
@@ -363,6 +435,7 @@ def soak_run(args, soak: Soak) -> None:
 def trial_rows(soak: Soak) -> list[dict]:
     """Each trial run of the store, in the order it first started, with its samples' figures."""
     from mlflow.tracking import MlflowClient
+
     client = MlflowClient(tracking_uri=soak.uri)
     exp = client.get_experiment_by_name("soak").experiment_id
     runs = {r.info.run_id: r for r in client.search_runs([exp], max_results=1000)}
@@ -380,21 +453,35 @@ def trial_rows(soak: Soak) -> list[dict]:
         m = run.data.metrics
         ended = float(run.data.tags.get("trial_ended", "inf"))
         pids = [int(p) for p in run.data.tags.get("worker_pids", "").split(",") if p]
-        rows.append({"n": n, "trial": run.info.run_name, "run_id": run_id, "status": run.info.status,
-                     "killed": run_id in soak.killed, "restarts": m.get("restarts"),
-                     "failures": run.data.tags.get("failures"),
-                     "killed_pid": soak.killed.get(run_id), "worker_pids": pids,
-                     "killed_after_end": soak.killed_at.get(run_id, 0) > ended,
-                     "recovery_s": m.get("recovery_s"), "lost_s": m.get("lost_s"),
-                     "worker_peak_mb": m.get("peak_rss_mb"), "wall_s": m.get("wall_s"), **last[0]})
+        rows.append(
+            {
+                "n": n,
+                "trial": run.info.run_name,
+                "run_id": run_id,
+                "status": run.info.status,
+                "killed": run_id in soak.killed,
+                "restarts": m.get("restarts"),
+                "failures": run.data.tags.get("failures"),
+                "killed_pid": soak.killed.get(run_id),
+                "worker_pids": pids,
+                "killed_after_end": soak.killed_at.get(run_id, 0) > ended,
+                "recovery_s": m.get("recovery_s"),
+                "lost_s": m.get("lost_s"),
+                "worker_peak_mb": m.get("peak_rss_mb"),
+                "wall_s": m.get("wall_s"),
+                **last[0],
+            }
+        )
     return rows
 
 
 def resolve_pending(soak: Soak, runs: dict) -> None:
     """A trial started while the server was away printed a `pending-...` id: its run is the first-started trial run
     of the same name that no header printed."""
-    unseen = sorted((i for i, r in runs.items() if i not in soak.seen and r.data.tags.get("raylab.role") == "trial"),
-                    key=lambda i: runs[i].info.start_time)
+    unseen = sorted(
+        (i for i, r in runs.items() if i not in soak.seen and r.data.tags.get("raylab.role") == "trial"),
+        key=lambda i: runs[i].info.start_time,
+    )
     for k, old in enumerate(soak.seen):
         real = next((i for i in unseen if runs[i].info.run_name == soak.names.get(old)), None)
         if not old.startswith("pending") or real is None:
@@ -414,17 +501,25 @@ def verdicts(soak: Soak, rows: list[dict]) -> None:
     for r in rows:
         # A kill that missed its trial is the soak's defect, said as such: never a pass, never raylab's failure
         if r["n"] in planned and not r["killed"]:
-            soak.failures.append(f"SOAK DEFECT: trial {r['n']} ({r['trial']}) was planned a kill, but none of its "
-                                 "workers was found holding")
+            soak.failures.append(
+                f"SOAK DEFECT: trial {r['n']} ({r['trial']}) was planned a kill, but none of its "
+                "workers was found holding"
+            )
         elif r["killed"] and (r["killed_pid"] not in r["worker_pids"] or r["killed_after_end"]):
-            soak.failures.append(f"SOAK DEFECT: trial {r['n']} ({r['trial']})'s kill hit process {r['killed_pid']}, "
-                                 f"not one of its workers ({r['worker_pids']}) while it ran")
+            soak.failures.append(
+                f"SOAK DEFECT: trial {r['n']} ({r['trial']})'s kill hit process {r['killed_pid']}, "
+                f"not one of its workers ({r['worker_pids']}) while it ran"
+            )
         elif r["killed"] and r["restarts"] != 1:
-            soak.failures.append(f"trial {r['n']} ({r['trial']}) was killed, restarts={r['restarts']}, not 1; "
-                                 f"its decisions: {r['failures'] or 'none recorded'}")
+            soak.failures.append(
+                f"trial {r['n']} ({r['trial']}) was killed, restarts={r['restarts']}, not 1; "
+                f"its decisions: {r['failures'] or 'none recorded'}"
+            )
         elif not r["killed"] and r["restarts"]:  # said, not failed: no kill of the soak's, yet restarted
-            print(f"note: trial {r['n']} ({r['trial']}) was not killed, yet restarted {r['restarts']:g}x; its "
-                  f"decisions: {r['failures'] or 'none recorded'}")
+            print(
+                f"note: trial {r['n']} ({r['trial']}) was not killed, yet restarted {r['restarts']:g}x; its "
+                f"decisions: {r['failures'] or 'none recorded'}"
+            )
     for driver in sorted({s["driver"] for s in soak.samples}):
         mine = [s for s in soak.samples if s["driver"] == driver and s["driver_rss_mb"] is not None]
         tail = mine[10:] if len(mine) > 12 else []
@@ -438,8 +533,24 @@ def verdicts(soak: Soak, rows: list[dict]) -> None:
 
 
 def report(soak: Soak, rows: list[dict]) -> None:
-    cols = ["n", "trial", "status", "killed", "restarts", "worker_peak_mb", "wall_s", "driver", "driver_rss_mb",
-            "processes", "ports", "shm", "sessions", "ray_results_mb", "home_mb", "artifacts_mb"]
+    cols = [
+        "n",
+        "trial",
+        "status",
+        "killed",
+        "restarts",
+        "worker_peak_mb",
+        "wall_s",
+        "driver",
+        "driver_rss_mb",
+        "processes",
+        "ports",
+        "shm",
+        "sessions",
+        "ray_results_mb",
+        "home_mb",
+        "artifacts_mb",
+    ]
     print("\n" + "  ".join(f"{c:>10}" if c != "trial" else f"{c:<22}" for c in cols))
     for r in rows:
         cells = []
@@ -452,26 +563,34 @@ def report(soak: Soak, rows: list[dict]) -> None:
     print("\nkills (which trial's which process, and what raylab did):")
     for r in (r for r in rows if r["killed"]):
         mine = "one of its workers" if r["killed_pid"] in r["worker_pids"] else "NOT one of its workers"
-        print(f"  trial {r['n']} ({r['trial']}): process {r['killed_pid']}, {mine} (worker_pids "
-              f"{','.join(map(str, r['worker_pids']))}), held mid-epoch 2; raylab restarted it "
-              f"{r['restarts'] or 0:g}x ({r['recovery_s'] or 0:.1f} s to recover, {r['lost_s'] or 0:.1f} s of training "
-              f"done again), {r['status']}")
+        print(
+            f"  trial {r['n']} ({r['trial']}): process {r['killed_pid']}, {mine} (worker_pids "
+            f"{','.join(map(str, r['worker_pids']))}), held mid-epoch 2; raylab restarted it "
+            f"{r['restarts'] or 0:g}x ({r['recovery_s'] or 0:.1f} s to recover, {r['lost_s'] or 0:.1f} s of training "
+            f"done again), {r['status']}"
+        )
     print("\nsummary:")
     for driver in sorted({s["driver"] for s in soak.samples}):
         mine = [s for s in soak.samples if s["driver"] == driver and s["driver_rss_mb"] is not None]
         rss = [s["driver_rss_mb"] for s in mine]
-        print(f"  driver {driver}: {len(mine)} samples, RSS {rss[0]:.0f} -> {rss[-1]:.0f} MB, slope all "
-              f"{slope(rss):.2f} MB/trial, after the first ten {slope(rss[10:]):.2f} MB/trial; processes "
-              f"{min(s['processes'] for s in mine)}..{max(s['processes'] for s in mine)}, ports "
-              f"{min(s['ports'] for s in mine)}..{max(s['ports'] for s in mine)}")
+        print(
+            f"  driver {driver}: {len(mine)} samples, RSS {rss[0]:.0f} -> {rss[-1]:.0f} MB, slope all "
+            f"{slope(rss):.2f} MB/trial, after the first ten {slope(rss[10:]):.2f} MB/trial; processes "
+            f"{min(s['processes'] for s in mine)}..{max(s['processes'] for s in mine)}, ports "
+            f"{min(s['ports'] for s in mine)}..{max(s['ports'] for s in mine)}"
+        )
     peaks = [r["worker_peak_mb"] for r in rows if r.get("worker_peak_mb")]
     if peaks:
         print(f"  worker peak RSS: {min(peaks):.0f}..{max(peaks):.0f} MB over {len(peaks)} trials")
-    print(f"  disk at the end: HOME {du_mb(soak.home):.1f} MB (ray_results {du_mb(soak.home / 'ray_results'):.1f}"
-          f" MB, Ray sessions {du_mb(soak.home / 'tmp' / 'ray'):.1f} MB), artifacts {du_mb(soak.art):.1f} MB, "
-          f"mlflow.db {soak.db.stat().st_size / 2**20:.1f} MB")
-    print(f"  {len(rows)} trials, {len(soak.killed)} workers killed, "
-          f"{time.monotonic() - soak.t0:.0f} s; " + ("PASS" if not soak.failures else "FAIL"))
+    print(
+        f"  disk at the end: HOME {du_mb(soak.home):.1f} MB (ray_results {du_mb(soak.home / 'ray_results'):.1f}"
+        f" MB, Ray sessions {du_mb(soak.home / 'tmp' / 'ray'):.1f} MB), artifacts {du_mb(soak.art):.1f} MB, "
+        f"mlflow.db {soak.db.stat().st_size / 2**20:.1f} MB"
+    )
+    print(
+        f"  {len(rows)} trials, {len(soak.killed)} workers killed, "
+        f"{time.monotonic() - soak.t0:.0f} s; " + ("PASS" if not soak.failures else "FAIL")
+    )
     for f in soak.failures:
         print(f"FAIL: {f}")
 
@@ -503,16 +622,21 @@ def main(argv=None) -> int:
         rows = trial_rows(soak)
         verdicts(soak, rows)
         report(soak, rows)
-        args.out.write_text(json.dumps({"rows": rows, "samples": soak.samples, "events": soak.events,
-                                        "failures": soak.failures}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {"rows": rows, "samples": soak.samples, "events": soak.events, "failures": soak.failures}, indent=1
+            )
+        )
     finally:
         soak.cleanup()
         keep = args.keep or bool(soak.failures)  # a failed soak keeps its MLflow store and the trials' logs
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
     if keep:
-        print(f"kept {tmp} (its MLflow store, the trials' logs and Ray's session logs)"
-              + ("" if args.keep else ": the soak failed"))
+        print(
+            f"kept {tmp} (its MLflow store, the trials' logs and Ray's session logs)"
+            + ("" if args.keep else ": the soak failed")
+        )
     return 1 if soak.failures else 0
 
 

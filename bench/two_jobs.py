@@ -37,26 +37,65 @@ def free_port() -> int:
 
 
 def start_head(tmp: Path) -> tuple[dict, str]:
-    env = {**os.environ, "HOME": str(tmp / "head"), "PATH": f"{BIN}:{os.environ['PATH']}",
-           "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+    env = {
+        **os.environ,
+        "HOME": str(tmp / "head"),
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "token",
+    }
     env.pop("RAY_AUTH_TOKEN", None)
     (tmp / "head").mkdir()
     subprocess.run([str(BIN / "ray"), "get-auth-token", "--generate"], env=env, check=True, capture_output=True)
     port = free_port()
-    subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                    "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"], env=env, check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            "--node-ip-address=127.0.0.1",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     token = (tmp / "head" / ".ray" / "auth_token").read_text().strip()
     return {**env, "RAY_AUTH_TOKEN": token}, f"127.0.0.1:{port}"
 
 
 def launch(env: dict, address: str, where: Path, args) -> subprocess.Popen:
     (where / "home").mkdir(parents=True)
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", args.trials, "--compile",
-           "off", "--steps-per-epoch", str(args.steps_per_epoch), "--address", address, "--tracking-uri",
-           f"sqlite:///{where}/mlflow.db", "--experiment", "jobs", *(["--share-nodes"] if args.share_nodes else [])]
-    return subprocess.Popen(cmd, cwd=where, env={**env, "HOME": str(where / "home")}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / "fashion.py"),
+        "--quick",
+        "--trials",
+        args.trials,
+        "--compile",
+        "off",
+        "--steps-per-epoch",
+        str(args.steps_per_epoch),
+        "--address",
+        address,
+        "--tracking-uri",
+        f"sqlite:///{where}/mlflow.db",
+        "--experiment",
+        "jobs",
+        *(["--share-nodes"] if args.share_nodes else []),
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=where,
+        env={**env, "HOME": str(where / "home")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def trials(where: Path) -> dict[str, dict]:
@@ -64,9 +103,15 @@ def trials(where: Path) -> dict[str, dict]:
 
     client = MlflowClient(f"sqlite:///{where}/mlflow.db")
     exp = client.get_experiment_by_name("jobs")
-    return {r.info.run_name: {"sps": r.data.metrics.get("samples_per_sec"), "beside": r.data.metrics.get("beside_cores"),
-                              "span": (float(r.data.tags["trial_started"]), float(r.data.tags["trial_ended"]))}
-            for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("raylab.role") == "trial"}
+    return {
+        r.info.run_name: {
+            "sps": r.data.metrics.get("samples_per_sec"),
+            "beside": r.data.metrics.get("beside_cores"),
+            "span": (float(r.data.tags["trial_started"]), float(r.data.tags["trial_ended"])),
+        }
+        for r in client.search_runs([exp.experiment_id])
+        if r.data.tags.get("raylab.role") == "trial"
+    }
 
 
 def finish(proc: subprocess.Popen, name: str) -> str:
@@ -84,8 +129,11 @@ def main() -> None:
     p.add_argument("--gap-s", type=float, default=2.0, help="seconds between the two jobs' starts (default: 2)")
     p.add_argument("--share-nodes", action="store_true", help="the jobs' invocations hold no node (as before)")
     args = p.parse_args()
-    print(f"bench/two_jobs.py: {platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {vars(args)}", flush=True)
+    print(
+        f"bench/two_jobs.py: {platform.node()}, {os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {vars(args)}",
+        flush=True,
+    )
     tmp = Path(tempfile.mkdtemp(prefix="two-jobs-", dir="/tmp"))
     env, address = start_head(tmp)
     alone: dict[tuple, list] = {}
@@ -108,12 +156,22 @@ def main() -> None:
             for job, runs in got.items():
                 for name, t in runs.items():
                     together.setdefault((job, name), []).append(t["sps"])
-            overlaps += sum(1 for x in got["A"].values() for y in got["B"].values()
-                            if x["span"][0] < y["span"][1] and y["span"][0] < x["span"][1])
-            print(f"round {r + 1}: " + "; ".join(f"{job} {name} alone {alone[(job, name)][-1]:,.0f}, at once "
-                                                f"{together[(job, name)][-1]:,.0f} (beside "
-                                                f"{got[job][name]['beside'] or 0:.2f} cores)"
-                                                for job, name in sorted(together)), flush=True)
+            overlaps += sum(
+                1
+                for x in got["A"].values()
+                for y in got["B"].values()
+                if x["span"][0] < y["span"][1] and y["span"][0] < x["span"][1]
+            )
+            print(
+                f"round {r + 1}: "
+                + "; ".join(
+                    f"{job} {name} alone {alone[(job, name)][-1]:,.0f}, at once "
+                    f"{together[(job, name)][-1]:,.0f} (beside "
+                    f"{got[job][name]['beside'] or 0:.2f} cores)"
+                    for job, name in sorted(together)
+                ),
+                flush=True,
+            )
     finally:
         subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(tmp, ignore_errors=True)

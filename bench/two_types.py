@@ -43,11 +43,31 @@ def main() -> int:
         cluster.add_node(num_cpus=1, resources={f"accelerator_type:{name}": 1})
     try:
         cluster.wait_for_nodes(timeout=120)
-        command = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--address", cluster.address,
-                   "--trials", args.trials, "--accelerator-type", ",".join(TYPES), "--prices", str(prices),
-                   "--concurrency", "auto", "--repeats", args.repeats, "--quick", "--epochs", "3",
-                   "--set", "target_accuracy=0.8", "--tracking-uri", f"sqlite:///{out / 'mlflow.db'}",
-                   "--json", str(out / "summary.json")]
+        command = [
+            sys.executable,
+            str(ROOT / "recipes" / "fashion.py"),
+            "--address",
+            cluster.address,
+            "--trials",
+            args.trials,
+            "--accelerator-type",
+            ",".join(TYPES),
+            "--prices",
+            str(prices),
+            "--concurrency",
+            "auto",
+            "--repeats",
+            args.repeats,
+            "--quick",
+            "--epochs",
+            "3",
+            "--set",
+            "target_accuracy=0.8",
+            "--tracking-uri",
+            f"sqlite:///{out / 'mlflow.db'}",
+            "--json",
+            str(out / "summary.json"),
+        ]
         print("$ " + " ".join(command), flush=True)
         with open(out / "console.txt", "w") as log:
             code = subprocess.run(command, cwd=out, stdout=log, stderr=subprocess.STDOUT, timeout=1800).returncode

@@ -25,8 +25,18 @@ sys.path.insert(0, str(ROOT / "recipes"))
 
 
 def raylab_job(framework: str, epochs: int, tmp: Path) -> float:
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", f"{framework}:none", "--workers", "1",
-           "--epochs", str(epochs), "--tracking-uri", f"sqlite:///{tmp}/mlflow.db"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / "fashion.py"),
+        "--trials",
+        f"{framework}:none",
+        "--workers",
+        "1",
+        "--epochs",
+        str(epochs),
+        "--tracking-uri",
+        f"sqlite:///{tmp}/mlflow.db",
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=tmp)
     wall = time.perf_counter() - t0
@@ -41,8 +51,15 @@ def plain_job(framework: str, epochs: int, tmp: Path) -> float:
     from raylab.driver.plain_runs import run_plain
     from raylab.config import Settings, TrialSpec
 
-    cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,
-                    tracking_uri="", experiment="")
+    cfg = Settings(
+        trials=[TrialSpec(framework, "plain", 1)],
+        epochs=epochs,
+        threads=1,
+        seed=0,
+        quick=False,
+        tracking_uri="",
+        experiment="",
+    )
     return run_plain(RECIPE, cfg, RECIPE.data(), framework, tmp)["wall_s"]
 
 

@@ -60,8 +60,10 @@ HOUSE = {
     "raylab.driver.baseline": "raylab.driver.plain_runs",  # one word for the yardstick: plain (--plain)
     # the probes' room: what is measured before or beside the trials (raylab/probes/__init__.py)
     "raylab.driver.best": "raylab.probes.race",  # one word for --compile best's measuring: the race
-    **{f"raylab.driver.{name}": f"raylab.probes.{name}"
-       for name in ("choice", "batchsize", "floor", "peak", "utilization", "host")},
+    **{
+        f"raylab.driver.{name}": f"raylab.probes.{name}"
+        for name in ("choice", "batchsize", "floor", "peak", "utilization", "host")
+    },
     # the driver process's plumbing, whatever it runs (raylab/runtime/__init__.py)
     **{f"raylab.driver.{name}": f"raylab.runtime.{name}" for name in ("cluster", "stopping", "console")},
     # the settings a trial runs with beyond its recipe (raylab/settings/__init__.py)
@@ -87,11 +89,16 @@ def warn_moved(old: str, new: str, what: str = "") -> None:
         warnings.warn(message, DeprecationWarning, stacklevel=2)
         return
     globs = frame.f_globals
-    warnings.warn_explicit(message, DeprecationWarning, frame.f_code.co_filename, frame.f_lineno,
-                           module=globs.get("__name__", "<string>"),
-                           registry=globs.setdefault("__warningregistry__", {}),
-                           # a module run with -m has a loader that can't give `__main__`'s source
-                           module_globals=None if globs.get("__name__") == "__main__" else globs)
+    warnings.warn_explicit(
+        message,
+        DeprecationWarning,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=globs.get("__name__", "<string>"),
+        registry=globs.setdefault("__warningregistry__", {}),
+        # a module run with -m has a loader that can't give `__main__`'s source
+        module_globals=None if globs.get("__name__") == "__main__" else globs,
+    )
 
 
 def _internal(filename: str) -> bool:

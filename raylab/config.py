@@ -34,7 +34,9 @@ class TrialSpec:
     framework: str  # a framework's name (raylab/registry.py NAMES)
     short: str  # the strategy's short name, e.g. "mwms", "ddp"
     workers: int  # data-parallel replicas asked for
-    batch: int | None = None  # a --batch sweep's size (per replica, or global where the recipe fixes it); None: the recipe's
+    batch: int | None = (
+        None  # a --batch sweep's size (per replica, or global where the recipe fixes it); None: the recipe's
+    )
     # How its steps execute where --compile changed it from the kind's own ("inductor", "xla": Strategy.executions);
     # None: the kind's --compile off execution (eager torch, TF's tf.function, jax's jit)
     execution: str | None = None
@@ -53,9 +55,12 @@ class TrialSpec:
     @property
     def name(self) -> str:
         """The MLflow run name, the same shape for every framework so the compare view lines up."""
-        return (f"{self.kind} x{self.workers}" + (f" b{self.batch}" if self.batch else "")
-                + (f" {self.execution}" if self.execution and not self.best else "")
-                + (f" on {self.hardware}" if self.hardware else ""))
+        return (
+            f"{self.kind} x{self.workers}"
+            + (f" b{self.batch}" if self.batch else "")
+            + (f" {self.execution}" if self.execution and not self.best else "")
+            + (f" on {self.hardware}" if self.hardware else "")
+        )
 
     def executes(self) -> str:
         """The execution label it runs and records (`execution`): its own, else its kind's --compile off one."""
@@ -125,7 +130,9 @@ class Settings:
     resume: str | None = None  # a parent run id whose unfinished trials this invocation runs
     streamed: bool = False  # the data streams through Ray Data (raylab/data/stream.py): it needs CPUs of its own
     probe: bool = False  # a --batch max probe: train, one evaluation batch (raylab/probes/batchsize.py)
-    batch_max: bool = False  # --batch max: each trial runs at the largest batch its probes fit (raylab/probes/batchsize.py)
+    batch_max: bool = (
+        False  # --batch max: each trial runs at the largest batch its probes fit (raylab/probes/batchsize.py)
+    )
     profile: bool = False  # --profile: one steady window of rank 0 per trial, in the framework's profiler
     memory_cap_mb: int | None = None  # each training worker process's RLIMIT_DATA (None: no cap)
     concurrency: int | None = 1  # trials at once, each on whole nodes of its own (None: as many as nodes allow)

@@ -28,23 +28,65 @@ from raylab.registry import frameworks
 
 # A peer's loss seen from a survivor: the collective or the connection it was blocked on breaks. Not the
 # survivor's code: these are left to Ray Train's restart budget.
-LOST_PEER = ("connection closed", "connection reset", "broken pipe", "socket closed", "collective ops is aborted",
-             "failed to connect", "connection refused")
+LOST_PEER = (
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "socket closed",
+    "collective ops is aborted",
+    "failed to connect",
+    "connection refused",
+)
 # Broader words, taken as a lost peer only in a traceback through distributed code.
-LOST_PEER_IN_COLLECTIVE = ("gloo", "nccl", "peer", "timed out", "deadline exceeded", "unavailable", "aborted",
-                           "cancelled", "end of file", "eof")
-LOST_PEER_TYPES = ("DistBackendError", "DistNetworkError", "DistStoreError", "UnavailableError", "AbortedError",
-                   "CancelledError", "DeadlineExceededError", "RayActorError", "ActorDiedError",
-                   "ActorUnavailableError", "ObjectLostError", "OwnerDiedError", "GetTimeoutError",
-                   "WorkerCrashedError", "NodeDiedError")
-OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "resource_exhausted",
-            "oom when allocating", "std::bad_alloc", "failed to allocate")
+LOST_PEER_IN_COLLECTIVE = (
+    "gloo",
+    "nccl",
+    "peer",
+    "timed out",
+    "deadline exceeded",
+    "unavailable",
+    "aborted",
+    "cancelled",
+    "end of file",
+    "eof",
+)
+LOST_PEER_TYPES = (
+    "DistBackendError",
+    "DistNetworkError",
+    "DistStoreError",
+    "UnavailableError",
+    "AbortedError",
+    "CancelledError",
+    "DeadlineExceededError",
+    "RayActorError",
+    "ActorDiedError",
+    "ActorUnavailableError",
+    "ObjectLostError",
+    "OwnerDiedError",
+    "GetTimeoutError",
+    "WorkerCrashedError",
+    "NodeDiedError",
+)
+OOM_TEXT = (
+    "out of memory",
+    "can't allocate memory",
+    "cannot allocate memory",
+    "resource_exhausted",
+    "oom when allocating",
+    "std::bad_alloc",
+    "failed to allocate",
+)
 # Failures that carry no word of memory but, under a memory cap, are an allocation that failed: XLA's CPU kernels
 # (XNNPACK / YNNPACK in jaxlib 0.10) report their own allocation failure as "INTERNAL: ... operation failed", and
 # TF's oneDNN kernels as an AbortedError, "could not execute a primitive" (seen at a 3,000 MB cap's edge) or "could
 # not create a memory object" (the fashion CNN's convolution at batch 768 under 2,500 MB, 2026-11-27).
-OOM_TEXT_UNDER_CAP = ("ynnpack operation failed", "xnnpack operation failed", "could not execute a primitive",
-                      "could not create a memory object", "could not create a primitive")
+OOM_TEXT_UNDER_CAP = (
+    "ynnpack operation failed",
+    "xnnpack operation failed",
+    "could not execute a primitive",
+    "could not create a memory object",
+    "could not create a primitive",
+)
 # What a worker prints as its native code aborts the process on a failed allocation, with no Python error to raise:
 # an uncaught std::bad_alloc (TF's BFC allocator under a cap, from oneDNN's max-pooling gradient at batch 640 of the
 # fashion CNN under 2,500 MB: Ray's terminate handler prints "Unhandled exception: St9bad_alloc. what():
@@ -70,16 +112,23 @@ def abort_cause(line: str) -> str:
     seen = line.strip()[-200:]
     if any(m in line.lower() for m in ALLOCATOR_ABORT_TEXT):
         return f"out of host memory: the worker's allocator aborted the process ({seen})"
-    return (f"likely out of host memory: the worker died of a segmentation fault with no other word, as native code "
-            f"does that uses an allocation the cap refused ({seen}); run it without --memory-cap-mb to tell")
+    return (
+        f"likely out of host memory: the worker died of a segmentation fault with no other word, as native code "
+        f"does that uses an allocation the cap refused ({seen}); run it without --memory-cap-mb to tell"
+    )
 
 
 def abort_failure(line: str, batch: int, cap_mb: int | None) -> CodeFailure:
     """The trial's failure when its worker died of an allocator's abort (`line`, from its output)."""
     what, _, why = abort_cause(line).partition(": ")
-    return CodeFailure(f"{what} at batch {batch} per replica under --memory-cap-mb {cap_mb}: {why}; not restarted: "
-                       "it would run out again. Lower the batch (or find the largest with --batch max).",
-                       "out_of_memory", "the worker's native code")
+    return CodeFailure(
+        f"{what} at batch {batch} per replica under --memory-cap-mb {cap_mb}: {why}; not restarted: "
+        "it would run out again. Lower the batch (or find the largest with --batch max).",
+        "out_of_memory",
+        "the worker's native code",
+    )
+
+
 # The host's part of a traceback: frames here are not the recipe's.
 _LIBRARY_ROOTS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 _RAYLAB_ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -139,7 +188,7 @@ def task_cause(exc: BaseException) -> BaseException:
 
 
 def out_of_memory(exc: BaseException) -> str | None:
-    """"device" or "host" when `exc` is an allocator's failure, else None."""
+    """ "device" or "host" when `exc` is an allocator's failure, else None."""
     exc = task_cause(exc)
     names, text = _names(exc), str(exc).lower()
     if "OutOfMemoryError" in names:  # torch.OutOfMemoryError: CUDA's caching allocator; Ray's: its memory monitor
@@ -179,7 +228,7 @@ _TRACED = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 def message(exc: BaseException) -> str:
-    """"Type: first line" of an exception; for TF's traced errors ("in user code: ... ValueError: text"), the
+    """ "Type: first line" of an exception; for TF's traced errors ("in user code: ... ValueError: text"), the
     error at the end of the message."""
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     if lines and lines[0] == "in user code:":
@@ -204,14 +253,16 @@ def traced_frame(text: str) -> str | None:
 
 def _is_users(path: str) -> bool:
     """A frame of the user's code: not Python's or an installed library's, not raylab's, not generated."""
-    return not (os.path.abspath(path).startswith(_LIBRARY_ROOTS + (_RAYLAB_ROOT,)) or path.startswith("<")
-                or "__autograph_generated_file" in path)
+    return not (
+        os.path.abspath(path).startswith(_LIBRARY_ROOTS + (_RAYLAB_ROOT,))
+        or path.startswith("<")
+        or "__autograph_generated_file" in path
+    )
 
 
-
-
-def classify(exc: BaseException, rank: int, batch: int, capped: bool = False,
-             peaks: Callable[[str], str] | None = None) -> CodeFailure | None:
+def classify(
+    exc: BaseException, rank: int, batch: int, capped: bool = False, peaks: Callable[[str], str] | None = None
+) -> CodeFailure | None:
     """A CodeFailure for what the trial's own code raised; None for a lost peer (a restart may help). capped: the
     process ran under a memory cap (--memory-cap-mb); peaks(memory) says the peaks the process reached, for an
     out-of-memory line (the worker's guard reads them: raylab/loop/guard.py)."""
@@ -230,8 +281,10 @@ def classify(exc: BaseException, rank: int, batch: int, capped: bool = False,
         where = traced
     if memory:
         peak = f" ({peaks(memory)})" if peaks else ""
-        line = (f"out of {memory} memory at batch {batch} per replica{peak} in {where} on rank {rank}: {what}; "
-                "not restarted: it would run out again. Lower the batch (or find the largest with --batch max).")
+        line = (
+            f"out of {memory} memory at batch {batch} per replica{peak} in {where} on rank {rank}: {what}; "
+            "not restarted: it would run out again. Lower the batch (or find the largest with --batch max)."
+        )
         return CodeFailure(line, "out_of_memory", where)
     line = f"{what} raised in {where} on rank {rank}; not restarted: the trial's own code would raise it again."
     return CodeFailure(line, "error", where)
@@ -246,12 +299,19 @@ def code_failures(error: BaseException) -> list[CodeFailure]:
         base = getattr(err, "_base_exc", err)
         if isinstance(base, CodeFailure):
             found.append(base)
-        elif (isinstance(base, Exception) and getattr(base, "health_check_failure", None) is None
-              and out_of_memory(base)):
+        elif (
+            isinstance(base, Exception) and getattr(base, "health_check_failure", None) is None and out_of_memory(base)
+        ):
             memory = out_of_memory(base)
-            found.append(CodeFailure(f"out of {memory} memory on rank {rank}, outside the training step (Ray's own "
-                                     f"work in the worker process): {message(base)}; not restarted: it would run "
-                                     "out again.", "out_of_memory", "Ray's worker process"))
+            found.append(
+                CodeFailure(
+                    f"out of {memory} memory on rank {rank}, outside the training step (Ray's own "
+                    f"work in the worker process): {message(base)}; not restarted: it would run "
+                    "out again.",
+                    "out_of_memory",
+                    "Ray's worker process",
+                )
+            )
     return found
 
 
@@ -261,8 +321,9 @@ def lost_processes(error: BaseException) -> list[str]:
     out = []
     for rank, err in (getattr(error, "worker_failures", None) or {}).items():
         inner = getattr(err, "health_check_failure", None)
-        if inner is not None or any(n in ("RayActorError", "ActorDiedError", "WorkerCrashedError",
-                                          "ActorUnavailableError") for n in _names(err)):
+        if inner is not None or any(
+            n in ("RayActorError", "ActorDiedError", "WorkerCrashedError", "ActorUnavailableError") for n in _names(err)
+        ):
             out.append(f"rank {rank}: {type(inner if inner is not None else err).__name__}")
     return out
 

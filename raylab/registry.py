@@ -195,8 +195,9 @@ class Framework:
 
     def races(self) -> bool:
         """Whether one of its kinds has two executions or more to race on some device (then RACE_PART is its part)."""
-        return any(len(get_strategy(f"{self.name}:{kind}").candidates(device)) > 1
-                   for kind in self.kinds for device in DEVICES)
+        return any(
+            len(get_strategy(f"{self.name}:{kind}").candidates(device)) > 1 for kind in self.kinds for device in DEVICES
+        )
 
     def parts(self) -> dict:
         """Every part its folder must have, and what each defines: PARTS, and RACE_PART where it races."""

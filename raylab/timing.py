@@ -103,9 +103,14 @@ class Chrono:
         own = self.windows[first:] if first is not None else []
         if self.carried:
             return {**self.carried, "steady": self.carried["steady"] + [list(w) for w in own]}
-        return {"startup_s": self.startup_s, "first_step_s": self.windows[0][0] / self.windows[0][1],
-                "warmup_steps": sum(s for _, s in self.windows[:first]) if first is not None else
-                sum(s for _, s in self.windows), "steady": [list(w) for w in own]}
+        return {
+            "startup_s": self.startup_s,
+            "first_step_s": self.windows[0][0] / self.windows[0][1],
+            "warmup_steps": sum(s for _, s in self.windows[:first])
+            if first is not None
+            else sum(s for _, s in self.windows),
+            "steady": [list(w) for w in own],
+        }
 
     def summary(self, global_batch: int) -> dict:
         """Windows that start after the warm-up steps are steady; a run too short for that keeps its last.
@@ -113,14 +118,19 @@ class Chrono:
         step are the first attempt's: recovery is recorded apart, never in the throughput."""
         first_steady = self.first_steady()
         if self.carried:
-            steady = [tuple(w) for w in self.carried["steady"]] + self.windows[first_steady or len(self.windows):]
-            return {"startup_s": self.carried["startup_s"], "first_step_s": self.carried["first_step_s"],
-                    "warmup_steps": self.carried["warmup_steps"],
-                    **summarize_windows(steady or self.windows[-1:], global_batch)}
+            steady = [tuple(w) for w in self.carried["steady"]] + self.windows[first_steady or len(self.windows) :]
+            return {
+                "startup_s": self.carried["startup_s"],
+                "first_step_s": self.carried["first_step_s"],
+                "warmup_steps": self.carried["warmup_steps"],
+                **summarize_windows(steady or self.windows[-1:], global_batch),
+            }
         if first_steady is None:
             first_steady = max(1, len(self.windows) - 1)
         if first_steady >= len(self.windows):
-            raise ValueError(f"no steady-state steps: {sum(s for _, s in self.windows)} steps, {self.warmup} of warm-up")
+            raise ValueError(
+                f"no steady-state steps: {sum(s for _, s in self.windows)} steps, {self.warmup} of warm-up"
+            )
         warmup = sum(s for _, s in self.windows[:first_steady])
         return {
             "startup_s": self.startup_s,
@@ -174,8 +184,14 @@ class Phases:
         return {f"startup_{k}_s": v for k, v in {**self.times, "other": max(0.0, startup_s - known)}.items()}
 
 
-def side_by_side(runs: dict, budget_s: float = 3.0, window_s: float = 0.5, max_window: int = 32, rounds: int = 3,
-                 block_s: float = 0.3) -> dict:
+def side_by_side(
+    runs: dict,
+    budget_s: float = 3.0,
+    window_s: float = 0.5,
+    max_window: int = 32,
+    rounds: int = 3,
+    block_s: float = 0.3,
+) -> dict:
     """Steady step times of several ways of running one step, measured side by side (--compile best's race).
 
     `runs`: label -> (run(k): k steps then their one host read, seconds its first steps took). Each run's window
@@ -215,8 +231,15 @@ def side_by_side(runs: dict, budget_s: float = 3.0, window_s: float = 0.5, max_w
         for label in runs:
             block(label, keep=True)
         turns += 1
-    return {label: {"step_ms": float(np.median(times[label]) * 1e3), "first_s": runs[label][1],
-                    "windows": len(times[label]), "spread": spread(times[label])} for label in runs}
+    return {
+        label: {
+            "step_ms": float(np.median(times[label]) * 1e3),
+            "first_s": runs[label][1],
+            "windows": len(times[label]),
+            "spread": spread(times[label]),
+        }
+        for label in runs
+    }
 
 
 def spread(times: list[float]) -> float:

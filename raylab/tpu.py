@@ -26,8 +26,10 @@ def parse_tpu_type(text: str | None) -> str | None:
     if text is None:
         return None
     if not TYPE_PATTERN.match(text):
-        raise UserError(f"--tpu-type '{text}' is not a TPU accelerator type; use the form Ray labels TPU slices "
-                        "with, e.g. v4-8 or v5litepod-16.")
+        raise UserError(
+            f"--tpu-type '{text}' is not a TPU accelerator type; use the form Ray labels TPU slices "
+            "with, e.g. v4-8 or v5litepod-16."
+        )
     return text
 
 
@@ -47,15 +49,20 @@ def slice_scaling(tpu_type: str | None, topology: str | None, workers: int) -> d
     if workers == 1:
         return {"use_tpu": True}
     if not (tpu_type and topology):
-        raise UserError(f"{workers} TPU workers need the slice they run on: pass --tpu-type (e.g. v4-8) and "
-                        "--tpu-topology (e.g. 2x2x1), or run on one worker.")
+        raise UserError(
+            f"{workers} TPU workers need the slice they run on: pass --tpu-type (e.g. v4-8) and "
+            "--tpu-topology (e.g. 2x2x1), or run on one worker."
+        )
     return {"use_tpu": True, "topology": topology, "accelerator_type": accelerator_type(tpu_type)}
 
 
 def describe(cluster: dict) -> str:
     """The cluster's schedulable resources, short: 'CPU=2, GPU=1'."""
-    shown = {k: v for k, v in cluster.items()
-             if not k.startswith("node:") and k not in ("memory", "object_store_memory") and "accelerator_type" not in k}
+    shown = {
+        k: v
+        for k, v in cluster.items()
+        if not k.startswith("node:") and k not in ("memory", "object_store_memory") and "accelerator_type" not in k
+    }
     return ", ".join(f"{k}={v:g}" for k, v in sorted(shown.items())) or "nothing schedulable"
 
 

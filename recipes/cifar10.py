@@ -24,13 +24,24 @@ def tf_model(keras=None):
     init = dict(kernel_initializer="glorot_uniform", bias_initializer="zeros")
 
     def block(filters):
-        return [L.Conv2D(filters, 3, padding="same", activation="relu", **init),
-                L.Conv2D(filters, 3, activation="relu", **init), L.MaxPooling2D(2), L.Dropout(0.25)]
+        return [
+            L.Conv2D(filters, 3, padding="same", activation="relu", **init),
+            L.Conv2D(filters, 3, activation="relu", **init),
+            L.MaxPooling2D(2),
+            L.Dropout(0.25),
+        ]
 
-    return keras.Sequential([
-        keras.Input((32, 32, 3)), *block(32), *block(64),
-        L.Flatten(), L.Dense(512, activation="relu", **init), L.Dropout(0.5), L.Dense(10, **init),
-    ])
+    return keras.Sequential(
+        [
+            keras.Input((32, 32, 3)),
+            *block(32),
+            *block(64),
+            L.Flatten(),
+            L.Dense(512, activation="relu", **init),
+            L.Dropout(0.5),
+            L.Dense(10, **init),
+        ]
+    )
 
 
 def torch_model():
@@ -42,11 +53,25 @@ def torch_model():
             return x.permute(0, 3, 1, 2)
 
     def block(cin, cout):
-        return [nn.Conv2d(cin, cout, 3, padding="same"), nn.ReLU(), nn.Conv2d(cout, cout, 3), nn.ReLU(),
-                nn.MaxPool2d(2), nn.Dropout(0.25)]
+        return [
+            nn.Conv2d(cin, cout, 3, padding="same"),
+            nn.ReLU(),
+            nn.Conv2d(cout, cout, 3),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Dropout(0.25),
+        ]
 
-    model = nn.Sequential(ChannelsFirst(), *block(3, 32), *block(32, 64), nn.Flatten(),
-                          nn.Linear(64 * 6 * 6, 512), nn.ReLU(), nn.Dropout(0.5), nn.Linear(512, 10))
+    model = nn.Sequential(
+        ChannelsFirst(),
+        *block(3, 32),
+        *block(32, 64),
+        nn.Flatten(),
+        nn.Linear(64 * 6 * 6, 512),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(512, 10),
+    )
     for layer in model:
         if isinstance(layer, (nn.Conv2d, nn.Linear)):
             nn.init.xavier_uniform_(layer.weight)
@@ -61,9 +86,14 @@ def jax_model(rngs):
 
     class CNN(nnx.Module):
         def __init__(self):
-            self.convs = nnx.List([nnx.Conv(3, 32, (3, 3), padding="SAME", **init), nnx.Conv(32, 32, (3, 3), padding="VALID", **init),
-                                   nnx.Conv(32, 64, (3, 3), padding="SAME", **init),
-                                   nnx.Conv(64, 64, (3, 3), padding="VALID", **init)])
+            self.convs = nnx.List(
+                [
+                    nnx.Conv(3, 32, (3, 3), padding="SAME", **init),
+                    nnx.Conv(32, 32, (3, 3), padding="VALID", **init),
+                    nnx.Conv(32, 64, (3, 3), padding="SAME", **init),
+                    nnx.Conv(64, 64, (3, 3), padding="VALID", **init),
+                ]
+            )
             self.dense, self.out = nnx.Linear(64 * 6 * 6, 512, **init), nnx.Linear(512, 10, **init)
             self.drop_block, self.drop_dense = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.5, rngs=rngs)
 

@@ -57,11 +57,13 @@ def jax_conv(ctx):
 
     @jax.jit
     def conv(x, k):  # XLA's SAME at stride 2 pads as TF's
-        return jax.lax.conv_general_dilated(x, k, (STRIDE, STRIDE), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
-                                            precision="highest")
+        return jax.lax.conv_general_dilated(
+            x, k, (STRIDE, STRIDE), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), precision="highest"
+        )
 
     return (lambda: conv(x, k).block_until_ready()), {
-        "output_shape": f"{ctx.batch}x{IMAGE // STRIDE}x{IMAGE // STRIDE}x{FILTERS}"}
+        "output_shape": f"{ctx.batch}x{IMAGE // STRIDE}x{IMAGE // STRIDE}x{FILTERS}"
+    }
 
 
 BENCH = StepBench(

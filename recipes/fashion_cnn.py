@@ -26,32 +26,59 @@ def tf_model(keras=None):
         import keras
 
     L = keras.layers
-    init = dict(kernel_initializer=keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform"), bias_initializer="zeros")
+    init = dict(
+        kernel_initializer=keras.initializers.VarianceScaling(1 / 3, "fan_in", "uniform"), bias_initializer="zeros"
+    )
 
     def block(filters):
-        return [L.BatchNormalization(momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON),
-                L.Conv2D(filters, 5, padding="same", activation="elu", **init), L.MaxPooling2D(2), L.Dropout(0.25)]
+        return [
+            L.BatchNormalization(momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON),
+            L.Conv2D(filters, 5, padding="same", activation="elu", **init),
+            L.MaxPooling2D(2),
+            L.Dropout(0.25),
+        ]
 
-    return keras.Sequential([
-        keras.Input((28, 28)), L.Reshape((28, 28, 1)), *block(64), *block(128), *block(256),
-        L.Flatten(), L.Dense(256, activation="elu", **init), L.Dropout(0.5), L.Dense(10, **init),
-    ])
+    return keras.Sequential(
+        [
+            keras.Input((28, 28)),
+            L.Reshape((28, 28, 1)),
+            *block(64),
+            *block(128),
+            *block(256),
+            L.Flatten(),
+            L.Dense(256, activation="elu", **init),
+            L.Dropout(0.5),
+            L.Dense(10, **init),
+        ]
+    )
 
 
 def torch_model():
     from torch import nn
 
     def block(cin, cout):
-        return [nn.BatchNorm2d(cin, momentum=1 - BN_MOMENTUM_KERAS, eps=BN_EPSILON),
-                nn.Conv2d(cin, cout, 5, padding="same"), nn.ELU(), nn.MaxPool2d(2), nn.Dropout(0.25)]
+        return [
+            nn.BatchNorm2d(cin, momentum=1 - BN_MOMENTUM_KERAS, eps=BN_EPSILON),
+            nn.Conv2d(cin, cout, 5, padding="same"),
+            nn.ELU(),
+            nn.MaxPool2d(2),
+            nn.Dropout(0.25),
+        ]
 
     model = nn.Sequential(
-        nn.Unflatten(1, (1, 28)), *block(1, 64), *block(64, 128), *block(128, 256),  # (N,28,28) -> (N,1,28,28)
-        nn.Flatten(), nn.Linear(256 * 3 * 3, 256), nn.ELU(), nn.Dropout(0.5), nn.Linear(256, 10),
+        nn.Unflatten(1, (1, 28)),
+        *block(1, 64),
+        *block(64, 128),
+        *block(128, 256),  # (N,28,28) -> (N,1,28,28)
+        nn.Flatten(),
+        nn.Linear(256 * 3 * 3, 256),
+        nn.ELU(),
+        nn.Dropout(0.5),
+        nn.Linear(256, 10),
     )
     for layer in model:
         if isinstance(layer, (nn.Conv2d, nn.Linear)):  # U(+-1/sqrt(fan_in)) as on the Keras side
-            nn.init.kaiming_uniform_(layer.weight, a=5 ** 0.5)
+            nn.init.kaiming_uniform_(layer.weight, a=5**0.5)
             nn.init.zeros_(layer.bias)
     return model
 
@@ -59,14 +86,18 @@ def torch_model():
 def jax_model(rngs):
     from flax import nnx
 
-    init = dict(kernel_init=nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),
-                bias_init=nnx.initializers.zeros_init(), rngs=rngs)
+    init = dict(
+        kernel_init=nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform"),
+        bias_init=nnx.initializers.zeros_init(),
+        rngs=rngs,
+    )
 
     class CNN(nnx.Module):
         def __init__(self):
             widths = [(1, 64), (64, 128), (128, 256)]
-            self.norms = nnx.List([nnx.BatchNorm(cin, momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON, rngs=rngs)
-                                   for cin, _ in widths])
+            self.norms = nnx.List(
+                [nnx.BatchNorm(cin, momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON, rngs=rngs) for cin, _ in widths]
+            )
             self.convs = nnx.List([nnx.Conv(cin, cout, (5, 5), padding="SAME", **init) for cin, cout in widths])
             self.dense, self.out = nnx.Linear(256 * 3 * 3, 256, **init), nnx.Linear(256, 10, **init)
             self.drop_block, self.drop_dense = nnx.Dropout(0.25, rngs=rngs), nnx.Dropout(0.5, rngs=rngs)

@@ -47,7 +47,11 @@ def torch_model():
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.norm, self.up, self.down = nn.LayerNorm(WIDTH, eps=EPS), nn.Linear(WIDTH, WIDTH), nn.Linear(WIDTH, WIDTH)
+            self.norm, self.up, self.down = (
+                nn.LayerNorm(WIDTH, eps=EPS),
+                nn.Linear(WIDTH, WIDTH),
+                nn.Linear(WIDTH, WIDTH),
+            )
             self.drop = nn.Dropout(DROPOUT)
 
         def forward(self, x):

@@ -36,8 +36,9 @@ def tf_step(ctx):
     def step():
         with tf.GradientTape() as tape:
             mask_logits, depth_pred = model(x, training=True)
-            loss = (tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(mask, mask_logits))
-                    + tf.reduce_mean(tf.abs(depth_pred - depth)))
+            loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(mask, mask_logits)) + tf.reduce_mean(
+                tf.abs(depth_pred - depth)
+            )
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
         return loss
 

@@ -21,8 +21,12 @@ _spec = importlib.util.spec_from_file_location("resunet_train", Path(__file__).w
 _train = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_train)
 
-RECIPE = _train.RECIPE.variant(name="resunet_stream", data=scene_stream(SEED_SCENES, _train.TEST_SCENES),
-                               default_trials=("torch:none", "tf:none"), doc=__doc__)
+RECIPE = _train.RECIPE.variant(
+    name="resunet_stream",
+    data=scene_stream(SEED_SCENES, _train.TEST_SCENES),
+    default_trials=("torch:none", "tf:none"),
+    doc=__doc__,
+)
 
 if __name__ == "__main__":
     main(RECIPE)

@@ -34,8 +34,9 @@ def _recipe(path: str):
     spec = importlib.util.spec_from_file_location(f"raylab_cli_reference_{Path(path).stem}", ROOT / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return next(v for k, v in vars(module).items() if k.isupper() and hasattr(v, "builders" if "bench" in path
-                                                                                else "epochs"))
+    return next(
+        v for k, v in vars(module).items() if k.isupper() and hasattr(v, "builders" if "bench" in path else "epochs")
+    )
 
 
 def _commands() -> list[tuple[str, str, callable]]:
@@ -43,9 +44,16 @@ def _commands() -> list[tuple[str, str, callable]]:
     from raylab.cli import bench_main, main, recipe_main
 
     return [
-        ("A recipe", "python recipes/fashion.py --help", lambda: recipe_main(_recipe("recipes/fashion.py"), ["--help"])),
-        ("A step benchmark", "python recipes/conv_bench.py --help",
-         lambda: bench_main(_recipe("recipes/conv_bench.py"), ["--help"])),
+        (
+            "A recipe",
+            "python recipes/fashion.py --help",
+            lambda: recipe_main(_recipe("recipes/fashion.py"), ["--help"]),
+        ),
+        (
+            "A step benchmark",
+            "python recipes/conv_bench.py --help",
+            lambda: bench_main(_recipe("recipes/conv_bench.py"), ["--help"]),
+        ),
         ("raylab", "raylab --help", lambda: main(["--help"])),
         ("raylab compare", "raylab compare --help", lambda: main(["compare", "--help"])),
         ("raylab upload", "raylab upload --help", lambda: main(["upload", "--help"])),

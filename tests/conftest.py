@@ -67,8 +67,9 @@ def raylet_pids(nodes) -> set[int]:
     """The raylet processes of in-process Ray nodes (`ray._private.node.Node`)."""
     from ray._private import ray_constants
 
-    return {info.process.pid for node in nodes
-            for info in node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET, [])}
+    return {
+        info.process.pid for node in nodes for info in node.all_processes.get(ray_constants.PROCESS_TYPE_RAYLET, [])
+    }
 
 
 def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]:
@@ -102,7 +103,6 @@ def kill_orphaned_workers(raylets: set[int], timeout: float = 20.0) -> list[int]
     return found
 
 
-
 # Ray Train start-ups per test file and shared run, against what each declares (tests/startups.py).
 def pytest_sessionstart(session):
     from tests import footprint, startups, tiers
@@ -119,11 +119,16 @@ def pytest_sessionstart(session):
 
 def pytest_addoption(parser):
     group = parser.getgroup("raylab", "raylab's tiers (tests/tiers.py)")
-    group.addoption("--full", action="store_true",
-                    help="run the full tier: every test (without it, only the default tier's)")
-    group.addoption("--slice", metavar="I/K", default=None,
-                    help="with --full: only slice I of K of the tests only the full tier runs (what .ci/run runs "
-                         "after the default tier), balanced by the files' declared seconds")
+    group.addoption(
+        "--full", action="store_true", help="run the full tier: every test (without it, only the default tier's)"
+    )
+    group.addoption(
+        "--slice",
+        metavar="I/K",
+        default=None,
+        help="with --full: only slice I of K of the tests only the full tier runs (what .ci/run runs "
+        "after the default tier), balanced by the files' declared seconds",
+    )
 
 
 def pytest_configure(config):
@@ -180,12 +185,19 @@ def pytest_report_collectionfinish(config, start_path, items):
         path = item.nodeid.split("::")[0]
         files.setdefault(tiers.owner_of(path), (tiers.declared_seconds(item), startups.DECLARED.get(path)))
     seconds = sum(s or 0 for s, _ in files.values())
-    lines = [f"raylab: {TIER['what']}: {len(items)} tests in {len(files)} files or groups, declaring {seconds:.0f} s"
-             + ("" if TIER["budget"] is None else f" (its budget: {TIER['budget'].seconds:.0f} s, "
-                f"{TIER['budget'].starts} Ray Train start-ups)")]
+    lines = [
+        f"raylab: {TIER['what']}: {len(items)} tests in {len(files)} files or groups, declaring {seconds:.0f} s"
+        + (
+            ""
+            if TIER["budget"] is None
+            else f" (its budget: {TIER['budget'].seconds:.0f} s, {TIER['budget'].starts} Ray Train start-ups)"
+        )
+    ]
     if config.getoption("verbose") > 0 or config.getoption("--slice"):
-        lines += [f"    {name}: {s if s is not None else '?'} s, {n if n is not None else 0} start-ups"
-                  for name, (s, n) in sorted(files.items())]
+        lines += [
+            f"    {name}: {s if s is not None else '?'} s, {n if n is not None else 0} start-ups"
+            for name, (s, n) in sorted(files.items())
+        ]
     return lines
 
 
@@ -254,8 +266,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in footprint.FOOTPRINT.summary():
             terminalreporter.write_line(line)
         if footprint.FOOTPRINT.lowest[0] < footprint.LOW_FREE:
-            terminalreporter.write_line("LOW DISK: the suite came within 2 GiB of a full disk; see which test was "
-                                        "running then, above", red=True)
+            terminalreporter.write_line(
+                "LOW DISK: the suite came within 2 GiB of a full disk; see which test was running then, above", red=True
+            )
     if startups.COUNTER is None:
         return
     tr = terminalreporter
@@ -264,11 +277,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for line in lines:
         tr.write_line(line)
     for line in over:
-        tr.write_line(f"OVER IN SECONDS: {line} (listed, not failed: the machine may be slow now; if it stays "
-                      "over, cut the run or raise the declaration with a measurement)", yellow=True)
+        tr.write_line(
+            f"OVER IN SECONDS: {line} (listed, not failed: the machine may be slow now; if it stays "
+            "over, cut the run or raise the declaration with a measurement)",
+            yellow=True,
+        )
     for line in startups.over_budget() + failed:
-        tr.write_line(f"OVER BUDGET: {line}: add the assertions to a run that already happens, or raise the "
-                      "declaration if a new start-up is worth its 12-20 s", red=True)
+        tr.write_line(
+            f"OVER BUDGET: {line}: add the assertions to a run that already happens, or raise the "
+            "declaration if a new start-up is worth its 12-20 s",
+            red=True,
+        )
 
 
 def budget_table():
@@ -283,8 +302,14 @@ def budget_table():
         counts[tiers.owner_of(name)] = counts.get(tiers.owner_of(name), 0) + n
     for name, n in startups.DECLARED.items():
         declared[tiers.owner_of(name)] = declared.get(tiers.owner_of(name), 0) + n
-    return tiers.table(tiers.LEDGER, counts, declared, TIER["budget"], TIER["what"],
-                       needed={f: startups.allowed(f) for f in startups.NEEDED})
+    return tiers.table(
+        tiers.LEDGER,
+        counts,
+        declared,
+        TIER["budget"],
+        TIER["what"],
+        needed={f: startups.allowed(f) for f in startups.NEEDED},
+    )
 
 
 def make_template_store(where: Path) -> Path:

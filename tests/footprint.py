@@ -112,14 +112,24 @@ class Footprint(threading.Thread):
 
     def summary(self) -> list[str]:
         gb = 1 << 30
-        lines = [(f"free at start {self.start_free / gb:.1f} GiB, lowest {self.lowest[0] / gb:.1f} GiB "
-                  f"(during {self.lowest[1]}), now {self.free() / gb:.1f} GiB")]
-        lines.append(f"test files left {sum(map(sum, self.written.values())) / gb:.2f} GiB in all, removed as each ended "
-                     "(but for failed files); the most:")
+        lines = [
+            (
+                f"free at start {self.start_free / gb:.1f} GiB, lowest {self.lowest[0] / gb:.1f} GiB "
+                f"(during {self.lowest[1]}), now {self.free() / gb:.1f} GiB"
+            )
+        ]
+        lines.append(
+            f"test files left {sum(map(sum, self.written.values())) / gb:.2f} GiB in all, removed as each ended "
+            "(but for failed files); the most:"
+        )
         mb = 1 << 20
-        for name, (ray, tmp, train) in sorted(((k, v) for k, v in self.written.items() if sum(v)), key=lambda kv: -sum(kv[1]))[:5]:
-            lines.append(f"{(ray + tmp + train) / mb:8.0f} MiB  {name} (Ray sessions {ray / mb:.0f}, tmp dirs "
-                         f"{tmp / mb:.0f}, Ray Train storage {train / mb:.0f})")
+        for name, (ray, tmp, train) in sorted(
+            ((k, v) for k, v in self.written.items() if sum(v)), key=lambda kv: -sum(kv[1])
+        )[:5]:
+            lines.append(
+                f"{(ray + tmp + train) / mb:8.0f} MiB  {name} (Ray sessions {ray / mb:.0f}, tmp dirs "
+                f"{tmp / mb:.0f}, Ray Train storage {train / mb:.0f})"
+            )
         return lines
 
 

@@ -52,8 +52,9 @@ MUTANTS: list[Mutant] = []  # filled below, row by row
 
 def scratch_copy(dest: Path) -> Path:
     """The repository's files as git sees them (tracked, and untracked but not ignored) copied under `dest`."""
-    listed = subprocess.run(["git", "ls-files", "-z", "-c", "-o", "--exclude-standard"], cwd=ROOT, check=True,
-                            capture_output=True).stdout.split(b"\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "-c", "-o", "--exclude-standard"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.split(b"\0")
     for name in filter(None, listed):
         src = ROOT / name.decode()
         if src.is_file():
@@ -95,16 +96,23 @@ def overlay_venv(base: Path, venv: Path, copy: Path) -> Path:
 
 def env_for(copy: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "VIRTUAL_ENV"))}
-    env["PATH"] = os.pathsep.join([str(copy / ".venv" / "bin")] + [p for p in env["PATH"].split(os.pathsep)
-                                                                    if p != str(ROOT / ".venv" / "bin")])
+    env["PATH"] = os.pathsep.join(
+        [str(copy / ".venv" / "bin")] + [p for p in env["PATH"].split(os.pathsep) if p != str(ROOT / ".venv" / "bin")]
+    )
     return env
 
 
 def check_copy(copy: Path) -> None:
     """The copy's raylab is what a process started with its environment imports (not the editable install's)."""
     python = str(copy / ".venv" / "bin" / "python")
-    where = subprocess.run([python, "-c", "import raylab; print(raylab.__file__)"], cwd="/",
-                           env=env_for(copy), capture_output=True, text=True, check=True).stdout.strip()
+    where = subprocess.run(
+        [python, "-c", "import raylab; print(raylab.__file__)"],
+        cwd="/",
+        env=env_for(copy),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     if not where.startswith(str(copy)):
         raise SystemExit(f"the scratch copy's raylab is not what runs ({where}); the mutants would test the original")
 
@@ -128,8 +136,9 @@ def run_one(m: Mutant, copy: Path, log) -> tuple[str, float]:
     target.write_text(text.replace(m.old, m.new))
     limit = time_limit(m, copy)
     cmd = [str(copy / ".venv" / "bin" / "python"), "-m", "pytest", m.test, "-x", "-q", "-p", "no:cacheprovider"]
-    proc = subprocess.Popen(cmd, cwd=copy, env=env_for(copy), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=copy, env=env_for(copy), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         code = proc.wait(timeout=limit)
     except subprocess.TimeoutExpired:  # a test that waits for ever fails the suite too: caught, and said so
@@ -140,8 +149,9 @@ def run_one(m: Mutant, copy: Path, log) -> tuple[str, float]:
         target.write_text(text)
     # pytest's 1: a test failed (caught); 0: all passed (missed); anything else (no test collected, an error of
     # pytest's own) is not a catch either
-    return ("caught" if code == 1 else "MISSED" if code == 0 else f"MISSED (pytest exited {code})"), \
-        time.monotonic() - began
+    return (
+        "caught" if code == 1 else "MISSED" if code == 0 else f"MISSED (pytest exited {code})"
+    ), time.monotonic() - began
 
 
 def time_limit(m: Mutant, copy: Path) -> float:

@@ -13,8 +13,11 @@ def pytest_collection_finish(session):
     from tests import tiers
 
     items = session.items
-    out = {"all": [i.nodeid for i in items],
-           "default": [i.nodeid for i in tiers.select(items, False, None)],
-           "slices": [[i.nodeid for i in tiers.select(items, True, (k, tiers.SLICES))]
-                      for k in range(1, tiers.SLICES + 1)]}
+    out = {
+        "all": [i.nodeid for i in items],
+        "default": [i.nodeid for i in tiers.select(items, False, None)],
+        "slices": [
+            [i.nodeid for i in tiers.select(items, True, (k, tiers.SLICES))] for k in range(1, tiers.SLICES + 1)
+        ],
+    }
     Path(os.environ["RAYLAB_PARTITION_OUT"]).write_text(json.dumps(out))

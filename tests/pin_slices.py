@@ -24,5 +24,8 @@ class Pin:
 
 
 if __name__ == "__main__":
-    sys.exit(pytest.main(["--full", "--collect-only", "-q", "-p", "no:cacheprovider", str(tiers.ROOT / "tests")],
-                         plugins=[Pin()]))
+    sys.exit(
+        pytest.main(
+            ["--full", "--collect-only", "-q", "-p", "no:cacheprovider", str(tiers.ROOT / "tests")], plugins=[Pin()]
+        )
+    )

@@ -84,7 +84,7 @@ class RayLogs:
                         text = self.tails.get(entry.path, b"") + f.read(size - done)
                 except OSError:
                     continue
-                self.read[entry.path], self.tails[entry.path] = size, text[-len(MARK):]
+                self.read[entry.path], self.tails[entry.path] = size, text[-len(MARK) :]
                 if MARK in text:
                     found.add(entry.path)
         return found
@@ -232,6 +232,8 @@ def over_budget(counts=None) -> list[str]:
             how = "; ".join(h for _, h in NEEDED[f])
             out.append(f"{f}: {n} start-ups, but its runs needed {allowed(f)} ({how})")
         elif f in VARIES and f not in NEEDED and n:
-            out.append(f"{f}: {n} start-ups, and its start-ups vary ({VARIES[f]}) but no test read what its run "
-                       "needed (tests/startups.py `needed`)")
+            out.append(
+                f"{f}: {n} start-ups, and its start-ups vary ({VARIES[f]}) but no test read what its run "
+                "needed (tests/startups.py `needed`)"
+            )
     return out

@@ -138,15 +138,19 @@ def read_pins(k: int, path: Path = PINS) -> dict[str, int]:
         return {}
     if not lines or lines[0].strip() != f"# K={k}":
         return {}
-    return {path: int(i) for i, path in (line.split(None, 1) for line in lines[1:] if line.strip() and
-                                         not line.startswith("#"))}
+    return {
+        path: int(i)
+        for i, path in (line.split(None, 1) for line in lines[1:] if line.strip() and not line.startswith("#"))
+    }
 
 
 def write_pins(where: dict[str, int], k: int, path: Path = PINS) -> None:
-    path.write_text(f"# K={k}\n# Each full-only test file's slice (tests/tiers.py slices): a file keeps it when "
-                    "declarations change; a new file goes to the lightest slice. Rebalanced only on purpose, in a "
-                    "commit that says so: .venv/bin/python -m tests.pin_slices\n"
-                    + "".join(f"{i} {p}\n" for p, i in sorted(where.items(), key=lambda t: (t[1], t[0]))))
+    path.write_text(
+        f"# K={k}\n# Each full-only test file's slice (tests/tiers.py slices): a file keeps it when "
+        "declarations change; a new file goes to the lightest slice. Rebalanced only on purpose, in a "
+        "commit that says so: .venv/bin/python -m tests.pin_slices\n"
+        + "".join(f"{i} {p}\n" for p, i in sorted(where.items(), key=lambda t: (t[1], t[0])))
+    )
 
 
 def slices(items, k: int, pinned: dict[str, int] | None = None) -> dict[str, int]:
@@ -222,8 +226,14 @@ class Ledger:
 LEDGER: Ledger | None = None  # made by tests/conftest.py for the session
 
 
-def table(ledger: Ledger, starts: dict[str, int], declared_starts: dict[str, int], budget: Budget | None,
-          what: str, needed: dict[str, int] | None = None) -> tuple[list[str], list[str], list[str]]:
+def table(
+    ledger: Ledger,
+    starts: dict[str, int],
+    declared_starts: dict[str, int],
+    budget: Budget | None,
+    what: str,
+    needed: dict[str, int] | None = None,
+) -> tuple[list[str], list[str], list[str]]:
     """(lines of the budget table, rows over on seconds, failures: start-ups over a declaration or the total).
     `needed`: for a file whose start-ups a search decides, what its runs were read to need (tests/startups.py): its
     row shows that beside the most it declares ("11 of 12"), and is held to it."""
@@ -242,15 +252,17 @@ def table(ledger: Ledger, starts: dict[str, int], declared_starts: dict[str, int
             flag = f"  OVER: {used:.0f} s > {OVER} x {dec:.0f}"
             over.append(f"{row}: {used:.0f} s, declares {dec:.0f}")
         if n > (dn or 0):
-            flag += f"  OVER: {n} start-ups, " + (f"its runs needed {dn}" if row in needed
-                                                  else f"declares {dn or 'none'}")
-        lines.append(f"{row[:58]:58s} {used:8.0f} {'-' if dec is None else f'{dec:.0f}':>8s} {n:6d} "
-                     f"{shown:>8}{flag}")
+            flag += f"  OVER: {n} start-ups, " + (
+                f"its runs needed {dn}" if row in needed else f"declares {dn or 'none'}"
+            )
+        lines.append(f"{row[:58]:58s} {used:8.0f} {'-' if dec is None else f'{dec:.0f}':>8s} {n:6d} {shown:>8}{flag}")
     # shared runs are inside their files' seconds: the total counts files only
     total_s = sum(v for r, v in ledger.seconds.items() if not r.startswith("run:"))
     total_n = sum(starts.values())
-    lines.append(f"{'in all (' + what + ')':58s} {total_s:8.0f} {'' if budget is None else budget.seconds:>8} "
-                 f"{total_n:6d} {'' if budget is None else budget.starts:>8}")
+    lines.append(
+        f"{'in all (' + what + ')':58s} {total_s:8.0f} {'' if budget is None else budget.seconds:>8} "
+        f"{total_n:6d} {'' if budget is None else budget.starts:>8}"
+    )
     lines.append(f"pytest's wall time: {ledger.elapsed():.0f} s ({ledger.elapsed() / 60:.1f} min)")
     if budget is not None:
         if ledger.elapsed() > budget.seconds:

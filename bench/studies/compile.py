@@ -29,15 +29,30 @@ MODELS = {
     "cnn": ("fashion_cnn.py", ["--quick", "--batch", "128", "--epochs", "2"]),
     "resunet": ("resunet_train.py", ["--quick", "--threads", "2"]),
 }
-FIGURES = ["execution", "samples_per_sec", "step_time_p50_ms", "compile_time_warmup_s", "compiles_after_warmup",
-           "val_accuracy", "first_step_s", "wall_s"]
+FIGURES = [
+    "execution",
+    "samples_per_sec",
+    "step_time_p50_ms",
+    "compile_time_warmup_s",
+    "compiles_after_warmup",
+    "val_accuracy",
+    "first_step_s",
+    "wall_s",
+]
 
 
 def invoke(recipe: str, args: list[str], tmp: Path, timeout: int) -> list[dict]:
     """One invocation's trials, as its --json summary gives them, with each trial's execution from MLflow."""
     path = recipe if recipe.startswith("/") else str(ROOT / "recipes" / recipe)
-    cmd = [sys.executable, path, *args, "--json", str(tmp / "summary.json"),
-           "--tracking-uri", f"sqlite:///{tmp}/mlflow.db"]
+    cmd = [
+        sys.executable,
+        path,
+        *args,
+        "--json",
+        str(tmp / "summary.json"),
+        "--tracking-uri",
+        f"sqlite:///{tmp}/mlflow.db",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=tmp)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -53,9 +68,12 @@ def invoke(recipe: str, args: list[str], tmp: Path, timeout: int) -> list[dict]:
 
 
 def row(name: str, t: dict) -> str:
-    cells = [name, t.get("status", "?")] + ["-" if t.get(k) is None else
-                                             (f"{t[k]:,.0f}" if k == "samples_per_sec" else
-                                              f"{t[k]:.3g}" if isinstance(t[k], float) else str(t[k])) for k in FIGURES]
+    cells = [name, t.get("status", "?")] + [
+        "-"
+        if t.get(k) is None
+        else (f"{t[k]:,.0f}" if k == "samples_per_sec" else f"{t[k]:.3g}" if isinstance(t[k], float) else str(t[k]))
+        for k in FIGURES
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -66,7 +84,9 @@ def models(chosen: list[str], threads: int, timeout: int) -> None:
         recipe, args = MODELS[model]
         thread_args = [] if "--threads" in args else ["--threads", str(threads)]
         with tempfile.TemporaryDirectory(prefix=f"raylab-compile-{model}-") as tmp:
-            trials = invoke(recipe, [*args, *thread_args, "--trials", TRIALS, "--compile", "off,on"], Path(tmp), timeout)
+            trials = invoke(
+                recipe, [*args, *thread_args, "--trials", TRIALS, "--compile", "off,on"], Path(tmp), timeout
+            )
         for t in trials:
             print(row(f"{model}: {t['trial']}", t), flush=True)
 
@@ -77,16 +97,33 @@ def cache(timeout: int) -> None:
     print("| --- | --- | --- | --- | --- |")
     for mode in ("warm", "cold"):
         with tempfile.TemporaryDirectory(prefix=f"raylab-compile-cache-{mode}-") as tmp:
-            trials = invoke("fashion.py", ["--quick", "--trials", "torch:none,jax:none", "--compile", "on",
-                                           "--repeats", "2", "--compile-cache", mode], Path(tmp), timeout)
+            trials = invoke(
+                "fashion.py",
+                [
+                    "--quick",
+                    "--trials",
+                    "torch:none,jax:none",
+                    "--compile",
+                    "on",
+                    "--repeats",
+                    "2",
+                    "--compile-cache",
+                    mode,
+                ],
+                Path(tmp),
+                timeout,
+            )
             import mlflow
 
             client = mlflow.MlflowClient(f"sqlite:///{tmp}/mlflow.db")
             for t in trials:
                 run = client.get_run(t["run_id"])
                 m = run.data.metrics
-                print(f"| {mode} | {t['trial']} | {run.data.params['repeat']} | {m.get('compile_time_warmup_s', 0):.2f} | "
-                      f"{m.get('compile_count_warmup', 0):.0f} |", flush=True)
+                print(
+                    f"| {mode} | {t['trial']} | {run.data.params['repeat']} | {m.get('compile_time_warmup_s', 0):.2f} | "
+                    f"{m.get('compile_count_warmup', 0):.0f} |",
+                    flush=True,
+                )
 
 
 def why(rounds: int = 7, steps: int = 300) -> None:
@@ -114,8 +151,11 @@ def why(rounds: int = 7, steps: int = 300) -> None:
         if not dropout:
             model = torch.nn.Sequential(*[m for m in model if not isinstance(m, torch.nn.Dropout)])
         opt = torch.optim.Adam(model.parameters(), 1e-3, fused=fused)
-        run, lf = (torch.compile(model, fullgraph=True, dynamic=False),
-                   torch.compile(loss, fullgraph=True, dynamic=False)) if compiled else (model, loss)
+        run, lf = (
+            (torch.compile(model, fullgraph=True, dynamic=False), torch.compile(loss, fullgraph=True, dynamic=False))
+            if compiled
+            else (model, loss)
+        )
 
         def step():
             opt.zero_grad(set_to_none=True)
@@ -126,7 +166,9 @@ def why(rounds: int = 7, steps: int = 300) -> None:
             step()
         return step
 
-    cases = {(d, c, f): variant(d, c, f) for d in (True, False) for c, f in ((False, False), (False, True), (True, True))}
+    cases = {
+        (d, c, f): variant(d, c, f) for d in (True, False) for c, f in ((False, False), (False, True), (True, True))
+    }
     times = {k: [] for k in cases}
     for _ in range(rounds):
         for k, step in cases.items():
@@ -136,7 +178,9 @@ def why(rounds: int = 7, steps: int = 300) -> None:
             times[k].append((time.perf_counter() - t0) / steps * 1e3)
     print("| dropout | step | ms/step (median of 7 x 300 steps) |\n| --- | --- | --- |")
     for (d, c, f), v in times.items():
-        what = "torch.compile (model + loss), fused Adam" if c else ("eager, fused Adam" if f else "eager, foreach Adam")
+        what = (
+            "torch.compile (model + loss), fused Adam" if c else ("eager, fused Adam" if f else "eager, foreach Adam")
+        )
         print(f"| {'yes' if d else 'no'} | {what} | {statistics.median(v):.3f} |")
 
 
@@ -163,8 +207,9 @@ def why_tf(rounds: int = 7, windows: int = 10) -> None:
         keras.utils.set_random_seed(0)
         model = tf_model()
         if not dropout:
-            model = keras.Sequential([keras.Input((28, 28)), *[m for m in model.layers
-                                                               if not isinstance(m, keras.layers.Dropout)]])
+            model = keras.Sequential(
+                [keras.Input((28, 28)), *[m for m in model.layers if not isinstance(m, keras.layers.Dropout)]]
+            )
         opt = keras.optimizers.Adam(1e-3)
         opt.build(model.trainable_variables)
 
@@ -196,7 +241,9 @@ def why_tf(rounds: int = 7, windows: int = 10) -> None:
             times[k].append((time.perf_counter() - t0) / (32 * windows) * 1e3)
     print("| dropout | step | ms/step (median of 7 x 320 steps) |\n| --- | --- | --- |")
     for (d, c), v in times.items():
-        print(f"| {'yes' if d else 'no'} | {'XLA (jit_compile=True)' if c else 'tf.function'} | {statistics.median(v):.3f} |")
+        print(
+            f"| {'yes' if d else 'no'} | {'XLA (jit_compile=True)' if c else 'tf.function'} | {statistics.median(v):.3f} |"
+        )
 
 
 def main() -> None:

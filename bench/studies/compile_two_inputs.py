@@ -18,11 +18,19 @@ from tests.integration import test_jax  # noqa: E402
 
 x, y = test_jax.two_inputs(4096, 0)
 xt, yt = test_jax.two_inputs(1024, 1)
-RECIPE = Recipe(name="two_inputs", data=(x, y, xt, yt),
-                models={"tf": test_jax.tf_model, "torch": test_jax.torch_model, "jax": test_jax.jax_model},
-                loss="sparse_categorical_crossentropy", metrics=("accuracy", "top_3_accuracy"),
-                optimizer=optimizer("adamw", 3e-3, weight_decay=0.01), schedule=Schedule("step", every=100, gamma=0.5),
-                batch_per_replica=64, global_batch=64, epochs=3, warmup_steps=8)
+RECIPE = Recipe(
+    name="two_inputs",
+    data=(x, y, xt, yt),
+    models={"tf": test_jax.tf_model, "torch": test_jax.torch_model, "jax": test_jax.jax_model},
+    loss="sparse_categorical_crossentropy",
+    metrics=("accuracy", "top_3_accuracy"),
+    optimizer=optimizer("adamw", 3e-3, weight_decay=0.01),
+    schedule=Schedule("step", every=100, gamma=0.5),
+    batch_per_replica=64,
+    global_batch=64,
+    epochs=3,
+    warmup_steps=8,
+)
 
 if __name__ == "__main__":
     main(RECIPE)

@@ -27,9 +27,20 @@ TRIALS = "torch:none,tf:none,torch:ddp x1,tf:mwms x1"
 def run(address: str, store: Path, extra: list[str], trials: str, epochs: int | None) -> tuple[float, dict]:
     """(whole-job wall seconds, the --json summary) of one invocation against the cluster."""
     out = store.parent / f"summary-{time.time_ns()}.json"
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--address", address, "--trials", trials,
-           *(["--epochs", str(epochs)] if epochs else []), "--tracking-uri", f"sqlite:///{store}", "--json", str(out),
-           *extra]
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / "fashion.py"),
+        "--address",
+        address,
+        "--trials",
+        trials,
+        *(["--epochs", str(epochs)] if epochs else []),
+        "--tracking-uri",
+        f"sqlite:///{store}",
+        "--json",
+        str(out),
+        *extra,
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=store.parent)
     wall = time.perf_counter() - t0
@@ -47,10 +58,18 @@ def check_exclusive(store: Path, summary: dict) -> list[tuple]:
     for trial in summary["trials"]:
         assert trial["status"] == "FINISHED", trial
         tags = client.get_run(trial["run_id"]).data.tags
-        rows.append((trial["trial"], tags["node_ids_held"], float(tags["trial_started"]), float(tags["trial_ended"]),
-                     trial.get("startup_s"), trial.get("samples_per_sec")))
+        rows.append(
+            (
+                trial["trial"],
+                tags["node_ids_held"],
+                float(tags["trial_started"]),
+                float(tags["trial_ended"]),
+                trial.get("startup_s"),
+                trial.get("samples_per_sec"),
+            )
+        )
     for i, (a, na, a0, a1, *_) in enumerate(rows):
-        for b, nb, b0, b1, *_ in rows[i + 1:]:
+        for b, nb, b0, b1, *_ in rows[i + 1 :]:
             if a0 < b1 and b0 < a1:
                 assert not set(na.split(",")) & set(nb.split(",")), f"{a} and {b} overlapped on a node"
     return rows
@@ -68,8 +87,15 @@ def ceiling(framework: str, epochs: int, tmp: Path) -> float:
     from raylab.driver.plain_runs import run_plain
     from raylab.config import Settings, TrialSpec
 
-    cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,
-                    tracking_uri="", experiment="")
+    cfg = Settings(
+        trials=[TrialSpec(framework, "plain", 1)],
+        epochs=epochs,
+        threads=1,
+        seed=0,
+        quick=False,
+        tracking_uri="",
+        experiment="",
+    )
     ds = RECIPE.data()
     (tmp / "a").mkdir()
     (tmp / "b").mkdir()
@@ -114,8 +140,11 @@ def main() -> None:
                     spans[mode].append(max(e for _, _, _, e, *_ in rows) - min(s for _, _, s, *_ in rows))
                     print(f"round {r + 1} {mode:<10} {wall:6.1f} s", flush=True)
                     for t, n, s, e, startup, sps in rows:
-                        print(f"    {t:<14} node {n:<26} {s - rows[0][2]:5.0f}..{e - rows[0][2]:3.0f} s  startup "
-                              f"{startup:5.1f} s  {sps:8,.0f} samples/s", flush=True)
+                        print(
+                            f"    {t:<14} node {n:<26} {s - rows[0][2]:5.0f}..{e - rows[0][2]:3.0f} s  startup "
+                            f"{startup:5.1f} s  {sps:8,.0f} samples/s",
+                            flush=True,
+                        )
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -123,13 +152,19 @@ def main() -> None:
         pair = ceiling("torch", args.epochs or 1, Path(tmp))
     seq, conc = statistics.median(walls["sequential"]), statistics.median(walls["concurrent"])
     span_seq, span_conc = statistics.median(spans["sequential"]), statistics.median(spans["concurrent"])
-    print(f"\n{args.nodes} nodes x {args.cpus} CPU, trials {args.trials}, {args.epochs or 'the recipe default'} "
-          f"epoch(s), {args.rounds} round(s), medians:")
+    print(
+        f"\n{args.nodes} nodes x {args.cpus} CPU, trials {args.trials}, {args.epochs or 'the recipe default'} "
+        f"epoch(s), {args.rounds} round(s), medians:"
+    )
     print(f"  whole job:  sequential {seq:6.1f} s  concurrent {conc:6.1f} s  = {conc / seq:.2f}x")
-    print(f"  the trials (first start to last end):  sequential {span_seq:6.1f} s  concurrent {span_conc:6.1f} s  "
-          f"= {span_conc / span_seq:.2f}x")
-    print(f"  this machine: two plain torch jobs at once take {pair:.2f}x one alone (two separate machines: 1.00x; "
-          f"the best a 2-at-a-time matrix can do here is about {pair / 2:.2f}x sequential)")
+    print(
+        f"  the trials (first start to last end):  sequential {span_seq:6.1f} s  concurrent {span_conc:6.1f} s  "
+        f"= {span_conc / span_seq:.2f}x"
+    )
+    print(
+        f"  this machine: two plain torch jobs at once take {pair:.2f}x one alone (two separate machines: 1.00x; "
+        f"the best a 2-at-a-time matrix can do here is about {pair / 2:.2f}x sequential)"
+    )
 
 
 if __name__ == "__main__":

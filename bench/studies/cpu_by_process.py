@@ -23,8 +23,16 @@ import sys
 import time
 
 HZ = os.sysconf("SC_CLK_TCK")
-DAEMONS = ("gcs_server", "raylet", "dashboard/agent", "dashboard/dashboard.py", "log_monitor", "runtime_env",
-           "monitor.py", "raylab.frameworks.plain")
+DAEMONS = (
+    "gcs_server",
+    "raylet",
+    "dashboard/agent",
+    "dashboard/dashboard.py",
+    "log_monitor",
+    "runtime_env",
+    "monitor.py",
+    "raylab.frameworks.plain",
+)
 
 
 def role(pid: str, driver: int) -> tuple[float, str] | None:

@@ -62,8 +62,11 @@ BATCH = 64
 def exported_fashion() -> Path:
     out = WORK / "fashion-parquet"
     if not (out / "raylab-data.json").exists():
-        subprocess.run([PY, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"), str(out)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [PY, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"), str(out)],
+            check=True,
+            capture_output=True,
+        )
     return out
 
 
@@ -77,7 +80,9 @@ def pandas_parquet(rows: int) -> Path:
             (out / split).mkdir(parents=True, exist_ok=True)
             x, y = rng.normal(size=(n, 20)).astype(np.float32), rng.integers(0, 5, n)
             for i, part in enumerate(np.array_split(np.arange(n), 4)):
-                pd.DataFrame({"features": list(x[part]), "label": y[part]}).to_parquet(out / split / f"part-{i}.parquet")
+                pd.DataFrame({"features": list(x[part]), "label": y[part]}).to_parquet(
+                    out / split / f"part-{i}.parquet"
+                )
         (out / "done").touch()
     return out
 
@@ -93,7 +98,8 @@ def image_folder(files: int) -> Path:
                 c = i % 3
                 (out / split / f"c{c}").mkdir(parents=True, exist_ok=True)
                 Image.fromarray((rng.random((32, 32, 3)) * 60 + c * 60).astype(np.uint8)).save(
-                    out / split / f"c{c}" / f"{i:06d}.png")
+                    out / split / f"c{c}" / f"{i:06d}.png"
+                )
         (out / "done").touch()
     return out
 
@@ -105,10 +111,14 @@ def exported_images(pngs: Path) -> Path:
         recipe = WORK / "pngs_recipe.py"
         recipe.write_text(f"""from raylab.data import stream
 from recipes.fashion import RECIPE as FASHION
-RECIPE = FASHION.variant(name="pngs", data=stream.images({str(pngs / 'train')!r}, {str(pngs / 'test')!r}, size=(32, 32)))
+RECIPE = FASHION.variant(name="pngs", data=stream.images({str(pngs / "train")!r}, {str(pngs / "test")!r}, size=(32, 32)))
 """)
-        subprocess.run([PY, "-m", "raylab", "data", "export", str(recipe), str(out)], check=True, capture_output=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+        subprocess.run(
+            [PY, "-m", "raylab", "data", "export", str(recipe), str(out)],
+            check=True,
+            capture_output=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     return out
 
 
@@ -124,15 +134,23 @@ def streams(args) -> dict:
     pq = pandas_parquet(args.pandas_rows)
     pngs = image_folder(args.images)
     return {
-        "exported": (stream.parquet(str(exported_fashion())), lambda: plain_parquet(exported_fashion() / "train",
-                                                                                        ("x", "y"))),
-        "pandas": (stream.parquet(train=str(pq / "train"), test=str(pq / "test"), inputs="features", targets="label"),
-                   lambda: plain_parquet(pq / "train", ("features", "label"))),
-        "images": (stream.images(str(pngs / "train"), str(pngs / "test"), size=(32, 32)),
-                   lambda: plain_images(pngs / "train")),
+        "exported": (
+            stream.parquet(str(exported_fashion())),
+            lambda: plain_parquet(exported_fashion() / "train", ("x", "y")),
+        ),
+        "pandas": (
+            stream.parquet(train=str(pq / "train"), test=str(pq / "test"), inputs="features", targets="label"),
+            lambda: plain_parquet(pq / "train", ("features", "label")),
+        ),
+        "images": (
+            stream.images(str(pngs / "train"), str(pngs / "test"), size=(32, 32)),
+            lambda: plain_images(pngs / "train"),
+        ),
         "generator": (stream.generator(make_items, args.generated, 1024), lambda: plain_generator(args.generated)),
-        "images-export": (stream.parquet(str(exported_images(pngs))), lambda: plain_parquet(exported_images(pngs) / "train",
-                                                                                            ("x", "y"))),
+        "images-export": (
+            stream.parquet(str(exported_images(pngs))),
+            lambda: plain_parquet(exported_images(pngs) / "train", ("x", "y")),
+        ),
     }
 
 
@@ -150,7 +168,7 @@ def plain_parquet(folder: Path, names):
             cols = dense(pq.read_table(files[f], columns=list(names)), names)
             order = rng.permutation(len(cols[names[0]]))
             for lo in range(0, len(order) - BATCH + 1, BATCH):
-                idx = order[lo:lo + BATCH]
+                idx = order[lo : lo + BATCH]
                 yield {k: v[idx] for k, v in cols.items()}
 
     return one_pass
@@ -167,10 +185,10 @@ def plain_images(folder: Path):
         order = rng.permutation(len(files))
         for lo in range(0, len(order) - BATCH + 1, BATCH):
             x = np.empty((BATCH, 32, 32, 3), np.uint8)
-            for i, f in enumerate(order[lo:lo + BATCH]):
+            for i, f in enumerate(order[lo : lo + BATCH]):
                 with Image.open(files[f]) as im:
                     x[i] = np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
-            yield {"x": x, "y": labels[order[lo:lo + BATCH]]}
+            yield {"x": x, "y": labels[order[lo : lo + BATCH]]}
 
     return one_pass
 
@@ -202,8 +220,11 @@ def plain_rate(make_pass, passes: int) -> dict:
 
 
 # -- the reader and cutter alone (--cutter) --------------------------------------------------------------------------
-CUTTER_ROWS = {"exported": ((28, 28), np.uint8, 60000), "pandas": ((20,), np.float32, 12000),
-               "images": ((32, 32, 3), np.uint8, 20000)}
+CUTTER_ROWS = {
+    "exported": ((28, 28), np.uint8, 60000),
+    "pandas": ((20,), np.float32, 12000),
+    "images": ((32, 32, 3), np.uint8, 20000),
+}
 
 
 def cutter_rate(shape, dtype, rows: int, passes: int = 3, window: bool = False) -> float:
@@ -215,7 +236,7 @@ def cutter_rate(shape, dtype, rows: int, passes: int = 3, window: bool = False) 
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 255, (rows, *shape)).astype(dtype), rng.integers(0, 10, rows)
     n = chunk_rows(BATCH)
-    chunks = [{"x": x[i:i + n], "y": y[i:i + n]} for i in range(0, rows, n)]
+    chunks = [{"x": x[i : i + n], "y": y[i : i + n]} for i in range(0, rows, n)]
     steps, held = rows // BATCH, None
     if window:
         from raylab.data import shuffle
@@ -223,8 +244,14 @@ def cutter_rate(shape, dtype, rows: int, passes: int = 3, window: bool = False) 
         held, shuffle.WINDOW_BYTES = shuffle.WINDOW_BYTES, (x.nbytes + y.nbytes) // 4
     try:
         t0 = time.perf_counter()
-        delivery = Delivery(Reader(lambda: iter(chunks), ("x", "y")), BATCH, 0, lambda c: (c["x"], c["y"]),
-                            lambda xy, lo, hi: (to_tensors(xy[0][lo:hi]), to_tensors(xy[1][lo:hi])), steps * passes)
+        delivery = Delivery(
+            Reader(lambda: iter(chunks), ("x", "y")),
+            BATCH,
+            0,
+            lambda c: (c["x"], c["y"]),
+            lambda xy, lo, hi: (to_tensors(xy[0][lo:hi]), to_tensors(xy[1][lo:hi])),
+            steps * passes,
+        )
         for _ in range(steps * passes):
             delivery.next()
         rate = steps * passes * BATCH / (time.perf_counter() - t0)
@@ -283,12 +310,17 @@ def raylab_rate(stream, passes: int) -> dict:
             source.next()
         rate = timed * BATCH / (time.perf_counter() - t1)
         source.close()
-        Path(config["out"]).write_text(json.dumps({"samples_per_s": rate, "first_batch_s": first,
-                                                   "passes": source.delivery.passes}))
+        Path(config["out"]).write_text(
+            json.dumps({"samples_per_s": rate, "first_batch_s": first, "passes": source.delivery.passes})
+        )
 
-    trainer = DataParallelTrainer(loop, train_loop_config={"info": opened.info, "passes": passes, "out": str(out)},
-                                  scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 1}),
-                                  datasets=opened.datasets, dataset_config=DataConfig(datasets_to_split=["train"]))
+    trainer = DataParallelTrainer(
+        loop,
+        train_loop_config={"info": opened.info, "passes": passes, "out": str(out)},
+        scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 1}),
+        datasets=opened.datasets,
+        dataset_config=DataConfig(datasets_to_split=["train"]),
+    )
     trainer.fit()
     return json.loads(out.read_text())
 
@@ -330,23 +362,33 @@ def trials(args) -> None:
     recipe = WORK / "table_recipe.py"
     recipe.write_text(TABLE_RECIPE)
     uri = f"sqlite:///{WORK}/trials.db"
-    runs = {"pandas table": [str(recipe)], "fashion export": [str(ROOT / "recipes" / "fashion.py"), "--data",
-                                                               str(exported_fashion()), "--epochs", "3"]}
+    runs = {
+        "pandas table": [str(recipe)],
+        "fashion export": [str(ROOT / "recipes" / "fashion.py"), "--data", str(exported_fashion()), "--epochs", "3"],
+    }
     client = MlflowClient(tracking_uri=uri)
-    print(f"{'data':15} {'trial':14} {'samples/s':>10} {'input wait':>10} {'first wait s':>12} {'first chunk s':>13}  start-up")
+    print(
+        f"{'data':15} {'trial':14} {'samples/s':>10} {'input wait':>10} {'first wait s':>12} {'first chunk s':>13}  start-up"
+    )
     for name, cmd in runs.items():
         out = Path(tempfile.mkdtemp()) / "summary.json"
-        done = subprocess.run([PY, *cmd, "--trials", args.trials, "--tracking-uri", uri, "--json", str(out)],
-                              capture_output=True, text=True, env={**os.environ, "TABLE_DIR": str(table),
-                                                                   "PYTHONPATH": str(ROOT)})
+        done = subprocess.run(
+            [PY, *cmd, "--trials", args.trials, "--tracking-uri", uri, "--json", str(out)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TABLE_DIR": str(table), "PYTHONPATH": str(ROOT)},
+        )
         if done.returncode != 0:
             raise SystemExit(f"{name} failed:\n{done.stderr[-3000:]}")
         for t in json.loads(out.read_text())["trials"]:
             m = client.get_run(t["run_id"]).data.metrics
             phases = " + ".join(f"{k[8:-2]} {m[k]:.1f}" for k in m if k.startswith("startup_") and k != "startup_s")
-            print(f"{name:15} {t['trial']:14} {m['samples_per_sec']:10,.0f} {m['input_wait_share']:10.1%} "
-                  f"{m.get('stream_first_wait_s', float('nan')):12.2f} {m.get('stream_first_chunk_s', float('nan')):13.2f}"
-                  f"  {m['startup_s']:.1f} s = {phases}", flush=True)
+            print(
+                f"{name:15} {t['trial']:14} {m['samples_per_sec']:10,.0f} {m['input_wait_share']:10.1%} "
+                f"{m.get('stream_first_wait_s', float('nan')):12.2f} {m.get('stream_first_chunk_s', float('nan')):13.2f}"
+                f"  {m['startup_s']:.1f} s = {phases}",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -381,22 +423,31 @@ def main() -> None:
     got: dict = {k: {"raylab": [], "plain": []} for k in sources}
     for r in range(args.rounds):
         for name, (stream, plain) in sources.items():
-            for side in (("raylab", "plain") if r % 2 == 0 else ("plain", "raylab")):
+            for side in ("raylab", "plain") if r % 2 == 0 else ("plain", "raylab"):
                 fig = raylab_rate(stream, passes[name]) if side == "raylab" else plain_rate(plain, passes[name])
                 got[name][side].append(fig)
-                print(f"round {r} {name:9} {side:6} {fig['samples_per_s']:10,.0f} samples/s  first batch "
-                      f"{fig['first_batch_s']:.2f} s", flush=True)
+                print(
+                    f"round {r} {name:9} {side:6} {fig['samples_per_s']:10,.0f} samples/s  first batch "
+                    f"{fig['first_batch_s']:.2f} s",
+                    flush=True,
+                )
     ray.shutdown()
-    print(f"\nraylab per data CPU ({data_cpus}) / plain one-process reader, medians of {args.rounds} round(s), batch {BATCH}, "
-          f"{os.cpu_count()} CPUs")
-    print(f"{'source':10} {'passes':>6} {'raylab/s':>10} {'plain/s':>10} {'ratio':>6} {'range':>13} "
-          f"{'1st raylab':>10} {'1st plain':>9}")
+    print(
+        f"\nraylab per data CPU ({data_cpus}) / plain one-process reader, medians of {args.rounds} round(s), batch {BATCH}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'source':10} {'passes':>6} {'raylab/s':>10} {'plain/s':>10} {'ratio':>6} {'range':>13} "
+        f"{'1st raylab':>10} {'1st plain':>9}"
+    )
     for name, sides in got.items():
         ratios = [a["samples_per_s"] / data_cpus / b["samples_per_s"] for a, b in zip(sides["raylab"], sides["plain"])]
         med = {s: float(np.median([f["samples_per_s"] for f in sides[s]])) for s in sides}
         first = {s: float(np.median([f["first_batch_s"] for f in sides[s]])) for s in sides}
-        print(f"{name:10} {passes[name]:6} {med['raylab']:10,.0f} {med['plain']:10,.0f} {np.median(ratios):6.2f} "
-              f"{min(ratios):6.2f}..{max(ratios):5.2f} {first['raylab']:9.2f}s {first['plain']:8.2f}s")
+        print(
+            f"{name:10} {passes[name]:6} {med['raylab']:10,.0f} {med['plain']:10,.0f} {np.median(ratios):6.2f} "
+            f"{min(ratios):6.2f}..{max(ratios):5.2f} {first['raylab']:9.2f}s {first['plain']:8.2f}s"
+        )
 
 
 if __name__ == "__main__":

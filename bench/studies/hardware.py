@@ -26,11 +26,33 @@ PY = sys.executable
 
 # recipe -> the arguments that keep a round short: a few steady steps, a small test split
 PRECISION_RUNS = {
-    "fashion_cnn": ["--epochs", "1", "--steps-per-epoch", "24", "--batch", "64", "--set", "warmup_steps=8",
-                    "--quick", "--set", "quick_test=256"],
+    "fashion_cnn": [
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "24",
+        "--batch",
+        "64",
+        "--set",
+        "warmup_steps=8",
+        "--quick",
+        "--set",
+        "quick_test=256",
+    ],
     # bf16 is emulated on a CPU without bf16 instructions (~15x an fp32 step): 3 steady steps of 2 scenes
-    "resunet_train": ["--epochs", "1", "--steps-per-epoch", "5", "--batch", "2", "--set", "warmup_steps=2",
-                      "--quick", "--set", "quick_test=4"],
+    "resunet_train": [
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "5",
+        "--batch",
+        "2",
+        "--set",
+        "warmup_steps=2",
+        "--quick",
+        "--set",
+        "quick_test=4",
+    ],
 }
 
 
@@ -53,39 +75,76 @@ def precision(args) -> None:
             for p in order:
                 summary = run_recipe(recipe, ["--trials", args.trials, "--precision", p, *PRECISION_RUNS[recipe]], uri)
                 for t in summary["trials"]:
-                    row = {"recipe": recipe, "round": r + 1, "trial": t["trial"], "precision": p,
-                           "samples_per_sec": t["samples_per_sec"], "peak_rss_mb": t["peak_rss_mb"],
-                           "step_time_p50_ms": t["step_time_p50_ms"]}
+                    row = {
+                        "recipe": recipe,
+                        "round": r + 1,
+                        "trial": t["trial"],
+                        "precision": p,
+                        "samples_per_sec": t["samples_per_sec"],
+                        "peak_rss_mb": t["peak_rss_mb"],
+                        "step_time_p50_ms": t["step_time_p50_ms"],
+                    }
                     print(json.dumps(row), flush=True)
                     rows.append(row)
-    print(f"\n{'recipe':<14} {'trial':<14} {'fp32 samples/s':>15} {'bf16 samples/s':>15} {'bf16/fp32':>9} "
-          f"{'fp32 peak MB':>13} {'bf16 peak MB':>13}")
+    print(
+        f"\n{'recipe':<14} {'trial':<14} {'fp32 samples/s':>15} {'bf16 samples/s':>15} {'bf16/fp32':>9} "
+        f"{'fp32 peak MB':>13} {'bf16 peak MB':>13}"
+    )
     for recipe in args.recipes.split(","):
         for trial in dict.fromkeys(r["trial"] for r in rows if r["recipe"] == recipe):
+
             def med(p, key):
                 values = sorted(r[key] for r in rows if (r["recipe"], r["trial"], r["precision"]) == (recipe, trial, p))
                 return values[len(values) // 2]
 
             f, b = med("fp32", "samples_per_sec"), med("bf16", "samples_per_sec")
-            print(f"{recipe:<14} {trial:<14} {f:>15,.1f} {b:>15,.1f} {b / f:>9.3f} {med('fp32', 'peak_rss_mb'):>13,.0f} "
-                  f"{med('bf16', 'peak_rss_mb'):>13,.0f}")
+            print(
+                f"{recipe:<14} {trial:<14} {f:>15,.1f} {b:>15,.1f} {b / f:>9.3f} {med('fp32', 'peak_rss_mb'):>13,.0f} "
+                f"{med('bf16', 'peak_rss_mb'):>13,.0f}"
+            )
 
 
 def batchmax(args) -> None:
     uri = f"sqlite:///{tempfile.mkdtemp()}/mlflow.db"
-    summary = run_recipe(args.recipe, ["--trials", args.trials, "--batch", "max", "--memory-cap-mb", str(args.cap),
-                                       "--epochs", "1", "--steps-per-epoch", "3", "--quick", "--set", "quick_test=8",
-                                       "--max-failures", "0", *args.extra], uri, ok_codes=(0, 1))
+    summary = run_recipe(
+        args.recipe,
+        [
+            "--trials",
+            args.trials,
+            "--batch",
+            "max",
+            "--memory-cap-mb",
+            str(args.cap),
+            "--epochs",
+            "1",
+            "--steps-per-epoch",
+            "3",
+            "--quick",
+            "--set",
+            "quick_test=8",
+            "--max-failures",
+            "0",
+            *args.extra,
+        ],
+        uri,
+        ok_codes=(0, 1),
+    )
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
     for t in summary["trials"]:
         run = client.get_run(t["run_id"])
         tags = run.data.tags
-        row = {"trial": t["trial"], "status": run.info.status, "cap_mb": args.cap,
-               "found": tags.get("batch_search_found"), "failed_above": tags.get("batch_search_failed"),
-               "trial_peak_rss_mb": run.data.metrics.get("peak_rss_mb"), "search": tags.get("batch_search"),
-               "error": tags.get("error_summary")}
+        row = {
+            "trial": t["trial"],
+            "status": run.info.status,
+            "cap_mb": args.cap,
+            "found": tags.get("batch_search_found"),
+            "failed_above": tags.get("batch_search_failed"),
+            "trial_peak_rss_mb": run.data.metrics.get("peak_rss_mb"),
+            "search": tags.get("batch_search"),
+            "error": tags.get("error_summary"),
+        }
         print(json.dumps(row), flush=True)
 
 

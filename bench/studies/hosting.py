@@ -81,8 +81,12 @@ def xla_step():
     torch.manual_seed(0)
     device = torch_xla.device()
     data = torch.utils.data.TensorDataset(torch.rand(60000, 28, 28), torch.randint(0, 10, (60000,)))
-    loader = pl.MpDeviceLoader(torch.utils.data.DataLoader(
-        data, batch_size=32, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(0)), device)
+    loader = pl.MpDeviceLoader(
+        torch.utils.data.DataLoader(
+            data, batch_size=32, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(0)
+        ),
+        device,
+    )
     model = torch_model().to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=5e-4, eps=1e-7, capturable=True)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -126,8 +130,14 @@ def steps(n: int, warmup: int, framework: str) -> dict:
     proc = (time.process_time() - p0) / (n - warmup)
     busy = (time.process_time() - p0) / (time.perf_counter() - w0)
     getattr(step, "close", lambda: None)()
-    return {"wall_ms": 1e3 * statistics.median(wall[warmup:]), "cpu_ms": 1e3 * statistics.median(cpu[warmup:]),
-            "proc_ms": 1e3 * proc, "cores": busy, "threads": threading.active_count(), "nice": os.nice(0)}
+    return {
+        "wall_ms": 1e3 * statistics.median(wall[warmup:]),
+        "cpu_ms": 1e3 * statistics.median(cpu[warmup:]),
+        "proc_ms": 1e3 * proc,
+        "cores": busy,
+        "threads": threading.active_count(),
+        "nice": os.nice(0),
+    }
 
 
 def in_thread(n: int, warmup: int, framework: str) -> dict:
@@ -146,6 +156,7 @@ def on(host: str, n: int, warmup: int, framework: str) -> dict:
     if host == "thread":
         return in_thread(n, warmup, framework)
     if host in ("actor", "actor-thread"):
+
         @ray.remote(num_cpus=1)
         class Host:
             def run(self, threaded: bool) -> dict:
@@ -170,8 +181,13 @@ def on(host: str, n: int, warmup: int, framework: str) -> dict:
             from raylab.frameworks.xla.kinds import _xla_backend_config
 
             backend = _xla_backend_config("cpu")
-        TorchTrainer(loop, train_loop_config={"out": str(out)}, scaling_config=ScalingConfig(num_workers=1),
-                     run_config=RunConfig(storage_path=tmp), torch_config=backend).fit()
+        TorchTrainer(
+            loop,
+            train_loop_config={"out": str(out)},
+            scaling_config=ScalingConfig(num_workers=1),
+            run_config=RunConfig(storage_path=tmp),
+            torch_config=backend,
+        ).fit()
         return json.loads(out.read_text())
 
 
@@ -180,27 +196,37 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=2500, help="steps per host and round (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=100, help="steps left out of the medians (default: %(default)s)")
-    p.add_argument("--framework", choices=("torch", "xla"), default="torch",
-                   help="whose step: a torch:none trial's or an xla:single trial's (default: %(default)s)")
+    p.add_argument(
+        "--framework",
+        choices=("torch", "xla"),
+        default="torch",
+        help="whose step: a torch:none trial's or an xla:single trial's (default: %(default)s)",
+    )
     args = p.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.steps <= args.warmup:
         p.error("--rounds must be at least 1 and --steps greater than --warmup")
     import ray
 
     sys.path.insert(0, str(ROOT))
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}}
+    )
     try:
         rows = {h: [] for h in HOSTS}
         print(f"{args.framework} step, {args.steps} steps per host and round, medians after {args.warmup}", flush=True)
-        print(f"{'round':>5}  {'host':<12}  {'wall ms':>8}  {'cpu ms':>8}  {'proc ms':>8}  cores  threads  nice",
-              flush=True)
+        print(
+            f"{'round':>5}  {'host':<12}  {'wall ms':>8}  {'cpu ms':>8}  {'proc ms':>8}  cores  threads  nice",
+            flush=True,
+        )
         for r in range(1, args.rounds + 1):
             for host in HOSTS:
                 res = on(host, args.steps, args.warmup, args.framework)
                 rows[host].append(res)
-                print(f"{r:>5}  {host:<12}  {res['wall_ms']:>8.3f}  {res['cpu_ms']:>8.3f}  {res['proc_ms']:>8.3f}  "
-                      f"{res['cores']:>5.2f}  {res['threads']:>7}  {res['nice']:>4}", flush=True)
+                print(
+                    f"{r:>5}  {host:<12}  {res['wall_ms']:>8.3f}  {res['cpu_ms']:>8.3f}  {res['proc_ms']:>8.3f}  "
+                    f"{res['cores']:>5.2f}  {res['threads']:>7}  {res['nice']:>4}",
+                    flush=True,
+                )
         print("\nmedian over rounds, ms per step (wall / thread CPU / process CPU):")
         base = statistics.median(r["wall_ms"] for r in rows["process"])
         for host, res in rows.items():
@@ -208,8 +234,10 @@ def main() -> None:
             cpu = statistics.median(r["cpu_ms"] for r in res)
             proc = statistics.median(r["proc_ms"] for r in res)
             spread = f"{min(r['wall_ms'] for r in res):.3f}..{max(r['wall_ms'] for r in res):.3f}"
-            print(f"  {host:<12}  {wall:.3f} / {cpu:.3f} / {proc:.3f}  (wall {spread})  "
-                  f"{base / wall:.3f}x process's steps/s")
+            print(
+                f"  {host:<12}  {wall:.3f} / {cpu:.3f} / {proc:.3f}  (wall {spread})  "
+                f"{base / wall:.3f}x process's steps/s"
+            )
     finally:
         ray.shutdown()
 

@@ -32,8 +32,16 @@ CONFIGS = {
     "no-dashboard": ({"include_dashboard": False}, {}, {}),
     "events-10s": ({}, {"task_events_report_interval_ms": 10000}, {}),
     "no-metrics": ({}, {}, {"RAY_enable_metrics_collection": "0"}),
-    "slow-reports": ({}, {"raylet_report_resources_period_milliseconds": 1000, "health_check_period_ms": 10000,
-                          "core_worker_internal_heartbeat_ms": 10000, "memory_monitor_refresh_ms": 1000}, {}),
+    "slow-reports": (
+        {},
+        {
+            "raylet_report_resources_period_milliseconds": 1000,
+            "health_check_period_ms": 10000,
+            "core_worker_internal_heartbeat_ms": 10000,
+            "memory_monitor_refresh_ms": 1000,
+        },
+        {},
+    ),
 }
 
 
@@ -50,10 +58,17 @@ def kind(pid: int, me: int) -> str | None:
     except OSError:
         return None
     line = b" ".join(words).decode(errors="replace")
-    for key, name in (("gcs_server", "gcs"), ("/raylet", "raylet"), ("dashboard.py", "dashboard"),
-                      ("DashboardAgent", "dashboard agent"), ("agent_manager", "dashboard agent"),
-                      ("runtime_env/agent", "runtime env agent"), ("log_monitor", "log monitor"),
-                      ("ray::Idle", "idle actors"), ("ray::IDLE", "idle workers")):
+    for key, name in (
+        ("gcs_server", "gcs"),
+        ("/raylet", "raylet"),
+        ("dashboard.py", "dashboard"),
+        ("DashboardAgent", "dashboard agent"),
+        ("agent_manager", "dashboard agent"),
+        ("runtime_env/agent", "runtime env agent"),
+        ("log_monitor", "log monitor"),
+        ("ray::Idle", "idle actors"),
+        ("ray::IDLE", "idle workers"),
+    ):
         if key in line:
             return name
     return "other ray" if "ray" in line else None
@@ -65,8 +80,13 @@ def one(name: str, actors: int, settle: float, seconds: float) -> dict:
     os.environ.update(env)
     import ray
 
-    ray.init(address="local", log_to_driver=False, logging_level="ERROR",
-             _system_config={"worker_niceness": 0, **system}, **kwargs)
+    ray.init(
+        address="local",
+        log_to_driver=False,
+        logging_level="ERROR",
+        _system_config={"worker_niceness": 0, **system},
+        **kwargs,
+    )
 
     @ray.remote(num_cpus=0)
     class Idle:
@@ -105,20 +125,42 @@ def main() -> None:
         print(json.dumps(one(args.one, args.actors, args.settle, args.seconds)))
         return
     names = [c.strip() for c in args.configs.split(",")]
-    print(f"{args.actors} idle actors, {args.settle:g} s to settle, {args.seconds:g} s measured, {args.rounds} "
-          f"round(s); cores used by each kind of process:", flush=True)
+    print(
+        f"{args.actors} idle actors, {args.settle:g} s to settle, {args.seconds:g} s measured, {args.rounds} "
+        f"round(s); cores used by each kind of process:",
+        flush=True,
+    )
     for r in range(args.rounds):
         for name in names if r % 2 == 0 else reversed(names):
-            done = subprocess.run([sys.executable, __file__, "--one", name, "--actors", str(args.actors), "--settle",
-                                   str(args.settle), "--seconds", str(args.seconds)], capture_output=True, text=True,
-                                  timeout=300)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    name,
+                    "--actors",
+                    str(args.actors),
+                    "--settle",
+                    str(args.settle),
+                    "--seconds",
+                    str(args.seconds),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if done.returncode != 0:
                 raise SystemExit(f"{name}: exited with {done.returncode}:\n{done.stderr[-3000:]}")
             used = json.loads(done.stdout.strip().splitlines()[-1])
-            print(f"round {r + 1} {name:<13} {sum(used.values()):.3f} cores in all: "
-                  + ", ".join(f"{k} {v:.3f}" for k, v in sorted(used.items(), key=lambda kv: -kv[1])), flush=True)
+            print(
+                f"round {r + 1} {name:<13} {sum(used.values()):.3f} cores in all: "
+                + ", ".join(f"{k} {v:.3f}" for k, v in sorted(used.items(), key=lambda kv: -kv[1])),
+                flush=True,
+            )
             # nothing left for the next
-            subprocess.run([str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True, timeout=60)
+            subprocess.run(
+                [str(Path(sys.executable).with_name("ray")), "stop", "--force"], capture_output=True, timeout=60
+            )
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ RUNGS = ("plain", "task", "train", "trial")
 
 # --- the loop, wherever it runs -----------------------------------------------------------------------------------
 
+
 def plain_loop(spec: dict) -> dict:
     """The plain loop of spec["framework"] on the task and data in spec["task"], in the calling thread."""
     sys.path[:0] = [p for p in (str(ROOT), str(BENCH)) if p not in sys.path]
@@ -71,9 +72,15 @@ def plain_loop(spec: dict) -> dict:
 
         result = framework(spec["framework"]).part("plain").run(spec, task, x, y, xt, yt)
     cpu = os.times()
-    return {**result, **process_facts(), "threads_in_process": len(os.listdir("/proc/self/task")),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "process_cpu_s": cpu.user + cpu.system,
-            "thread": threading.current_thread().name, "pid": os.getpid()}
+    return {
+        **result,
+        **process_facts(),
+        "threads_in_process": len(os.listdir("/proc/self/task")),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "process_cpu_s": cpu.user + cpu.system,
+        "thread": threading.current_thread().name,
+        "pid": os.getpid(),
+    }
 
 
 def train_fn(config: dict) -> None:
@@ -105,14 +112,22 @@ def run_rung(rung: str, spec_path: str) -> None:
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     out = Path(spec["tmp"]) / f"train-{os.getpid()}.json"
-    DataParallelTrainer(train_fn, train_loop_config={"spec": spec, "out": str(out)}, backend_config=BackendConfig(),
-                        scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": spec["threads"]}),
-                        run_config=RunConfig(name=f"ladder-{os.getpid()}", storage_path=str(Path(spec["tmp"]) / "train"),
-                                             worker_runtime_env={"env_vars": env})).fit()
+    DataParallelTrainer(
+        train_fn,
+        train_loop_config={"spec": spec, "out": str(out)},
+        backend_config=BackendConfig(),
+        scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": spec["threads"]}),
+        run_config=RunConfig(
+            name=f"ladder-{os.getpid()}",
+            storage_path=str(Path(spec["tmp"]) / "train"),
+            worker_runtime_env={"env_vars": env},
+        ),
+    ).fit()
     print(out.read_text())
 
 
 # --- the driver ---------------------------------------------------------------------------------------------------
+
 
 class Busy:
     """The machine's busy CPU (cores) over time, sampled from /proc/stat every 0.25 s on a thread of this (otherwise
@@ -147,7 +162,7 @@ def steady_span(result: dict, warmup_windows: int = 1) -> tuple[float, float] | 
     trace = result.get("trace") or []
     if len(trace) <= warmup_windows + 1:
         return None
-    steady = trace[warmup_windows + 1:]
+    steady = trace[warmup_windows + 1 :]
     return steady[0][0] - steady[0][1], steady[-1][0]
 
 
@@ -166,9 +181,19 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
             for k, v in saved.items():
                 os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     else:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]), "OMP_NUM_THREADS": str(args.threads)}
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--rung", rung, str(tmp / "spec.json")],
-                              capture_output=True, text=True, cwd=tmp, env=env, timeout=1800)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
+            "OMP_NUM_THREADS": str(args.threads),
+        }
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--rung", rung, str(tmp / "spec.json")],
+            capture_output=True,
+            text=True,
+            cwd=tmp,
+            env=env,
+            timeout=1800,
+        )
         if done.returncode != 0:
             raise SystemExit(f"rung {rung} ({framework}) exited with {done.returncode}:\n{done.stderr[-4000:]}")
         got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -190,8 +215,11 @@ def sign_flip_p(logs: list[float]) -> float:
     if n == 0:
         return float("nan")
     observed = abs(sum(logs)) - 1e-12
-    flips = (itertools.product((1, -1), repeat=n) if n <= 16
-             else ([random.Random(k).choice((1, -1)) for _ in range(n)] for k in range(65536)))
+    flips = (
+        itertools.product((1, -1), repeat=n)
+        if n <= 16
+        else ([random.Random(k).choice((1, -1)) for _ in range(n)] for k in range(65536))
+    )
     total = hits = 0
     for signs in flips:
         total += 1
@@ -202,16 +230,24 @@ def sign_flip_p(logs: list[float]) -> float:
 def describe(ratios: list[float]) -> str:
     q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
     p = sign_flip_p([math.log(r) for r in ratios])
-    return (f"median {statistics.median(ratios):.3f}x, quartiles {q[0]:.3f}..{q[2]:.3f}, range {min(ratios):.3f}.."
-            f"{max(ratios):.3f}, p = {p:.3f}")
+    return (
+        f"median {statistics.median(ratios):.3f}x, quartiles {q[0]:.3f}..{q[2]:.3f}, range {min(ratios):.3f}.."
+        f"{max(ratios):.3f}, p = {p:.3f}"
+    )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)")
-    p.add_argument("--rungs", default=",".join(RUNGS), help="comma-separated from plain (always run), task, train, "
-                   "trial, and trial+NAME=VALUE[+NAME=VALUE] (the trial with those environment variables set, e.g. "
-                   "trial+RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2) (default: %(default)s)")
+    p.add_argument(
+        "--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)"
+    )
+    p.add_argument(
+        "--rungs",
+        default=",".join(RUNGS),
+        help="comma-separated from plain (always run), task, train, "
+        "trial, and trial+NAME=VALUE[+NAME=VALUE] (the trial with those environment variables set, e.g. "
+        "trial+RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2) (default: %(default)s)",
+    )
     p.add_argument("--rounds", type=int, default=9, help="rounds per framework (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=1, help="epochs of every side (default: %(default)s)")
     p.add_argument("--batch", type=int, default=32)
@@ -223,10 +259,15 @@ def main() -> None:
         return run_rung(*args.rung)
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     rungs = ["plain"] + [r.strip() for r in args.rungs.split(",") if r.strip() and r.strip() != "plain"]
-    bad = [r for r in rungs if r not in RUNGS and not r.startswith("trial+")] + [f for f in frameworks if f not in TRIAL]
+    bad = [r for r in rungs if r not in RUNGS and not r.startswith("trial+")] + [
+        f for f in frameworks if f not in TRIAL
+    ]
     if bad or args.rounds < 1 or args.epochs < 1:
-        p.error(f"unknown rung or framework {bad}, or --rounds/--epochs below 1" if bad else "--rounds and --epochs "
-                "must be at least 1")
+        p.error(
+            f"unknown rung or framework {bad}, or --rounds/--epochs below 1"
+            if bad
+            else "--rounds and --epochs must be at least 1"
+        )
     sys.path[:0] = [str(ROOT), str(ROOT / "recipes"), str(BENCH)]
     import cloudpickle
     from fashion import RECIPE
@@ -234,26 +275,39 @@ def main() -> None:
     recipe = RECIPE.with_batch(args.batch)
     ds = recipe.data()
     busy = Busy()
-    print(f"fashion MLP, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s) a side, {args.rounds} "
-          f"round(s), rungs {', '.join(rungs)}, order rotated each round; load {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"fashion MLP, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s) a side, {args.rounds} "
+        f"round(s), rungs {', '.join(rungs)}, order rotated each round; load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     rows: dict[str, list[dict]] = {f: [] for f in frameworks}
     with tempfile.TemporaryDirectory(prefix="raylab-ladder-") as tmp:
         tmp = Path(tmp)
-        (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
-            (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
-        spec = {"task": str(tmp / "task.pkl"), "threads": args.threads, "epochs": args.epochs, "steps_per_epoch": None,
-                "batch": args.batch, "seed": 0, "warmup": recipe.warmup_steps, "window": 32, "tmp": str(tmp)}
+        (tmp / "task.pkl").write_bytes(
+            cloudpickle.dumps((recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test)))
+        )
+        spec = {
+            "task": str(tmp / "task.pkl"),
+            "threads": args.threads,
+            "epochs": args.epochs,
+            "steps_per_epoch": None,
+            "batch": args.batch,
+            "seed": 0,
+            "warmup": recipe.warmup_steps,
+            "window": 32,
+            "tmp": str(tmp),
+        }
         for r in range(args.rounds):
             for framework in frameworks:
                 (tmp / "spec.json").write_text(json.dumps({**spec, "framework": framework}))
-                order = rungs[r % len(rungs):] + rungs[:r % len(rungs)]
+                order = rungs[r % len(rungs) :] + rungs[: r % len(rungs)]
                 got = {rung: side(rung, framework, args, tmp, busy) for rung in order}
                 rows[framework].append(got)
                 base = got["plain"]["samples_per_sec"]
                 cells = []
                 for rung in rungs:
                     g = got[rung]
-                    others = (f", machine {g['machine_cores']:.2f} cores" if "machine_cores" in g else "")
+                    others = f", machine {g['machine_cores']:.2f} cores" if "machine_cores" in g else ""
                     cells.append(f"{rung} {g['samples_per_sec']:,.0f} ({g['samples_per_sec'] / base:.3f}{others})")
                 print(f"round {r + 1} {framework} [{' > '.join(order)}]: " + "; ".join(cells), flush=True)
     print()

@@ -44,8 +44,15 @@ def one_round(framework: str, epochs: int, tmp: Path) -> tuple[float, float, int
     from raylab.config import Settings, TrialSpec
 
     ds = RECIPE.data()
-    cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=epochs, threads=1, seed=0, quick=False,
-                    tracking_uri="", experiment="")
+    cfg = Settings(
+        trials=[TrialSpec(framework, "plain", 1)],
+        epochs=epochs,
+        threads=1,
+        seed=0,
+        quick=False,
+        tracking_uri="",
+        experiment="",
+    )
     plain: dict = {}
 
     def run_beside() -> None:
@@ -60,9 +67,24 @@ def one_round(framework: str, epochs: int, tmp: Path) -> tuple[float, float, int
     done = re.compile(rf"\[{name} x1\] epoch (\d+) done")
     arrived: dict[int, float] = {}
     summary, uri = tmp / "trial.json", f"sqlite:///{tmp}/mlflow.db"
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", TRIAL[framework], "--workers", "1",
-           "--epochs", str(epochs), "--threads", "1", "--experiment", "bench-paired", "--tracking-uri", uri,
-           "--json", str(summary)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / "fashion.py"),
+        "--trials",
+        TRIAL[framework],
+        "--workers",
+        "1",
+        "--epochs",
+        str(epochs),
+        "--threads",
+        "1",
+        "--experiment",
+        "bench-paired",
+        "--tracking-uri",
+        uri,
+        "--json",
+        str(summary),
+    ]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT) as proc:
         for line in proc.stdout:
             if m := done.search(line):
@@ -80,8 +102,11 @@ def one_round(framework: str, epochs: int, tmp: Path) -> tuple[float, float, int
     lengths = {m.step: m.value for m in MlflowClient(uri).get_metric_history(run_id, "epoch_time_s")}
     trace = plain["trace"][1:]  # the first window traces or compiles
     first, last = trace[0][0] - trace[0][1], trace[-1][0]
-    inside = [e for e in sorted(arrived) if e in lengths and arrived[e] - MARGIN_S - lengths[e] >= first
-              and arrived[e] <= last]
+    inside = [
+        e
+        for e in sorted(arrived)
+        if e in lengths and arrived[e] - MARGIN_S - lengths[e] >= first and arrived[e] <= last
+    ]
     if not inside:
         raise SystemExit("no trial epoch ran wholly inside the plain script's training; raise --epochs")
     begin, end = arrived[inside[0]] - MARGIN_S - lengths[inside[0]], arrived[inside[-1]] - MARGIN_S
@@ -107,10 +132,15 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="raylab-paired-") as tmp:
             trial, plain, n = one_round(args.framework, args.epochs, Path(tmp))
         rows.append(trial / plain)
-        print(f"round {r}: over {n} trial epoch(s) both trained through: trial {trial:,.0f} samples/s, plain "
-              f"{plain:,.0f}: {trial / plain:.3f}x", flush=True)
-    print(f"\n{TRIAL[args.framework]} vs plain, side by side, median of {args.rounds} round(s): samples/s "
-          f"{statistics.median(rows):.3f}x (range {min(rows):.3f}..{max(rows):.3f})")
+        print(
+            f"round {r}: over {n} trial epoch(s) both trained through: trial {trial:,.0f} samples/s, plain "
+            f"{plain:,.0f}: {trial / plain:.3f}x",
+            flush=True,
+        )
+    print(
+        f"\n{TRIAL[args.framework]} vs plain, side by side, median of {args.rounds} round(s): samples/s "
+        f"{statistics.median(rows):.3f}x (range {min(rows):.3f}..{max(rows):.3f})"
+    )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ def builders(name: str):
     if name == "mlp":
         from raylab.models.mlp import tf_model, torch_model
     elif name == "cnn":
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "recipes"))
+        sys.path.insert(
+            0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "recipes")
+        )
         from fashion_cnn import RECIPE
 
         return RECIPE.models["tf"], RECIPE.models["torch"]
@@ -96,8 +98,9 @@ def tf_cells(model: str, precisions, steps: int, cap_s: float) -> dict:
     x = tf.random.uniform([batch, *shape])
     out = {}
     for precision in precisions:
-        keras.mixed_precision.set_global_policy({"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(precision,
-                                                                                                      "float32"))
+        keras.mixed_precision.set_global_policy(
+            {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(precision, "float32")
+        )
         keras.utils.set_random_seed(0)
         net = builders(model)[0]()
         opt = keras.optimizers.Adam(1e-4)
@@ -121,8 +124,9 @@ def _tf_step(tf, net, opt, x):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--models", default="mlp,cnn,resunet", help="mlp, cnn, resunet (comma-separated)")
     p.add_argument("--frameworks", default="torch,tf")
     p.add_argument("--precisions", default="fp32,bf16,fp16")
@@ -139,9 +143,23 @@ def main() -> None:
     print(f"{'model':8} {'framework':9} " + " ".join(f"{p:>22}" for p in precisions), flush=True)
     for model in args.models.split(","):
         for framework in args.frameworks.split(","):
-            child = subprocess.run([sys.executable, __file__, "--cell", f"{framework}:{model}", "--precisions",
-                                    args.precisions, "--steps", str(args.steps), "--cap-s", str(args.cap_s)],
-                                   capture_output=True, text=True, check=True)
+            child = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--cell",
+                    f"{framework}:{model}",
+                    "--precisions",
+                    args.precisions,
+                    "--steps",
+                    str(args.steps),
+                    "--cap-s",
+                    str(args.cap_s),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             cells = json.loads(child.stdout.strip().splitlines()[-1])
             base = cells.get("fp32", [None])[0]
             row = []

@@ -108,9 +108,13 @@ def run(data: str, trials: str, seed: int) -> tuple[dict, list[str]]:
     recipe.write_text(RECIPE)
     uri = f"sqlite:///{WORK}/runs.db"
     out = Path(tempfile.mkdtemp()) / "summary.json"
-    done = subprocess.run([PY, str(recipe), "--trials", trials, "--seed", str(seed), "--tracking-uri", uri,
-                           "--json", str(out)], capture_output=True, text=True, cwd=WORK,
-                          env={**os.environ, "TABLE_DIR": str(WORK), "TABLE_DATA": data, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [PY, str(recipe), "--trials", trials, "--seed", str(seed), "--tracking-uri", uri, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=WORK,
+        env={**os.environ, "TABLE_DIR": str(WORK), "TABLE_DATA": data, "PYTHONPATH": str(ROOT)},
+    )
     if done.returncode != 0:
         raise SystemExit(f"{data} failed:\n{done.stderr[-3000:]}")
     client = MlflowClient(tracking_uri=uri)
@@ -133,7 +137,9 @@ def main() -> None:
         memory, _ = run("memory", args.trials, seed)
         for trial, (acc, shuffle) in streamed.items():
             m_acc, m_shuffle = memory[trial]
-            print(f"{seed:4} {trial:12} {acc:8.4f} {m_acc:8.4f} {acc - m_acc:+7.4f}  {shuffle} / {m_shuffle}", flush=True)
+            print(
+                f"{seed:4} {trial:12} {acc:8.4f} {m_acc:8.4f} {acc - m_acc:+7.4f}  {shuffle} / {m_shuffle}", flush=True
+            )
         for line in warned:
             print(f"     console: {line}")
 

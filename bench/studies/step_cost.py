@@ -73,15 +73,17 @@ def main() -> None:
     sides = {"plain": plain(), "raylab": trial()}
     ms: dict[str, list[float]] = {name: [] for name in sides}
     for r in range(args.rounds):
-        for name in (list(sides) if r % 2 else list(sides)[::-1]):
+        for name in list(sides) if r % 2 else list(sides)[::-1]:
             for _ in range(6):
                 t0 = time.perf_counter()
                 sides[name](32)
                 ms[name].append((time.perf_counter() - t0) / 32 * 1e3)
     plain_ms, ours = (statistics.median(ms[k][12:]) for k in ("plain", "raylab"))
     print(f"raylab from {Path(raylab.__file__).parent.parent}: fashion MLP, batch 32, 1 thread, {args.rounds} rounds")
-    print(f"plain {plain_ms:.4f} ms/step, raylab's step {ours:.4f} ms/step: raylab at {plain_ms / ours:.3f}x the plain "
-          "loop's speed")
+    print(
+        f"plain {plain_ms:.4f} ms/step, raylab's step {ours:.4f} ms/step: raylab at {plain_ms / ours:.3f}x the plain "
+        "loop's speed"
+    )
 
 
 if __name__ == "__main__":

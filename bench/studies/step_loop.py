@@ -46,9 +46,28 @@ def sgemm_peak_gflops(n: int = 1024, reps: int = 20) -> float:
 
 def one_run(window: int, args, tmp: Path) -> dict:
     out = tmp / f"w{window}.json"
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", args.trials, "--workers", "1",
-           "--batch", args.batches, "--window", str(window), "--epochs", str(args.epochs), "--threads", "1",
-           "--experiment", "bench-step-loop", "--tracking-uri", f"sqlite:///{tmp}/mlflow.db", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / "fashion.py"),
+        "--trials",
+        args.trials,
+        "--workers",
+        "1",
+        "--batch",
+        args.batches,
+        "--window",
+        str(window),
+        "--epochs",
+        str(args.epochs),
+        "--threads",
+        "1",
+        "--experiment",
+        "bench-step-loop",
+        "--tracking-uri",
+        f"sqlite:///{tmp}/mlflow.db",
+        "--json",
+        str(out),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
     if done.returncode != 0 or not out.exists():
         raise SystemExit(f"window {window}: the run exited with {done.returncode}:\n{done.stdout[-2000:]}")
@@ -58,7 +77,9 @@ def one_run(window: int, args, tmp: Path) -> dict:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--windows", default="1,32", help="--window values, the first is the reference (default: %(default)s)")
+    p.add_argument(
+        "--windows", default="1,32", help="--window values, the first is the reference (default: %(default)s)"
+    )
     p.add_argument("--batches", default="32,1024", help="--batch sizes (default: %(default)s)")
     p.add_argument("--trials", default="tf:none,torch:none,xla:single", help="1-worker trials (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=1, help="epochs per run (default: %(default)s)")
@@ -72,8 +93,10 @@ def main() -> None:
                 print(f"round {r + 1}: --window {w} ...", flush=True)
                 runs[w].append(one_run(w, args, Path(tmp)))
     peak = sgemm_peak_gflops()
-    print(f"\nsgemm peak, 1 thread (torch.mm 1024^3, best of 20): {peak:.1f} GFLOP/s; "
-          f"MLP training: {MLP_FLOPS_PER_SAMPLE:,} FLOPs per sample")
+    print(
+        f"\nsgemm peak, 1 thread (torch.mm 1024^3, best of 20): {peak:.1f} GFLOP/s; "
+        f"MLP training: {MLP_FLOPS_PER_SAMPLE:,} FLOPs per sample"
+    )
     print(f"\nsamples/s, median of {args.rounds} round(s), {args.epochs} epoch(s), 1 thread:")
     head = "".join(f"  window {w:>4}" for w in windows)
     print(f"{'trial':<24}{head}  ratio {windows[-1]}/{windows[0]}  steps/host read  of sgemm peak")
@@ -81,8 +104,11 @@ def main() -> None:
         sps = [statistics.median(run[name]["samples_per_sec"] for run in runs[w]) for w in windows]
         best = runs[windows[-1]][-1][name]
         frac = sps[-1] * MLP_FLOPS_PER_SAMPLE / 1e9 / peak
-        print(f"{name:<24}" + "".join(f"  {s:>11,.0f}" for s in sps) +
-              f"  {sps[-1] / sps[0]:>10.3f}x  {best.get('steps_per_host_sync') or 0:>15.1f}  {frac:>12.1%}")
+        print(
+            f"{name:<24}"
+            + "".join(f"  {s:>11,.0f}" for s in sps)
+            + f"  {sps[-1] / sps[0]:>10.3f}x  {best.get('steps_per_host_sync') or 0:>15.1f}  {frac:>12.1%}"
+        )
 
 
 if __name__ == "__main__":

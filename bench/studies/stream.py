@@ -55,24 +55,36 @@ def trial_figures(uri: str, summary: dict) -> dict:
     client, rows = MlflowClient(tracking_uri=uri), {}
     for t in summary["trials"]:
         m = client.get_run(t["run_id"]).data.metrics
-        rows[t["trial"]] = {"acc": m.get("val_accuracy"), "sps": m.get("samples_per_sec"),
-                            "wait": m.get("input_wait_share")}
+        rows[t["trial"]] = {
+            "acc": m.get("val_accuracy"),
+            "sps": m.get("samples_per_sec"),
+            "wait": m.get("input_wait_share"),
+        }
     return rows
 
 
 def exported_fashion() -> Path:
     out = WORK / "fashion-parquet"
     if not (out / "raylab-data.json").exists():
-        subprocess.run([PY, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"), str(out)], check=True)
+        subprocess.run(
+            [PY, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"), str(out)], check=True
+        )
     return out
 
 
 def parity(args) -> None:
     data = exported_fashion() if args.recipe in ("fashion", "fashion_cnn") else None
     uri = f"sqlite:///{WORK}/parity.db"
-    common = ["--trials", args.trials, "--epochs", str(args.epochs), "--seed", "0",
-              *(["--steps-per-epoch", str(args.steps_per_epoch)] if args.steps_per_epoch else []),
-              *(["--batch", str(args.batch)] if args.batch else [])]
+    common = [
+        "--trials",
+        args.trials,
+        "--epochs",
+        str(args.epochs),
+        "--seed",
+        "0",
+        *(["--steps-per-epoch", str(args.steps_per_epoch)] if args.steps_per_epoch else []),
+        *(["--batch", str(args.batch)] if args.batch else []),
+    ]
     sides: dict[str, list[dict]] = {"memory": [], "streamed": []}
     for r in range(args.rounds):
         order = ["memory", "streamed"] if r % 2 == 0 else ["streamed", "memory"]
@@ -81,14 +93,19 @@ def parity(args) -> None:
             sides[side].append(trial_figures(uri, run_recipe(args.recipe, common + extra, uri)))
             print(f"round {r} {side}: {sides[side][-1]}", flush=True)
     print(f"\n{args.recipe}: {' '.join(common)} ({args.rounds} round(s), medians)")
-    print(f"{'trial':16} {'acc mem':>8} {'acc str':>8} {'diff':>7} {'sps mem':>9} {'sps str':>9} {'ratio':>6} {'wait str':>8}")
+    print(
+        f"{'trial':16} {'acc mem':>8} {'acc str':>8} {'diff':>7} {'sps mem':>9} {'sps str':>9} {'ratio':>6} {'wait str':>8}"
+    )
     for trial in sides["memory"][0]:
+
         def med(side, key):
             return float(np.median([rnd[trial][key] for rnd in sides[side] if rnd[trial][key] is not None]))
 
         am, ast, sm, ss = med("memory", "acc"), med("streamed", "acc"), med("memory", "sps"), med("streamed", "sps")
-        print(f"{trial:16} {am:8.4f} {ast:8.4f} {ast - am:+7.4f} {sm:9,.0f} {ss:9,.0f} {ss / sm:6.3f} "
-              f"{med('streamed', 'wait'):8.3f}")
+        print(
+            f"{trial:16} {am:8.4f} {ast:8.4f} {ast - am:+7.4f} {sm:9,.0f} {ss:9,.0f} {ss / sm:6.3f} "
+            f"{med('streamed', 'wait'):8.3f}"
+        )
 
 
 def delivery(args) -> None:
@@ -100,8 +117,10 @@ def delivery(args) -> None:
     from raylab.data.stream import open_stream, parquet
 
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
-    sources = {"scenes generator (1.2M x 96x96x3)": (scene_stream(SEED_SCENES, 144), args.scene_batches, 32),
-               "fashion parquet (60k x 28x28)": (parquet(str(exported_fashion())), args.parquet_batches, 256)}
+    sources = {
+        "scenes generator (1.2M x 96x96x3)": (scene_stream(SEED_SCENES, 144), args.scene_batches, 32),
+        "fashion parquet (60k x 28x28)": (parquet(str(exported_fashion())), args.parquet_batches, 256),
+    }
     for name, (stream, batches, batch) in sources.items():
         opened = open_stream(stream)
 
@@ -120,13 +139,19 @@ def delivery(args) -> None:
             Path(config["out"]).write_text(json.dumps({"samples_per_s": rate}))  # the bench runs on one machine
 
         out = WORK / "delivery.json"
-        trainer = DataParallelTrainer(loop, train_loop_config={"info": opened.info, "batch": batch, "n": batches,
-                                                               "out": str(out)},
-                                      scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 1}),
-                                      datasets=opened.datasets, dataset_config=DataConfig(datasets_to_split=["train"]))
+        trainer = DataParallelTrainer(
+            loop,
+            train_loop_config={"info": opened.info, "batch": batch, "n": batches, "out": str(out)},
+            scaling_config=ScalingConfig(num_workers=1, resources_per_worker={"CPU": 1}),
+            datasets=opened.datasets,
+            dataset_config=DataConfig(datasets_to_split=["train"]),
+        )
         trainer.fit()
-        print(f"{name}: {json.loads(out.read_text())['samples_per_s']:,.0f} samples/s delivered "
-              f"(batch {batch}, {batches} batches, {os.cpu_count()} CPUs, 1 training worker)", flush=True)
+        print(
+            f"{name}: {json.loads(out.read_text())['samples_per_s']:,.0f} samples/s delivered "
+            f"(batch {batch}, {batches} batches, {os.cpu_count()} CPUs, 1 training worker)",
+            flush=True,
+        )
     ray.shutdown()
 
 
@@ -149,11 +174,23 @@ def write_images(directory: Path, gb: float) -> int:
         for i in range(items // per_file):
             x = rng.integers(0, 256, size=(per_file, *ITEM), dtype=np.uint8)
             y = rng.integers(0, 10, size=per_file)
-            pq.write_table(pa.table({"x": ArrowTensorArray.from_numpy(x), "y": pa.array(y)}),
-                           directory / split / f"part-{i:05d}.parquet", compression="none")
-    (directory / "raylab-data.json").write_text(json.dumps(
-        {"name": f"random-{gb:g}gb", "inputs": "x", "targets": "y", "train_items": n, "test_items": per_file,
-         "source": f"random 64x64x3 uint8 images in {directory}"}))
+            pq.write_table(
+                pa.table({"x": ArrowTensorArray.from_numpy(x), "y": pa.array(y)}),
+                directory / split / f"part-{i:05d}.parquet",
+                compression="none",
+            )
+    (directory / "raylab-data.json").write_text(
+        json.dumps(
+            {
+                "name": f"random-{gb:g}gb",
+                "inputs": "x",
+                "targets": "y",
+                "train_items": n,
+                "test_items": per_file,
+                "source": f"random 64x64x3 uint8 images in {directory}",
+            }
+        )
+    )
     return n
 
 
@@ -193,12 +230,16 @@ def memory(args) -> None:
         t0 = time.time()
         items = write_images(directory, gb)
         size = sum(f.stat().st_size for f in directory.rglob("*.parquet")) / 1e9
-        print(f"{directory}: {items:,} items, {size:.1f} GB on disk ({time.time() - t0:.0f}s to write or find)", flush=True)
+        print(
+            f"{directory}: {items:,} items, {size:.1f} GB on disk ({time.time() - t0:.0f}s to write or find)",
+            flush=True,
+        )
         for trial in args.trials.split(","):
             watch = PeakRSS()
             watch.start()
-            out = subprocess.run([PY, __file__, "_trial", str(directory), trial, str(args.steps)], capture_output=True,
-                                 text=True)
+            out = subprocess.run(
+                [PY, __file__, "_trial", str(directory), trial, str(args.steps)], capture_output=True, text=True
+            )
             watch.stop.set()
             watch.join()
             if out.returncode != 0:
@@ -207,11 +248,22 @@ def memory(args) -> None:
             p = watch.peaks
             if not p.get("training worker"):
                 raise SystemExit("the /proc watcher saw no training worker: its figures would be zeros")
-            rows.append((f"{size:.1f} GB", trial, driver, p.get("training worker", 0), p.get("training worker private", 0),
-                         p.get("other ray processes", 0), p.get("other ray processes private", 0)))
+            rows.append(
+                (
+                    f"{size:.1f} GB",
+                    trial,
+                    driver,
+                    p.get("training worker", 0),
+                    p.get("training worker private", 0),
+                    p.get("other ray processes", 0),
+                    p.get("other ray processes private", 0),
+                )
+            )
             print(rows[-1], flush=True)
-    print(f"\n{'dataset':>9} {'trial':12} {'driver MB':>10} {'worker MB':>10} {'(private)':>10} "
-          f"{'ray other MB':>12} {'(private)':>10}")
+    print(
+        f"\n{'dataset':>9} {'trial':12} {'driver MB':>10} {'worker MB':>10} {'(private)':>10} "
+        f"{'ray other MB':>12} {'(private)':>10}"
+    )
     for size, trial, d, w, wp, o, op in rows:
         print(f"{size:>9} {trial:12} {d:10,.0f} {w:10,.0f} {wp:10,.0f} {o:12,.0f} {op:10,.0f}")
 
@@ -234,9 +286,18 @@ def memory_trial(directory: str, trial: str, steps: int) -> None:
 
         return nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(ITEM)), 10))
 
-    recipe = Recipe(name="stream_memory", data=parquet(directory), models={"tf": tf_model, "torch": torch_model},
-                    loss="sparse_categorical_crossentropy", optimizer=optimizer("sgd", 1e-3), batch_per_replica=64,
-                    epochs=1, steps_per_epoch=steps, metrics=("accuracy",), preprocess=Scale(1 / 255))
+    recipe = Recipe(
+        name="stream_memory",
+        data=parquet(directory),
+        models={"tf": tf_model, "torch": torch_model},
+        loss="sparse_categorical_crossentropy",
+        optimizer=optimizer("sgd", 1e-3),
+        batch_per_replica=64,
+        epochs=1,
+        steps_per_epoch=steps,
+        metrics=("accuracy",),
+        preprocess=Scale(1 / 255),
+    )
     uri = f"sqlite:///{WORK}/memory.db"
     code = recipe_main(recipe, ["--trials", trial, "--tracking-uri", uri])
     if code != 0:

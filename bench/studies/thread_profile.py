@@ -80,7 +80,10 @@ def beside(before, after, seconds: float, pid: int) -> dict:
     ticks = [b - a for a, b in zip(before[1], after[1])]
     total = sum(ticks) or 1
     cores = os.cpu_count() or 1
-    share = {"busy": (total - ticks[3] - ticks[4]) / total * cores, "steal": (ticks[7] if len(ticks) > 7 else 0) / total * cores}
+    share = {
+        "busy": (total - ticks[3] - ticks[4]) / total * cores,
+        "steal": (ticks[7] if len(ticks) > 7 else 0) / total * cores,
+    }
     return {"others": sorted(((u / seconds, n, p) for u, n, p in used if u > 0), reverse=True), **share}
 
 
@@ -113,8 +116,26 @@ def newest(marker: bytes = b"RayTrainWorker") -> int | None:
 
 def sample(pid: int, seconds: float, rate: int, gil: bool, native: bool, out: Path) -> dict[str, collections.Counter]:
     """{thread id: Counter of stacks (root first) sampled}."""
-    cmd = [py_spy(), "record", "--pid", str(pid), "--duration", str(seconds), "--rate", str(rate), "--format", "raw",
-           "--threads", "--nonblocking", "--output", str(out)] + (["--gil"] if gil else []) + (["--native"] if native else [])
+    cmd = (
+        [
+            py_spy(),
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(seconds),
+            "--rate",
+            str(rate),
+            "--format",
+            "raw",
+            "--threads",
+            "--nonblocking",
+            "--output",
+            str(out),
+        ]
+        + (["--gil"] if gil else [])
+        + (["--native"] if native else [])
+    )
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
     if done.returncode != 0:
         raise SystemExit(f"py-spy exited with {done.returncode}: {done.stderr[-2000:]}")
@@ -190,25 +211,37 @@ def profile(side: str, cmd: list[str], env: dict, args, tmp: Path) -> dict:
     reader.join(60)
     if proc.returncode != 0:
         raise SystemExit(f"{side}: exited with {proc.returncode}:\n{''.join(lines)[-3000:]}")
-    return {"pid": pid, "running": running, "holding": holding, "cores_used": used, "beside": around,
-            "output": "".join(lines)}
+    return {
+        "pid": pid,
+        "running": running,
+        "holding": holding,
+        "cores_used": used,
+        "beside": around,
+        "output": "".join(lines),
+    }
 
 
 def report(side: str, got: dict, args) -> None:
     samples = args.seconds * args.rate
     threads = set(got["running"]) | set(got["holding"])
     rows = sorted(threads, key=lambda t: -sum(got["holding"][t].values()))
-    print(f"\n{side} (pid {got['pid']}, {len(threads)} thread(s) seen, the process used {got['cores_used']:.2f} cores):")
+    print(
+        f"\n{side} (pid {got['pid']}, {len(threads)} thread(s) seen, the process used {got['cores_used']:.2f} cores):"
+    )
     for t in rows:
         run, hold = got["running"][t], got["holding"][t]
-        print(f"  {t}: running {sum(run.values()) / samples:6.1%}, holding the GIL {sum(hold.values()) / samples:6.1%}  "
-              f"{name_of(run or hold)}")
+        print(
+            f"  {t}: running {sum(run.values()) / samples:6.1%}, holding the GIL {sum(hold.values()) / samples:6.1%}  "
+            f"{name_of(run or hold)}"
+        )
         for leaf, n in leaves(run or hold, args.top):
             print(f"      {n / samples:6.1%}  {leaf}")
     around = got["beside"]
-    print(f"  the machine over the window: {around['busy']:.2f} cores busy, {around['steal']:.2f} stolen by the "
-          f"hypervisor; the other processes {sum(c for c, _, _ in around['others']):.2f} cores in all, the most (cores):")
-    for cores, name, pid in around["others"][:2 * args.top]:
+    print(
+        f"  the machine over the window: {around['busy']:.2f} cores busy, {around['steal']:.2f} stolen by the "
+        f"hypervisor; the other processes {sum(c for c, _, _ in around['others']):.2f} cores in all, the most (cores):"
+    )
+    for cores, name, pid in around["others"][: 2 * args.top]:
         print(f"      {cores:.3f}  {name} (pid {pid})")
 
 
@@ -222,14 +255,21 @@ def main() -> None:
     p.add_argument("--seconds", type=int, default=6, help="each sample's length (default: %(default)s)")
     p.add_argument("--rate", type=int, default=250, help="samples a second (default: %(default)s)")
     p.add_argument("--warm-cpu", type=float, default=8.0, help="CPU seconds the sampled process spends first")
-    p.add_argument("--pin", action="store_true", help="a probe: the sampled process alone on CPU 0 from its start "
-                   "(the trial's worker: from when it appears), every other process on the other CPUs")
-    p.add_argument("--rungs", default="trial,plain",
-                   help="what is sampled, comma-separated, in this order (the trial first where it is named: the "
-                        "others run the execution it chose): trial (the raylab trial's Ray Train worker), plain (the "
-                        "plain loop's own process), and bench/studies/ladder.py's rungs between them, task (the plain "
-                        "loop as a bare Ray task) and train (in a bare Ray Train worker, no raylab) (default: "
-                        "%(default)s)")
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="a probe: the sampled process alone on CPU 0 from its start "
+        "(the trial's worker: from when it appears), every other process on the other CPUs",
+    )
+    p.add_argument(
+        "--rungs",
+        default="trial,plain",
+        help="what is sampled, comma-separated, in this order (the trial first where it is named: the "
+        "others run the execution it chose): trial (the raylab trial's Ray Train worker), plain (the "
+        "plain loop's own process), and bench/studies/ladder.py's rungs between them, task (the plain "
+        "loop as a bare Ray task) and train (in a bare Ray Train worker, no raylab) (default: "
+        "%(default)s)",
+    )
     p.add_argument("--native", action="store_true", help="C/C++ frames too (slower sampling)")
     p.add_argument("--top", type=int, default=6, help="frames shown per thread (default: %(default)s)")
     args = p.parse_args()
@@ -245,8 +285,9 @@ def main() -> None:
     ds = as_dataset(recipe.data, recipe.name)
     with tempfile.TemporaryDirectory(prefix="raylab-profile-") as tmp:
         tmp = Path(tmp)
-        (tmp / "task.pkl").write_bytes(cloudpickle.dumps(
-            (recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test))))
+        (tmp / "task.pkl").write_bytes(
+            cloudpickle.dumps((recipe.task(ds.target_names), (ds.x_train, ds.y_train, ds.x_test, ds.y_test)))
+        )
         uri = f"sqlite:///{tmp}/mlflow.db"
         rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]
         if bad := [r for r in rungs if r not in ("plain", *SAMPLED)]:
@@ -254,23 +295,54 @@ def main() -> None:
         got, sps, execution = {}, {}, None
         for rung in sorted(rungs, key=lambda r: r != "trial"):  # the trial first: the others run its execution
             if rung == "trial":
-                cmd = [sys.executable, str(ROOT / "recipes" / f"{args.recipe}.py"), "--trials", TRIAL[args.framework],
-                       "--workers", "1", "--epochs", str(args.epochs), "--batch", str(args.batch), "--threads",
-                       str(args.threads), "--experiment", "bench-profile", "--tracking-uri", uri, "--json",
-                       str(tmp / "t.json")]
+                cmd = [
+                    sys.executable,
+                    str(ROOT / "recipes" / f"{args.recipe}.py"),
+                    "--trials",
+                    TRIAL[args.framework],
+                    "--workers",
+                    "1",
+                    "--epochs",
+                    str(args.epochs),
+                    "--batch",
+                    str(args.batch),
+                    "--threads",
+                    str(args.threads),
+                    "--experiment",
+                    "bench-profile",
+                    "--tracking-uri",
+                    uri,
+                    "--json",
+                    str(tmp / "t.json"),
+                ]
                 env = {**os.environ, "PYTHONPATH": str(ROOT)}
             else:
-                spec = {"framework": args.framework, "task": str(tmp / "task.pkl"), "threads": args.threads,
-                        "epochs": args.epochs, "steps_per_epoch": None, "batch": args.batch, "seed": 0,
-                        "warmup": recipe.warmup_steps, "window": 32, "execution": execution, "tmp": str(tmp)}
+                spec = {
+                    "framework": args.framework,
+                    "task": str(tmp / "task.pkl"),
+                    "threads": args.threads,
+                    "epochs": args.epochs,
+                    "steps_per_epoch": None,
+                    "batch": args.batch,
+                    "seed": 0,
+                    "warmup": recipe.warmup_steps,
+                    "window": 32,
+                    "execution": execution,
+                    "tmp": str(tmp),
+                }
                 (tmp / "spec.json").write_text(json.dumps(spec))
                 if rung == "plain":
-                    cmd, env = [sys.executable, str(BENCH / "loop_cost.py"), "--plain", str(tmp / "spec.json")], \
-                        plain_env(args.framework, args.threads)
+                    cmd, env = (
+                        [sys.executable, str(BENCH / "loop_cost.py"), "--plain", str(tmp / "spec.json")],
+                        plain_env(args.framework, args.threads),
+                    )
                 else:  # as ladder.py runs its rungs
                     cmd = [sys.executable, str(BENCH / "studies" / "ladder.py"), "--rung", rung, str(tmp / "spec.json")]
-                    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH), str(ROOT / "recipes")]),
-                           "OMP_NUM_THREADS": str(args.threads)}
+                    env = {
+                        **os.environ,
+                        "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH), str(ROOT / "recipes")]),
+                        "OMP_NUM_THREADS": str(args.threads),
+                    }
             try:
                 got[rung] = profile(rung, cmd, env, args, tmp)
             finally:
@@ -282,15 +354,24 @@ def main() -> None:
             else:
                 sps[rung] = json.loads(got[rung]["output"].strip().splitlines()[-1])["samples_per_sec"]
         base = sps.get("plain")
-        print(f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epochs, {args.framework} "
-              f"({execution or 'eager'}); each side sampled twice for {args.seconds} s at {args.rate}/s once steady; "
-              "steady samples/s, py-spy attached: " + ", ".join(
-                  f"{r} {v:,.0f}" + (f" ({v / base:.3f}x plain)" if base and r != "plain" else "") for r, v in sps.items())
-              + ("; each pinned to CPU 0, the rest of the machine to the others" if args.pin else ""))
-        names = {"plain": "plain loop", "task": "the plain loop as a bare Ray task",
-                 "train": "the plain loop in a bare Ray Train worker", "trial": f"trial's worker ({TRIAL[args.framework]})"}
+        print(
+            f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epochs, {args.framework} "
+            f"({execution or 'eager'}); each side sampled twice for {args.seconds} s at {args.rate}/s once steady; "
+            "steady samples/s, py-spy attached: "
+            + ", ".join(
+                f"{r} {v:,.0f}" + (f" ({v / base:.3f}x plain)" if base and r != "plain" else "") for r, v in sps.items()
+            )
+            + ("; each pinned to CPU 0, the rest of the machine to the others" if args.pin else "")
+        )
+        names = {
+            "plain": "plain loop",
+            "task": "the plain loop as a bare Ray task",
+            "train": "the plain loop in a bare Ray Train worker",
+            "trial": f"trial's worker ({TRIAL[args.framework]})",
+        }
         for rung in sorted(got, key=lambda r: ("plain", "task", "train", "trial").index(r)):
             report(names[rung], got[rung], args)
+
 
 if __name__ == "__main__":
     main()

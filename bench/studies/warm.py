@@ -32,9 +32,20 @@ ROOT = Path(__file__).resolve().parents[2]
 def invocation(trials: str, repeats: int, fresh: bool, where: Path, extra: list[str]) -> tuple[float, list[dict]]:
     """(wall seconds, the JSON summary's trials) of one invocation."""
     out = where / f"{'fresh' if fresh else 'warm'}-{time.time_ns()}.json"
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), "--trials", trials, "--repeats",
-           str(repeats), "--tracking-uri", f"sqlite:///{where / 'mlflow.db'}", "--json", str(out), *extra,
-           *(["--fresh-processes"] if fresh else [])]
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / "fashion.py"),
+        "--trials",
+        trials,
+        "--repeats",
+        str(repeats),
+        "--tracking-uri",
+        f"sqlite:///{where / 'mlflow.db'}",
+        "--json",
+        str(out),
+        *extra,
+        *(["--fresh-processes"] if fresh else []),
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t0
@@ -50,8 +61,10 @@ def median(values: list[float]) -> float | None:
 def report(runs: dict[bool, list[tuple[float, list[dict]]]]) -> list[str]:
     warm = [t for _, trials in runs[False] for t in trials]
     fresh = [t for _, trials in runs[True] for t in trials]
-    lines = [f"{'trial':<16}{'warm sps':>10}{'cold sps':>10}{'ratio':>8}{'warm acc':>10}{'cold acc':>10}"
-             f"{'warm start s':>14}{'cold start s':>14}"]
+    lines = [
+        f"{'trial':<16}{'warm sps':>10}{'cold sps':>10}{'ratio':>8}{'warm acc':>10}{'cold acc':>10}"
+        f"{'warm start s':>14}{'cold start s':>14}"
+    ]
     for name in dict.fromkeys(t["trial"] for t in fresh):
         w = [t for t in warm if t["trial"] == name and t.get("start") == "warm"]
         c = [t for t in fresh if t["trial"] == name]
@@ -59,13 +72,17 @@ def report(runs: dict[bool, list[tuple[float, list[dict]]]]) -> list[str]:
         wa, ca = sorted({round(t["val_accuracy"], 4) for t in w}), sorted({round(t["val_accuracy"], 4) for t in c})
         wst, cst = median([t["startup_s"] for t in w]), median([t["startup_s"] for t in c])
         ratio = f"{ws / cs:.3f}" if ws and cs else "-"
-        lines.append(f"{name:<16}{ws or 0:>10,.0f}{cs or 0:>10,.0f}{ratio:>8}{str(wa):>10}{str(ca):>10}"
-                     f"{wst or 0:>14.2f}{cst or 0:>14.2f}")
+        lines.append(
+            f"{name:<16}{ws or 0:>10,.0f}{cs or 0:>10,.0f}{ratio:>8}{str(wa):>10}{str(ca):>10}"
+            f"{wst or 0:>14.2f}{cst or 0:>14.2f}"
+        )
     warm_starts = [t["startup_s"] for t in warm if t.get("start") == "warm"]
     lines.append(f"warm trials' startup_s: median {median(warm_starts):.2f} s over {len(warm_starts)}")
     ww, fw = [w for w, _ in runs[False]], [w for w, _ in runs[True]]
-    lines.append(f"invocation wall, launch to exit: warm {', '.join(f'{w:.1f}' for w in ww)} s; fresh "
-                 f"{', '.join(f'{w:.1f}' for w in fw)} s; median ratio {median(ww) / median(fw):.2f}")
+    lines.append(
+        f"invocation wall, launch to exit: warm {', '.join(f'{w:.1f}' for w in ww)} s; fresh "
+        f"{', '.join(f'{w:.1f}' for w in fw)} s; median ratio {median(ww) / median(fw):.2f}"
+    )
     return lines
 
 
@@ -81,7 +98,7 @@ def main() -> None:
     where = Path(tempfile.mkdtemp(prefix="raylab-warm-bench-"))
     runs: dict[bool, list] = {False: [], True: []}
     for r in range(args.rounds):
-        for fresh in ((False, True) if r % 2 == 0 else (True, False)):
+        for fresh in (False, True) if r % 2 == 0 else (True, False):
             wall, trials = invocation(args.trials, args.repeats, fresh, where, args.extra)
             runs[fresh].append((wall, trials))
             print(f"round {r + 1}: {'fresh' if fresh else 'warm'} {wall:.1f} s", flush=True)

@@ -25,8 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=19000, help="training steps (default: %(default)s, 10 epochs)")
-    p.add_argument("--capturable", action="store_true",
-                   help="Adam(capturable=True): step count and bias corrections stay on the device")
+    p.add_argument(
+        "--capturable",
+        action="store_true",
+        help="Adam(capturable=True): step count and bias corrections stay on the device",
+    )
     args = p.parse_args()
     if args.steps < 1:
         p.error("--steps must be at least 1")
@@ -47,8 +50,10 @@ def main() -> None:
     loss_fn = torch.nn.CrossEntropyLoss()
     x, y = torch.rand(32, 28, 28).to(device), torch.randint(0, 10, (32,)).to(device)
     seen = 0
-    print(f"capturable={args.capturable} XLA_NO_SPECIAL_SCALARS={os.environ.get('XLA_NO_SPECIAL_SCALARS', '')!r}",
-          flush=True)
+    print(
+        f"capturable={args.capturable} XLA_NO_SPECIAL_SCALARS={os.environ.get('XLA_NO_SPECIAL_SCALARS', '')!r}",
+        flush=True,
+    )
     for n in range(1, args.steps + 1):
         opt.zero_grad(set_to_none=True)
         logits = model(x)
@@ -60,10 +65,15 @@ def main() -> None:
         stats.cpu()
         count = met.counter_value("UncachedCompile") or 0
         if count != seen:
-            bc1, bc2 = 1 - beta1 ** n, 1 - beta2 ** n  # what Adam computes on the host from its step count
-            scalars = "" if args.capturable else (
-                f"; Adam's host scalars: step size {lr / bc1!r}, sqrt(bias correction 2) {bc2 ** 0.5!r} "
-                f"(float32: {float(np.float32(bc2 ** 0.5))!r})")
+            bc1, bc2 = 1 - beta1**n, 1 - beta2**n  # what Adam computes on the host from its step count
+            scalars = (
+                ""
+                if args.capturable
+                else (
+                    f"; Adam's host scalars: step size {lr / bc1!r}, sqrt(bias correction 2) {bc2**0.5!r} "
+                    f"(float32: {float(np.float32(bc2**0.5))!r})"
+                )
+            )
             print(f"step {n}: compilations {seen} -> {count}{scalars}", flush=True)
             seen = count
     print(f"{args.steps} steps, {seen} compilations")

@@ -22,8 +22,17 @@ from raylab.cli.recipe_flags import recipe_parser
 from raylab.cli.run import recipe_main
 from raylab.cli.session import connect, finish
 
-__all__ = ["bench_main", "bench_parser", "connect", "edited", "finish", "main", "make_config", "recipe_main",
-           "recipe_parser"]
+__all__ = [
+    "bench_main",
+    "bench_parser",
+    "connect",
+    "edited",
+    "finish",
+    "main",
+    "make_config",
+    "recipe_main",
+    "recipe_parser",
+]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,17 +44,26 @@ def main(argv: list[str] | None = None) -> int:
     from raylab.probes.peak import peak_main
 
     argv = sys.argv[1:] if argv is None else argv
-    commands = {"compare": compare_main, "upload": upload_main, "floor": floor_main, "peak": peak_main,
-                "data": data_main, "probes": probes_main}
+    commands = {
+        "compare": compare_main,
+        "upload": upload_main,
+        "floor": floor_main,
+        "peak": peak_main,
+        "data": data_main,
+        "probes": probes_main,
+    }
     asked = not argv or argv[0] in ("-h", "--help")  # help goes to stdout; a wrong command's usage to stderr
     if asked or argv[0] not in commands:
-        print("usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
-              "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n"
-              "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n"
-              "       raylab peak [--threads N] [--device cpu|gpu]   (measure its matrix-product peak; trials record "
-              "their utilization)\n"
-              "       raylab data export RECIPE DIR   (a recipe's data as Parquet, to train on with --data DIR)\n"
-              "       raylab probes [list | clear [race|floor|peak] [KEY]]   (what raylab measured here and keeps)\n\n"
-              "Run trials with a recipe: python recipes/fashion.py --help", file=sys.stdout if asked else sys.stderr)
+        print(
+            "usage: raylab compare --experiment NAME [--run ID] [--format table|csv|json]\n"
+            "       raylab upload raylab-pending-XXXX.json   (writes kept while the MLflow server was away)\n"
+            "       raylab floor [--rounds N]   (measure this machine's start-up floor; trials record it)\n"
+            "       raylab peak [--threads N] [--device cpu|gpu]   (measure its matrix-product peak; trials record "
+            "their utilization)\n"
+            "       raylab data export RECIPE DIR   (a recipe's data as Parquet, to train on with --data DIR)\n"
+            "       raylab probes [list | clear [race|floor|peak] [KEY]]   (what raylab measured here and keeps)\n\n"
+            "Run trials with a recipe: python recipes/fashion.py --help",
+            file=sys.stdout if asked else sys.stderr,
+        )
         return 0 if asked else 2
     return commands[argv[0]](argv[1:])

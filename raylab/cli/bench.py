@@ -16,13 +16,22 @@ def bench_parser(bench) -> argparse.ArgumentParser:
 
     p = F.parser(bench.name, bench.doc)
     what = p.add_argument_group("what to run")
-    what.add_argument("--trials", default=",".join(bench.default_trials),
-                      help=f"comma-separated trials (default: %(default)s); known: {', '.join(single_kinds())}")
-    what.add_argument("--iterations", type=F.integer, default=bench.iterations,
-                      help=f"timed {bench.what}s per trial, after {bench.warmup} warm-up ones (default: %(default)s)")
-    what.add_argument("--quick", action="store_true",
-                      help=f"smoke run: batch {bench.quick_batch}, 1 warm-up + {bench.quick_iterations} timed "
-                           f"{bench.what}s")
+    what.add_argument(
+        "--trials",
+        default=",".join(bench.default_trials),
+        help=f"comma-separated trials (default: %(default)s); known: {', '.join(single_kinds())}",
+    )
+    what.add_argument(
+        "--iterations",
+        type=F.integer,
+        default=bench.iterations,
+        help=f"timed {bench.what}s per trial, after {bench.warmup} warm-up ones (default: %(default)s)",
+    )
+    what.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: batch {bench.quick_batch}, 1 warm-up + {bench.quick_iterations} timed {bench.what}s",
+    )
     F.add_repeats(what)
     F.add_seed(what, "seed of the synthetic inputs and weights", 0)
     F.add_precision(what, "bf16 only, as autocast on CUDA (torch) and XLA TPU", "fp32")
@@ -36,12 +45,20 @@ def bench_config(bench, args) -> C.Settings:
 
     kinds = parse_trials(args.trials)
     check_trials(bench, kinds)
-    return C.Settings(trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds], epochs=1,
-                       threads=check_positive("threads", args.threads), seed=args.seed, quick=args.quick,
-                       tracking_uri=args.tracking_uri or C.default_tracking_uri(), experiment=args.experiment,
-                       json_path=args.json, precision=args.precision, device=args.device,
-                       steps_per_epoch=check_positive("iterations", args.iterations),
-                       repeats=check_positive("repeats", args.repeats))
+    return C.Settings(
+        trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds],
+        epochs=1,
+        threads=check_positive("threads", args.threads),
+        seed=args.seed,
+        quick=args.quick,
+        tracking_uri=args.tracking_uri or C.default_tracking_uri(),
+        experiment=args.experiment,
+        json_path=args.json,
+        precision=args.precision,
+        device=args.device,
+        steps_per_epoch=check_positive("iterations", args.iterations),
+        repeats=check_positive("repeats", args.repeats),
+    )
 
 
 def bench_main(bench, argv: list[str] | None = None) -> int:

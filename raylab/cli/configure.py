@@ -12,8 +12,15 @@ import json
 
 from raylab import config as C
 from raylab.errors import UserError
-from raylab.cli.expand import (check_positive, expand_trials, parse_compile, parse_hardware, parse_trials,
-                               parse_workers, split_trial)
+from raylab.cli.expand import (
+    check_positive,
+    expand_trials,
+    parse_compile,
+    parse_hardware,
+    parse_trials,
+    parse_workers,
+    split_trial,
+)
 from raylab.cli.overrides import parse_batches, set_fields
 from raylab.record.prices import read_prices
 from raylab.registry import get_strategy
@@ -63,13 +70,17 @@ def check_seconds(cfg: C.Settings) -> None:
     if cfg.seconds is None:
         return
     if not cfg.seconds > 0:
-        raise UserError(f"--seconds is {cfg.seconds:g}; give the seconds of steady steps each trial should time, "
-                        "more than 0 (5 is the least a figure is compared at).")
+        raise UserError(
+            f"--seconds is {cfg.seconds:g}; give the seconds of steady steps each trial should time, "
+            "more than 0 (5 is the least a figure is compared at)."
+        )
     several = [s.name for s in cfg.trials if s.layout(cfg).ray_workers > 1]
     if several:
-        raise UserError(f"--seconds ends a trial when its one training process has timed enough, and "
-                        f"{', '.join(several)} train(s) in several processes; run those with --epochs or "
-                        "--steps-per-epoch instead (drop them from --trials, or give --workers 1).")
+        raise UserError(
+            f"--seconds ends a trial when its one training process has timed enough, and "
+            f"{', '.join(several)} train(s) in several processes; run those with --epochs or "
+            "--steps-per-epoch instead (drop them from --trials, or give --workers 1)."
+        )
     if cfg.plain:
         raise UserError("--plain runs its plain scripts over the trials' epochs, not for --seconds; drop one of them.")
 
@@ -82,15 +93,18 @@ def _trials(recipe, args, notes: list[str], hardware: list[str]) -> list[C.Trial
     batches = parse_batches(args.batch)
     missing = sorted({get_strategy(split_trial(k)[0]).models for k in kinds} - set(recipe.models))
     if missing:
-        raise UserError(f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
-                        f"choose trials of {', '.join(sorted(recipe.models))}.")
+        raise UserError(
+            f"recipe '{recipe.name}' has no model for framework(s) {', '.join(missing)}; "
+            f"choose trials of {', '.join(sorted(recipe.models))}."
+        )
     compiles = parse_compile(args.compile, args.compile_mode)
-    trials = expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None], compiles,
-                           hardware)
+    trials = expand_trials(kinds, workers, notes, batches if len(batches) > 1 else [None], compiles, hardware)
     uneven = [s.name for s in trials if recipe.global_batch and recipe.with_batch(s.batch).global_batch % s.workers]
     if uneven:
-        raise UserError(f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
-                        "cannot split evenly over its replicas; choose --workers that divide it.")
+        raise UserError(
+            f"{recipe.name} fixes the global batch at {recipe.global_batch}, which {', '.join(uneven)} "
+            "cannot split evenly over its replicas; choose --workers that divide it."
+        )
     return trials
 
 
@@ -101,29 +115,50 @@ def _task_settings(recipe, args) -> dict:
     steps = chosen(recipe, args, "steps_per_epoch")
     steps = steps if steps is not None else (None if args.quick else recipe.steps_per_epoch)
     if steps is not None and steps < 0:
-        raise UserError(f"--steps-per-epoch is {steps}; give a positive number of steps, or 0 for one pass over the data.")
+        raise UserError(
+            f"--steps-per-epoch is {steps}; give a positive number of steps, or 0 for one pass over the data."
+        )
     seed, precision = chosen(recipe, args, "seed"), chosen(recipe, args, "precision")
-    return {"epochs": epochs, "steps_per_epoch": steps or None, "seconds": args.seconds,
-            "seed": recipe.seed if seed is None else seed, "precision": precision or recipe.precision,
-            "window": 1 if args.step_latency else check_positive("window", args.window)}
+    return {
+        "epochs": epochs,
+        "steps_per_epoch": steps or None,
+        "seconds": args.seconds,
+        "seed": recipe.seed if seed is None else seed,
+        "precision": precision or recipe.precision,
+        "window": 1 if args.step_latency else check_positive("window", args.window),
+    }
 
 
 def _run_settings(args, hardware: list[str]) -> dict:
     """Where the trials run, where they are recorded, and how they survive failures."""
     return {
-        "threads": check_positive("threads", args.threads), "quick": args.quick,
-        "device": hardware[0].partition(":")[0], "hardware": hardware,
-        "tracking_uri": args.tracking_uri or C.default_tracking_uri(), "experiment": args.experiment,
-        "json_path": args.json, "prices": read_prices(args.prices), "tpu_fallback": args.tpu_fallback,
-        "precision_fallback": args.precision_fallback, "ps": check_positive("ps", args.ps),
-        "tpu_type": parse_tpu_type(args.tpu_type), "tpu_topology": parse_topology(args.tpu_topology),
-        "repeats": check_positive("repeats", args.repeats), "plain": args.plain,
+        "threads": check_positive("threads", args.threads),
+        "quick": args.quick,
+        "device": hardware[0].partition(":")[0],
+        "hardware": hardware,
+        "tracking_uri": args.tracking_uri or C.default_tracking_uri(),
+        "experiment": args.experiment,
+        "json_path": args.json,
+        "prices": read_prices(args.prices),
+        "tpu_fallback": args.tpu_fallback,
+        "precision_fallback": args.precision_fallback,
+        "ps": check_positive("ps", args.ps),
+        "tpu_type": parse_tpu_type(args.tpu_type),
+        "tpu_topology": parse_topology(args.tpu_topology),
+        "repeats": check_positive("repeats", args.repeats),
+        "plain": args.plain,
         "max_failures": check_failures(args.max_failures),
-        "checkpoint_every_min": check_minutes(args.checkpoint_every), "storage": args.storage,
+        "checkpoint_every_min": check_minutes(args.checkpoint_every),
+        "storage": args.storage,
         "keep_checkpoints": args.keep_checkpoints,
-        "concurrency": args.concurrency, "compile_cache": args.compile_cache, "race_again": args.race_again,
-        "fresh_processes": args.fresh_processes, "pin_cpus": args.pin_cpus, "share_nodes": args.share_nodes,
-        "profile": args.profile, "batch_max": (args.batch or "").strip() == "max",
+        "concurrency": args.concurrency,
+        "compile_cache": args.compile_cache,
+        "race_again": args.race_again,
+        "fresh_processes": args.fresh_processes,
+        "pin_cpus": args.pin_cpus,
+        "share_nodes": args.share_nodes,
+        "profile": args.profile,
+        "batch_max": (args.batch or "").strip() == "max",
         "memory_cap_mb": None if args.memory_cap_mb is None else check_positive("memory-cap-mb", args.memory_cap_mb),
     }
 
@@ -157,14 +192,18 @@ def resumed_argv(recipe, args, argv: list[str]) -> tuple[list[str], str]:
     extra = sorted(k for k, v in vars(args).items() if k not in RESUME_FLAGS and v != getattr(defaults, k))
     if extra:
         flags = ", ".join("--" + k.replace("_", "-") for k in extra)
-        raise UserError(f"--resume runs the recorded command of the run it resumes; drop {flags} "
-                        "(only --tracking-uri, --experiment, --address and --json go with it).")
+        raise UserError(
+            f"--resume runs the recorded command of the run it resumes; drop {flags} "
+            "(only --tracking-uri, --experiment, --address and --json go with it)."
+        )
     tracker = Tracker(args.tracking_uri or C.default_tracking_uri(), args.experiment)
     parent = tracker.parent_run(args.resume)
     recorded = parent.data.tags.get("raylab.argv")
     if recorded is None:
-        raise UserError(f"run {parent.info.run_id} has no recorded command (it is not a raylab invocation, or "
-                        "was made before --resume existed); run the recipe again instead.")
+        raise UserError(
+            f"run {parent.info.run_id} has no recorded command (it is not a raylab invocation, or "
+            "was made before --resume existed); run the recipe again instead."
+        )
     return [*json.loads(recorded), *without_flags(argv, ("--resume",))], parent.info.run_id
 
 

@@ -26,8 +26,9 @@ from raylab.errors import UserError
 
 
 def data_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="raylab data", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="raylab data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("export", help="write a recipe's dataset as Parquet shards (and a manifest) into DIR")
     e.add_argument("recipe", help="a recipe file (e.g. recipes/fashion.py) whose RECIPE's data is exported")
@@ -45,8 +46,10 @@ def data_main(argv: list[str]) -> int:
         print(f"raylab: error: {err}", file=sys.stderr)
         return err.exit_code
     size = sum(f.stat().st_size for f in args.directory.rglob("*") if f.is_file())
-    print(f"raylab: wrote {manifest['train_items']} train / {manifest['test_items']} test items of {ds.name} to "
-          f"{args.directory} ({size / 1e6:.1f} MB); train on them with: python {args.recipe} --data {args.directory}")
+    print(
+        f"raylab: wrote {manifest['train_items']} train / {manifest['test_items']} test items of {ds.name} to "
+        f"{args.directory} ({size / 1e6:.1f} MB); train on them with: python {args.recipe} --data {args.directory}"
+    )
     return 0
 
 
@@ -73,10 +76,15 @@ def export(ds, directory: Path, rows_per_file: int = 8192) -> dict:
         out = directory / split
         out.mkdir(parents=True)
         for i, start in enumerate(range(0, num_items(x), rows_per_file)):
-            _write_part(tree_map(lambda a: a[start:start + rows_per_file], named), out / f"part-{i:05d}.parquet")
-    manifest = {"name": ds.name, **spec, "train_items": num_items(ds.x_train),
-                "test_items": num_items(ds.x_test), "source": f"Parquet in {directory} (exported from {ds.source})",
-                "synthetic": ds.synthetic}
+            _write_part(tree_map(lambda a: a[start : start + rows_per_file], named), out / f"part-{i:05d}.parquet")
+    manifest = {
+        "name": ds.name,
+        **spec,
+        "train_items": num_items(ds.x_train),
+        "test_items": num_items(ds.x_test),
+        "source": f"Parquet in {directory} (exported from {ds.source})",
+        "synthetic": ds.synthetic,
+    }
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -117,8 +125,14 @@ def export_stream(stream, directory: Path, rows_per_file: int = 8192) -> dict:
     finally:
         if started:
             ray.shutdown()
-    manifest = {"name": stream.name, **spec, "train_items": items["train"], "test_items": items["test"],
-                "source": f"Parquet in {directory} (exported from {stream.source})", "synthetic": stream.synthetic}
+    manifest = {
+        "name": stream.name,
+        **spec,
+        "train_items": items["train"],
+        "test_items": items["test"],
+        "source": f"Parquet in {directory} (exported from {stream.source})",
+        "synthetic": stream.synthetic,
+    }
     (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -130,7 +144,10 @@ def _refuse_if_not_empty(directory: Path) -> None:
 
 def _spec(x, y) -> dict:
     """The manifest's column names: x and y, or the named inputs' and targets' own."""
-    return {"inputs": "x" if not isinstance(x, dict) else tuple(x), "targets": "y" if not isinstance(y, dict) else tuple(y)}
+    return {
+        "inputs": "x" if not isinstance(x, dict) else tuple(x),
+        "targets": "y" if not isinstance(y, dict) else tuple(y),
+    }
 
 
 def _named(x, y, spec: dict) -> dict:
@@ -146,6 +163,12 @@ def _write_part(named: dict, path: Path) -> None:
     import pyarrow.parquet as pq
     from ray.data.extensions import ArrowTensorArray
 
-    pq.write_table(pa.table({k: ArrowTensorArray.from_numpy(np.ascontiguousarray(v)) if v.ndim > 1 else pa.array(v)
-                             for k, v in named.items()}), path)
-
+    pq.write_table(
+        pa.table(
+            {
+                k: ArrowTensorArray.from_numpy(np.ascontiguousarray(v)) if v.ndim > 1 else pa.array(v)
+                for k, v in named.items()
+            }
+        ),
+        path,
+    )

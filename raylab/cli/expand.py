@@ -44,8 +44,10 @@ def check_installed(items: list[str]) -> None:
     for item in items:
         fw = framework_of(split_trial(item)[0])
         if not installed(fw.package):
-            raise UserError(f"trial '{item}' needs {fw.title}, which is not installed in this Python; install it with "
-                            f"`scripts/setup.sh {fw.extra}` (or `pip install -e '.[{fw.extra}]'`).")
+            raise UserError(
+                f"trial '{item}' needs {fw.title}, which is not installed in this Python; install it with "
+                f"`scripts/setup.sh {fw.extra}` (or `pip install -e '.[{fw.extra}]'`)."
+            )
 
 
 def parse_counts(text: str, flag: str, example: str) -> list[int]:
@@ -63,8 +65,9 @@ def parse_workers(text: str) -> list[int]:
     return parse_counts(text, "--workers", "1,2")
 
 
-def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("best",),
-                  hardware=("cpu",)) -> list[TrialSpec]:
+def expand_trials(
+    kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("best",), hardware=("cpu",)
+) -> list[TrialSpec]:
     """The trial matrix: per hardware item of a --device sweep, per batch size of a --batch sweep, every kind on
     every worker count it supports, in the order given, each in every execution --compile asks that it has on that
     device (one trial per distinct execution: jax:none is jit both ways), or, under --compile best, once, its
@@ -84,8 +87,9 @@ def expand_trials(kinds: list[str], workers: list[int], notes: list[str], batche
             fw, st = kind.split(":")
             best = list(compiles) == ["best"]
             runs = [None] if best else executions(strategy, compiles, device, notes)
-            on += [TrialSpec(fw, st, w, execution=e, best=best, hardware=h if tagged else None)
-                   for w in fits for e in runs]
+            on += [
+                TrialSpec(fw, st, w, execution=e, best=best, hardware=h if tagged else None) for w in fits for e in runs
+            ]
         specs += [dataclasses.replace(s, batch=b) for b in batches for s in on]
     return specs
 
@@ -103,8 +107,10 @@ def fitting_workers(item: str, workers: list[int], notes: list[str]) -> list[int
             f"{','.join(map(str, asked))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
         )
     if len(fits) < len(asked):
-        notes.append(f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
-                     f"{','.join(str(w) for w in asked if w not in fits)}")
+        notes.append(
+            f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
+            f"{','.join(str(w) for w in asked if w not in fits)}"
+        )
     return fits
 
 
@@ -128,12 +134,16 @@ def parse_hardware(devices: str, types: str | None = None) -> list[str]:
     for item in items:
         device, _, kind = item.partition(":")
         if device not in DEVICES:
-            raise UserError(f"--device '{item}': {device or 'nothing'} is not a device raylab runs on; choose cpu or "
-                            f"gpu, {example}.")
-        for t in ([kind] if ":" in item else named or [""]):
+            raise UserError(
+                f"--device '{item}': {device or 'nothing'} is not a device raylab runs on; choose cpu or "
+                f"gpu, {example}."
+            )
+        for t in [kind] if ":" in item else named or [""]:
             if ":" in item and not t or t and not ACCELERATOR_TYPE.match(t):
-                raise UserError(f"accelerator type '{t}' is not one Ray names (letters, digits, '-', '_', '.'); "
-                                "give it as Ray's accelerator_type resource has it, e.g. H100, A100-80G, TPU-V4.")
+                raise UserError(
+                    f"accelerator type '{t}' is not one Ray names (letters, digits, '-', '_', '.'); "
+                    "give it as Ray's accelerator_type resource has it, e.g. H100, A100-80G, TPU-V4."
+                )
             out.append(f"{device}:{t}" if t else device)
     return list(dict.fromkeys(out))
 
@@ -163,18 +173,27 @@ def parse_compile(values: str, modes: str) -> list[str]:
     asked = [v.strip() for v in values.split(",") if v.strip()]
     chosen = [m.strip() for m in modes.split(",") if m.strip()]
     if "best" in asked and (len(asked) > 1 or modes != "default"):
-        raise UserError(f"--compile '{values}' --compile-mode '{modes}': best chooses each framework's execution "
-                        "itself; give --compile best alone, or force executions with --compile off, on or off,on.")
+        raise UserError(
+            f"--compile '{values}' --compile-mode '{modes}': best chooses each framework's execution "
+            "itself; give --compile best alone, or force executions with --compile off, on or off,on."
+        )
     if asked == ["best"]:
         return asked
     bad = [v for v in asked if v not in ("off", "on")] + [m for m in chosen if m not in COMPILE_MODES]
     if bad or not asked or not chosen:
-        raise UserError(f"--compile '{values}' --compile-mode '{modes}': give --compile best, off, on or off,on and "
-                        f"--compile-mode one or more of {', '.join(COMPILE_MODES)}.")
+        raise UserError(
+            f"--compile '{values}' --compile-mode '{modes}': give --compile best, off, on or off,on and "
+            f"--compile-mode one or more of {', '.join(COMPILE_MODES)}."
+        )
     if "on" not in asked and modes != "default":
         raise UserError("--compile-mode applies to compiled trials; add --compile on (or off,on).")
-    return list(dict.fromkeys(v if v == "off" else ("on" if m == "default" else f"on:{m}")
-                              for v in asked for m in (chosen if v == "on" else ["default"])))
+    return list(
+        dict.fromkeys(
+            v if v == "off" else ("on" if m == "default" else f"on:{m}")
+            for v in asked
+            for m in (chosen if v == "on" else ["default"])
+        )
+    )
 
 
 def check_positive(name: str, value: int) -> int:

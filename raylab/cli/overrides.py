@@ -12,8 +12,19 @@ from raylab.errors import UserError
 from raylab.task import OPTIMIZERS, Optimizer, Schedule
 
 # Recipe fields --set may change, besides optimizer.* and schedule.*: plain values only.
-SETTABLE = ("batch_per_replica", "global_batch", "epochs", "steps_per_epoch", "warmup_steps", "quick_train",
-            "quick_test", "seed", "target_accuracy", "loss", "precision")
+SETTABLE = (
+    "batch_per_replica",
+    "global_batch",
+    "epochs",
+    "steps_per_epoch",
+    "warmup_steps",
+    "quick_train",
+    "quick_test",
+    "seed",
+    "target_accuracy",
+    "loss",
+    "precision",
+)
 
 
 def parse_batches(text: str | None) -> list[int]:
@@ -67,8 +78,10 @@ def apply_set(recipe, item: str):
         old = getattr(recipe.schedule, key)
         return recipe.variant(schedule=dataclasses.replace(recipe.schedule, **{key: _value(text, old, field)}))
     if field not in SETTABLE:
-        raise UserError(f"--set {field}: not a field --set can change; use one of {', '.join(SETTABLE)}, "
-                        "optimizer.ARG or schedule.ARG.")
+        raise UserError(
+            f"--set {field}: not a field --set can change; use one of {', '.join(SETTABLE)}, "
+            "optimizer.ARG or schedule.ARG."
+        )
     value = _value(text, getattr(recipe, field), field)
     if field == "precision" and value not in PRECISIONS:
         raise UserError(f"--set precision={text}: use one of {', '.join(PRECISIONS)}.")

@@ -21,114 +21,210 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     _placement(where)
     recording = p.add_argument_group("recording")
     F.add_recording(recording, recipe.name)
-    recording.add_argument("--prices", type=Path, default=None, metavar="FILE",
-                       help="what the nodes cost: a JSON object of node type (its accelerator type, else cpu) -> US "
-                            "dollars an hour, e.g. {\"cpu\": 0.10, \"H200\": 3.72}; each trial records cost_usd (its "
-                            "wall time on the nodes it held) and cost_to_target_usd, and the comparison names the "
-                            "cheapest trial to the target")
-    recording.add_argument("--verbose", action="store_true",
-                           help="also show Ray's, TensorFlow's, XLA's and gloo's output live; by default it goes "
-                                "only to a log file per trial under raylab-logs/ (an artifact of the trial's MLflow "
-                                "run, named when a trial fails)")
+    recording.add_argument(
+        "--prices",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="what the nodes cost: a JSON object of node type (its accelerator type, else cpu) -> US "
+        'dollars an hour, e.g. {"cpu": 0.10, "H200": 3.72}; each trial records cost_usd (its '
+        "wall time on the nodes it held) and cost_to_target_usd, and the comparison names the "
+        "cheapest trial to the target",
+    )
+    recording.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show Ray's, TensorFlow's, XLA's and gloo's output live; by default it goes "
+        "only to a log file per trial under raylab-logs/ (an artifact of the trial's MLflow "
+        "run, named when a trial fails)",
+    )
     _fault_tolerance(p.add_argument_group("fault tolerance"))
     return p
 
 
 def _what_to_run(g, recipe) -> None:
     """The trial matrix and how each trial is measured."""
-    g.add_argument("--trials", default=",".join(recipe.default_trials),
-                   help="comma-separated framework:strategy list, each on every --workers count it supports, "
-                        "or with its own count: 'tf:none,tf:mwms x2' (default: %(default)s); "
-                        f"known: {', '.join(sorted(kinds()))}")
-    g.add_argument("--workers", default=",".join(map(str, recipe.default_workers)),
-                   help="comma-separated replica counts, each trial runs on each (default: %(default)s)")
-    g.add_argument("--ps", type=F.integer, default=1,
-                   help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)")
-    g.add_argument("--data", metavar="DIR",
-                   help="stream the data from Parquet files instead of the recipe's own: a directory `raylab data "
-                        "export` wrote (local, or a gs:// / s3:// URI holding train/ and test/ with columns x and y); "
-                        "Ray Data reads it as the trials train, nothing is loaded on the driver")
-    g.add_argument("--quick", action="store_true",
-                   help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch")
+    g.add_argument(
+        "--trials",
+        default=",".join(recipe.default_trials),
+        help="comma-separated framework:strategy list, each on every --workers count it supports, "
+        "or with its own count: 'tf:none,tf:mwms x2' (default: %(default)s); "
+        f"known: {', '.join(sorted(kinds()))}",
+    )
+    g.add_argument(
+        "--workers",
+        default=",".join(map(str, recipe.default_workers)),
+        help="comma-separated replica counts, each trial runs on each (default: %(default)s)",
+    )
+    g.add_argument(
+        "--ps",
+        type=F.integer,
+        default=1,
+        help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)",
+    )
+    g.add_argument(
+        "--data",
+        metavar="DIR",
+        help="stream the data from Parquet files instead of the recipe's own: a directory `raylab data "
+        "export` wrote (local, or a gs:// / s3:// URI holding train/ and test/ with columns x and y); "
+        "Ray Data reads it as the trials train, nothing is loaded on the driver",
+    )
+    g.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch",
+    )
     F.add_repeats(g)
-    g.add_argument("--plain", action="store_true",
-                   help="also run each framework's 1-worker job as a plain script (no Ray, no raylab; same model, "
-                        "data, batch, threads, seed), beside the trials: the comparison shows raylab's overhead")
-    g.add_argument("--baseline", dest="plain", nargs=0, action=F.Renamed, new="--plain",
-                   help="the old name of --plain (goes in 0.4.0)")
-    g.add_argument("--window", type=F.integer, default=C.DEFAULT_WINDOW, metavar="K",
-                   help="training steps between host reads: loss and metrics add up on the device and are read "
-                        "once per K steps (and at each epoch's end); TF runs the K steps as one tf.function call "
-                        "(default: %(default)s)")
+    g.add_argument(
+        "--plain",
+        action="store_true",
+        help="also run each framework's 1-worker job as a plain script (no Ray, no raylab; same model, "
+        "data, batch, threads, seed), beside the trials: the comparison shows raylab's overhead",
+    )
+    g.add_argument(
+        "--baseline",
+        dest="plain",
+        nargs=0,
+        action=F.Renamed,
+        new="--plain",
+        help="the old name of --plain (goes in 0.4.0)",
+    )
+    g.add_argument(
+        "--window",
+        type=F.integer,
+        default=C.DEFAULT_WINDOW,
+        metavar="K",
+        help="training steps between host reads: loss and metrics add up on the device and are read "
+        "once per K steps (and at each epoch's end); TF runs the K steps as one tf.function call "
+        "(default: %(default)s)",
+    )
     _execution(g)
-    g.add_argument("--step-latency", action="store_true",
-                   help="read back after every step (--window 1) so step_time_p50/p90 are per-step latencies; "
-                        "slower, and recorded as step_timing='per step (synced)'")
+    g.add_argument(
+        "--step-latency",
+        action="store_true",
+        help="read back after every step (--window 1) so step_time_p50/p90 are per-step latencies; "
+        "slower, and recorded as step_timing='per step (synced)'",
+    )
 
 
 def _execution(g) -> None:
     """--compile and its mode and cache: how each trial's steps execute, an axis like --workers."""
-    g.add_argument("--compile", default="best", metavar="best|off|on|off,on",
-                   help="how the steps execute. best = measured: before the trials, each framework's candidates "
-                        "(torch eager and torch.compile with Inductor; TF's tf.function and XLA; jax is jit and "
-                        "torch_xla its graphs either way) run a few steps of the recipe's own model, batch, "
-                        "precision and device, and every trial trains in the faster; the answer is kept per host "
-                        "(~/.cache/raylab/kept.json, `raylab probes`) for the next run of the same recipe. off = each "
-                        "framework's usual way (torch eager, TF's tf.function); on = compiled; 'off,on' runs each "
-                        "trial both ways, side by side, named '... inductor', '... xla'. Recorded as execution "
-                        "(with execution_candidates under best); the parity report compares it (default: "
-                        "%(default)s)")
-    g.add_argument("--race-again", action="store_true",
-                   help="--compile best: measure the candidates again instead of reading this host's kept answer")
-    g.add_argument("--compile-mode", default="default", metavar="MODE[,MODE...]",
-                   help="the mode of torch.compile for compiled torch trials, each its own trial: default, "
-                        "reduce-overhead (CUDA graphs: GPU only) or max-autotune (default: %(default)s)")
-    g.add_argument("--compile-cache", choices=["warm", "cold"], default="warm",
-                   help="compiled code (Inductor's cache, jax's persistent compilation cache): 'warm' keeps it in "
-                        "one directory per invocation that the trials and workers on a node share, so a model "
-                        "compiles once per node; 'cold' gives every trial an empty one. Recorded as compile_cache "
-                        "(default: %(default)s)")
+    g.add_argument(
+        "--compile",
+        default="best",
+        metavar="best|off|on|off,on",
+        help="how the steps execute. best = measured: before the trials, each framework's candidates "
+        "(torch eager and torch.compile with Inductor; TF's tf.function and XLA; jax is jit and "
+        "torch_xla its graphs either way) run a few steps of the recipe's own model, batch, "
+        "precision and device, and every trial trains in the faster; the answer is kept per host "
+        "(~/.cache/raylab/kept.json, `raylab probes`) for the next run of the same recipe. off = each "
+        "framework's usual way (torch eager, TF's tf.function); on = compiled; 'off,on' runs each "
+        "trial both ways, side by side, named '... inductor', '... xla'. Recorded as execution "
+        "(with execution_candidates under best); the parity report compares it (default: "
+        "%(default)s)",
+    )
+    g.add_argument(
+        "--race-again",
+        action="store_true",
+        help="--compile best: measure the candidates again instead of reading this host's kept answer",
+    )
+    g.add_argument(
+        "--compile-mode",
+        default="default",
+        metavar="MODE[,MODE...]",
+        help="the mode of torch.compile for compiled torch trials, each its own trial: default, "
+        "reduce-overhead (CUDA graphs: GPU only) or max-autotune (default: %(default)s)",
+    )
+    g.add_argument(
+        "--compile-cache",
+        choices=["warm", "cold"],
+        default="warm",
+        help="compiled code (Inductor's cache, jax's persistent compilation cache): 'warm' keeps it in "
+        "one directory per invocation that the trials and workers on a node share, so a model "
+        "compiles once per node; 'cold' gives every trial an empty one. Recorded as compile_cache "
+        "(default: %(default)s)",
+    )
 
 
 def _task(g, recipe) -> None:
     """What people sweep or change in a recipe's task. A flag that is also a --set key defaults to None, so
     the recipe as --set edited it decides unless the flag is given (make_config resolves them)."""
     batch_what = "global batch (split over the replicas)" if recipe.global_batch else "batch per replica"
-    g.add_argument("--batch", default=None, metavar="B[,B...]|max",
-                   help=f"{batch_what}; several sizes make a sweep axis like --workers: every trial runs at each, "
-                        f"named '... bB'. 'max': before each trial of {_searchable()}, find the largest batch "
-                        "per replica whose training steps run without running out of memory (under --memory-cap-mb, "
-                        "if given, each size probed in fresh processes; doubling, then bisecting to one item) and run "
-                        f"the trial at it, recording the search (default: {recipe.global_batch or recipe.batch_per_replica})")
+    g.add_argument(
+        "--batch",
+        default=None,
+        metavar="B[,B...]|max",
+        help=f"{batch_what}; several sizes make a sweep axis like --workers: every trial runs at each, "
+        f"named '... bB'. 'max': before each trial of {_searchable()}, find the largest batch "
+        "per replica whose training steps run without running out of memory (under --memory-cap-mb, "
+        "if given, each size probed in fresh processes; doubling, then bisecting to one item) and run "
+        f"the trial at it, recording the search (default: {recipe.global_batch or recipe.batch_per_replica})",
+    )
     opt = recipe.optimizer
-    g.add_argument("--optimizer", default=None, choices=sorted(OPTIMIZERS),
-                   help="the optimizer, keeping the recipe's learning rate and the arguments it takes (default: "
-                        f"{getattr(opt, 'name', 'custom')})")
-    g.add_argument("--lr", type=float, default=None,
-                   help=f"learning rate (default: {getattr(opt, 'lr', 'set by the custom optimizer')})")
-    g.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="change any recipe field for this run, e.g. --set epochs=3, --set optimizer.momentum=0.9, "
-                        "--set schedule.name=cosine, --set schedule.warmup=100 (repeatable; recorded as params); "
-                        "a flag given beside it (--epochs, --seed, ...) wins")
-    g.add_argument("--epochs", type=F.integer, default=None,
-                   help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)")
-    g.add_argument("--steps-per-epoch", type=F.integer, default=None, metavar="N",
-                   help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
-                        "shard (default: " + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
-                        + "; one pass with --quick)")
-    g.add_argument("--seconds", type=float, default=None, metavar="S",
-                   help="end each trial at the window its steady steps (after the warm-up) reach S seconds, its "
-                        "epochs and steps the most it runs: every figure timed long enough to compare (5 s is the "
-                        "least), in bounded time; its accuracy then comes from as many steps as it took, not "
-                        "compared. Trials of one training process only (default: every epoch)")
+    g.add_argument(
+        "--optimizer",
+        default=None,
+        choices=sorted(OPTIMIZERS),
+        help="the optimizer, keeping the recipe's learning rate and the arguments it takes (default: "
+        f"{getattr(opt, 'name', 'custom')})",
+    )
+    g.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help=f"learning rate (default: {getattr(opt, 'lr', 'set by the custom optimizer')})",
+    )
+    g.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change any recipe field for this run, e.g. --set epochs=3, --set optimizer.momentum=0.9, "
+        "--set schedule.name=cosine, --set schedule.warmup=100 (repeatable; recorded as params); "
+        "a flag given beside it (--epochs, --seed, ...) wins",
+    )
+    g.add_argument(
+        "--epochs",
+        type=F.integer,
+        default=None,
+        help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)",
+    )
+    g.add_argument(
+        "--steps-per-epoch",
+        type=F.integer,
+        default=None,
+        metavar="N",
+        help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
+        "shard (default: "
+        + (f"{recipe.steps_per_epoch}" if recipe.steps_per_epoch else "one pass")
+        + "; one pass with --quick)",
+    )
+    g.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        metavar="S",
+        help="end each trial at the window its steady steps (after the warm-up) reach S seconds, its "
+        "epochs and steps the most it runs: every figure timed long enough to compare (5 s is the "
+        "least), in bounded time; its accuracy then comes from as many steps as it took, not "
+        "compared. Trials of one training process only (default: every epoch)",
+    )
     F.add_seed(g, "init, shuffle and shard seed", recipe.seed, set_key=True)
-    F.add_precision(g, "bf16 by torch (autocast, CPU and CUDA), TF (Keras mixed_bfloat16), JAX, and xla on a TPU; "
-                       "fp16 with a dynamic loss scale by torch:none/ddp and tf:none/mirrored/mwms (emulated and slow "
-                       "on CPUs); a trial that cannot apply it stops the command before Ray starts", recipe.precision,
-                    set_key=True)
-    g.add_argument("--precision-fallback", choices=["error", "fp32"], default="error",
-                   help="a trial that cannot apply --precision: 'error' stops before Ray starts (default); 'fp32' runs "
-                        "it in fp32 and records precision_applied=fp32 and precision_fallback_reason")
+    F.add_precision(
+        g,
+        "bf16 by torch (autocast, CPU and CUDA), TF (Keras mixed_bfloat16), JAX, and xla on a TPU; "
+        "fp16 with a dynamic loss scale by torch:none/ddp and tf:none/mirrored/mwms (emulated and slow "
+        "on CPUs); a trial that cannot apply it stops the command before Ray starts",
+        recipe.precision,
+        set_key=True,
+    )
+    g.add_argument(
+        "--precision-fallback",
+        choices=["error", "fp32"],
+        default="error",
+        help="a trial that cannot apply --precision: 'error' stops before Ray starts (default); 'fp32' runs "
+        "it in fp32 and records precision_applied=fp32 and precision_fallback_reason",
+    )
 
 
 def _searchable() -> str:
@@ -140,69 +236,125 @@ def _searchable() -> str:
 
 def _placement(g) -> None:
     """TPU slices, checkpoint storage and how many trials share the cluster at once."""
-    g.add_argument("--tpu-fallback", choices=["error", "mirrored"], default="error",
-                   help="tf:tpu where no TPU is found: 'error' stops before training (default); 'mirrored' runs "
-                        "MirroredStrategy instead and records requested_strategy=tpu, actual_strategy=mirrored")
-    g.add_argument("--tpu-type", default=None, metavar="TYPE",
-                   help="TPU slice type for TPU trials, e.g. v4-8: tf:tpu asks Ray for TPU-TYPE-head")
-    g.add_argument("--tpu-topology", default=None, metavar="AxBxC",
-                   help="the slice's chip topology, e.g. 2x2x1: with --tpu-type, Ray reserves the whole slice for "
-                        "multi-worker TPU trials (xla:ddp with PJRT_DEVICE=TPU)")
-    g.add_argument("--storage", default=None, metavar="PATH|URI",
-                   help="where Ray Train keeps each trial's checkpoints: a directory every node can reach, or a URI "
-                        "Ray Train accepts such as gs://bucket/path (default: ~/ray_results)")
-    g.add_argument("--concurrency", type=F.concurrency, default=1, metavar="N|auto",
-                   help="run up to N trials at the same time, each on whole nodes no other running trial uses "
-                        "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
-                        "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
-                        "with. On a single-node cluster trials still run one at a time (default: 1)")
-    g.add_argument("--share-nodes", action="store_true",
-                   help="on a cluster other jobs use too (--address, ray job submit), run beside them: by default an "
-                        "invocation holds the cluster's nodes while it times anything, and a second raylab job waits "
-                        "for it (saying for whom), so no figure shares its cores with another job's. Recorded as the "
-                        "tag node_hold; what ran beside each trial is recorded either way (beside_cores)")
-    g.add_argument("--pin-cpus", action="store_true",
-                   help="hold each trial's training processes to --threads CPUs of their own and the cluster's other "
-                        "processes (Ray's, raylab's, the driver) to the CPUs left, while it trains: on a small "
-                        "machine they otherwise run now and then on the step's CPU. Only where raylab started the "
-                        "cluster, on one node, with a CPU to spare; recorded as the tag cpu_pinning (what was done, "
-                        "or why not). Linux")
-    g.add_argument("--fresh-processes", action="store_true",
-                   help="start every trial in worker processes of its own. By default, trials that can share processes "
-                        "(the same framework, workers, threads, device and resources; every repeat, batch size, --set "
-                        "value and --batch max probe of a kind) run one after another in a warm worker group, each "
-                        "still its own MLflow run, recorded with start=cold|warm and group_index")
-    g.add_argument("--profile", action="store_true",
-                   help="profile one steady window of rank 0 in every trial with the framework's own profiler "
-                        "(torch.profiler, tf.profiler, jax.profiler, torch_xla's profiler and metrics report) and log "
-                        "its trace and "
-                        "profile_summary.txt (where the window's time went, the top operations) as artifacts under "
-                        "profile/; the trial is tagged profiled, since that window runs slower (default: off, and "
-                        "then nothing is profiled)")
-    g.add_argument("--memory-cap-mb", type=F.integer, default=None, metavar="MB",
-                   help="cap every training worker process's memory at MB (its data segment, RLIMIT_DATA, what it "
-                        "holds already included): an allocation beyond it fails in the allocator as on a smaller "
-                        "machine, and the trial ends FAILED, out of host memory. Recorded as memory_cap_mb "
-                        "(default: no cap)")
+    g.add_argument(
+        "--tpu-fallback",
+        choices=["error", "mirrored"],
+        default="error",
+        help="tf:tpu where no TPU is found: 'error' stops before training (default); 'mirrored' runs "
+        "MirroredStrategy instead and records requested_strategy=tpu, actual_strategy=mirrored",
+    )
+    g.add_argument(
+        "--tpu-type",
+        default=None,
+        metavar="TYPE",
+        help="TPU slice type for TPU trials, e.g. v4-8: tf:tpu asks Ray for TPU-TYPE-head",
+    )
+    g.add_argument(
+        "--tpu-topology",
+        default=None,
+        metavar="AxBxC",
+        help="the slice's chip topology, e.g. 2x2x1: with --tpu-type, Ray reserves the whole slice for "
+        "multi-worker TPU trials (xla:ddp with PJRT_DEVICE=TPU)",
+    )
+    g.add_argument(
+        "--storage",
+        default=None,
+        metavar="PATH|URI",
+        help="where Ray Train keeps each trial's checkpoints: a directory every node can reach, or a URI "
+        "Ray Train accepts such as gs://bucket/path (default: ~/ray_results)",
+    )
+    g.add_argument(
+        "--concurrency",
+        type=F.concurrency,
+        default=1,
+        metavar="N|auto",
+        help="run up to N trials at the same time, each on whole nodes no other running trial uses "
+        "(its workers are placed only there, so trials never share cores); 'auto': as many as the "
+        "cluster's nodes allow. Each trial records the nodes it held and the trials it overlapped "
+        "with. On a single-node cluster trials still run one at a time (default: 1)",
+    )
+    g.add_argument(
+        "--share-nodes",
+        action="store_true",
+        help="on a cluster other jobs use too (--address, ray job submit), run beside them: by default an "
+        "invocation holds the cluster's nodes while it times anything, and a second raylab job waits "
+        "for it (saying for whom), so no figure shares its cores with another job's. Recorded as the "
+        "tag node_hold; what ran beside each trial is recorded either way (beside_cores)",
+    )
+    g.add_argument(
+        "--pin-cpus",
+        action="store_true",
+        help="hold each trial's training processes to --threads CPUs of their own and the cluster's other "
+        "processes (Ray's, raylab's, the driver) to the CPUs left, while it trains: on a small "
+        "machine they otherwise run now and then on the step's CPU. Only where raylab started the "
+        "cluster, on one node, with a CPU to spare; recorded as the tag cpu_pinning (what was done, "
+        "or why not). Linux",
+    )
+    g.add_argument(
+        "--fresh-processes",
+        action="store_true",
+        help="start every trial in worker processes of its own. By default, trials that can share processes "
+        "(the same framework, workers, threads, device and resources; every repeat, batch size, --set "
+        "value and --batch max probe of a kind) run one after another in a warm worker group, each "
+        "still its own MLflow run, recorded with start=cold|warm and group_index",
+    )
+    g.add_argument(
+        "--profile",
+        action="store_true",
+        help="profile one steady window of rank 0 in every trial with the framework's own profiler "
+        "(torch.profiler, tf.profiler, jax.profiler, torch_xla's profiler and metrics report) and log "
+        "its trace and "
+        "profile_summary.txt (where the window's time went, the top operations) as artifacts under "
+        "profile/; the trial is tagged profiled, since that window runs slower (default: off, and "
+        "then nothing is profiled)",
+    )
+    g.add_argument(
+        "--memory-cap-mb",
+        type=F.integer,
+        default=None,
+        metavar="MB",
+        help="cap every training worker process's memory at MB (its data segment, RLIMIT_DATA, what it "
+        "holds already included): an allocation beyond it fails in the allocator as on a smaller "
+        "machine, and the trial ends FAILED, out of host memory. Recorded as memory_cap_mb "
+        "(default: no cap)",
+    )
 
 
 def _fault_tolerance(g) -> None:
-    g.add_argument("--max-failures", type=F.integer, default=1, metavar="N",
-                   help="worker-group restarts per trial after a lost worker process or node: Ray Train restarts the "
-                        "trial from its last checkpoint (restarts, recovery_s and lost_s are recorded). An error the "
-                        "trial's own code raises (the recipe's or raylab's, out of memory included) ends it FAILED at "
-                        "once, unrestarted: it would raise again. 0 = fail at once "
-                        "and take no checkpoints; -1 = no limit (default: %(default)s)")
-    g.add_argument("--checkpoint-every", type=float, default=10.0, metavar="MIN",
-                   help="besides every epoch's end, checkpoint inside an epoch every MIN minutes of training "
-                        "(0 = at epoch ends only; default: %(default)s)")
-    g.add_argument("--keep-checkpoints", choices=["none", "last", "all"], default="none",
-                   help="which checkpoints stay in --storage after their trial: 'none' removes a finished trial's "
-                        "(an unfinished one's stay, for --resume), 'last' keeps each trial's last, 'all' every one "
-                        "taken. The end of the run says where they are and their size; recorded as keep_checkpoints "
-                        "(default: %(default)s)")
-    g.add_argument("--resume", default=None, metavar="RUN_ID|last",
-                   help="go on with an interrupted invocation (driver crash, `ray job stop`, lost head node): run "
-                        "the trials of that parent run that did not finish, under the same parent, each from its "
-                        "last checkpoint; finished trials are not run again. The rest of the command is the "
-                        "recorded one ('last': the experiment's latest invocation)")
+    g.add_argument(
+        "--max-failures",
+        type=F.integer,
+        default=1,
+        metavar="N",
+        help="worker-group restarts per trial after a lost worker process or node: Ray Train restarts the "
+        "trial from its last checkpoint (restarts, recovery_s and lost_s are recorded). An error the "
+        "trial's own code raises (the recipe's or raylab's, out of memory included) ends it FAILED at "
+        "once, unrestarted: it would raise again. 0 = fail at once "
+        "and take no checkpoints; -1 = no limit (default: %(default)s)",
+    )
+    g.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=10.0,
+        metavar="MIN",
+        help="besides every epoch's end, checkpoint inside an epoch every MIN minutes of training "
+        "(0 = at epoch ends only; default: %(default)s)",
+    )
+    g.add_argument(
+        "--keep-checkpoints",
+        choices=["none", "last", "all"],
+        default="none",
+        help="which checkpoints stay in --storage after their trial: 'none' removes a finished trial's "
+        "(an unfinished one's stay, for --resume), 'last' keeps each trial's last, 'all' every one "
+        "taken. The end of the run says where they are and their size; recorded as keep_checkpoints "
+        "(default: %(default)s)",
+    )
+    g.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_ID|last",
+        help="go on with an interrupted invocation (driver crash, `ray job stop`, lost head node): run "
+        "the trials of that parent run that did not finish, under the same parent, each from its "
+        "last checkpoint; finished trials are not run again. The rest of the command is the "
+        "recorded one ('last': the experiment's latest invocation)",
+    )

@@ -35,10 +35,14 @@ def _run(recipe, args, argv: list[str]) -> int:
     from raylab.driver import invocation
 
     # The command as given (less --resume and where-to-look flags): what --resume runs again.
-    recorded = json.dumps(without_flags([a for a in argv if a != "--verbose"],
-                                        ("--resume", "--tracking-uri", "--experiment", "--json", "--address")))
-    return run_to_end(cfg, tracker, lambda tags: invocation.run_recipe(recipe, cfg, ds, tracker,
-                                                                       {**tags, "raylab.argv": recorded}))
+    recorded = json.dumps(
+        without_flags(
+            [a for a in argv if a != "--verbose"], ("--resume", "--tracking-uri", "--experiment", "--json", "--address")
+        )
+    )
+    return run_to_end(
+        cfg, tracker, lambda tags: invocation.run_recipe(recipe, cfg, ds, tracker, {**tags, "raylab.argv": recorded})
+    )
 
 
 def _at_the_door(recipe, args, argv: list[str]):
@@ -63,8 +67,11 @@ def _announce(recipe, cfg: C.Settings, ds) -> None:
     items = f"{ds.train_items} train / {ds.test_items} test items" if ds.train_items is not None else "items counted"
     if ds.streamed and cfg.quick:
         items += f", --quick reads the first {recipe.quick_train} / {recipe.quick_test}"
-    print(f"raylab: {recipe.name} on {ds.name} ({items}{', streamed' if ds.streamed else ''} from "
-          f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}", flush=True)
+    print(
+        f"raylab: {recipe.name} on {ds.name} ({items}{', streamed' if ds.streamed else ''} from "
+        f"{ds.source}); trials: {', '.join(s.name for s in cfg.trials)}",
+        flush=True,
+    )
 
 
 def load_data(recipe, cfg: C.Settings):
@@ -75,8 +82,10 @@ def load_data(recipe, cfg: C.Settings):
     ds = as_dataset(recipe.data, recipe.name)
     check(recipe.task(ds.target_names), ds.target_names)
     cfg.precision_fallen = precision.check(cfg)
-    cfg.notes += [f"{name} runs fp32, not {cfg.precision}: {why} (--precision-fallback fp32)"
-                  for name, why in cfg.precision_fallen.items()]
+    cfg.notes += [
+        f"{name} runs fp32, not {cfg.precision}: {why} (--precision-fallback fp32)"
+        for name, why in cfg.precision_fallen.items()
+    ]
     if cfg.batch_max:
         from raylab.probes import batchsize
 
@@ -93,8 +102,12 @@ def check_streamed(cfg: C.Settings) -> None:
     cfg.streamed = True
     for spec in cfg.trials:
         if spec.strategy.ps_roles:
-            raise UserError(f"{spec.kind} reads in-memory data only (its parameter-server workers take their own "
-                            "shards outside Ray Train's dataset splits); drop it from --trials or run without --data.")
+            raise UserError(
+                f"{spec.kind} reads in-memory data only (its parameter-server workers take their own "
+                "shards outside Ray Train's dataset splits); drop it from --trials or run without --data."
+            )
     if cfg.plain:
-        raise UserError("--plain runs plain scripts on in-memory arrays; run it without --data (or a streamed "
-                        "recipe), or drop --plain.")
+        raise UserError(
+            "--plain runs plain scripts on in-memory arrays; run it without --data (or a streamed "
+            "recipe), or drop --plain."
+        )

@@ -9,10 +9,31 @@ from pathlib import Path
 
 from raylab import config as C
 
-SUMMARY_KEYS = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s",
-                "wall_s", "val_accuracy", "val_loss", "compile_time_warmup_s", "compiles_after_warmup", "time_to_target_s",
-                "host_syncs", "steps_per_host_sync", "nodes_held", "overlapped_with", "input_wait_share", "peak_rss_mb",
-                "flops_per_sample", "achieved_tflops", "utilization", "vendor_utilization", "cost_usd", "cost_to_target_usd"]
+SUMMARY_KEYS = [
+    "samples_per_sec",
+    "step_time_p50_ms",
+    "step_time_p90_ms",
+    "startup_s",
+    "first_step_s",
+    "wall_s",
+    "val_accuracy",
+    "val_loss",
+    "compile_time_warmup_s",
+    "compiles_after_warmup",
+    "time_to_target_s",
+    "host_syncs",
+    "steps_per_host_sync",
+    "nodes_held",
+    "overlapped_with",
+    "input_wait_share",
+    "peak_rss_mb",
+    "flops_per_sample",
+    "achieved_tflops",
+    "utilization",
+    "vendor_utilization",
+    "cost_usd",
+    "cost_to_target_usd",
+]
 
 
 def connect(cfg: C.Settings, address: str | None):
@@ -80,8 +101,12 @@ def run_tags(recipe_file: str | None) -> dict:
 
     where = Path(recipe_file).resolve().parent if recipe_file else Path.cwd()
     facts = host_facts()
-    return {**driver_versions(), "git_commit": git_commit(where), "driver_host": facts["host"],
-            "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:])}
+    return {
+        **driver_versions(),
+        "git_commit": git_commit(where),
+        "driver_host": facts["host"],
+        "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+    }
 
 
 def run_to_end(cfg: C.Settings, tracker, run) -> int:
@@ -95,8 +120,11 @@ def run_to_end(cfg: C.Settings, tracker, run) -> int:
         try:
             parent_id, outcomes = run(run_tags(main_file))
         except INTERRUPTS:
-            print("raylab: interrupted; the running trial and its parent are marked KILLED in MLflow; "
-                  "go on with it later with --resume last", file=sys.stderr)
+            print(
+                "raylab: interrupted; the running trial and its parent are marked KILLED in MLflow; "
+                "go on with it later with --resume last",
+                file=sys.stderr,
+            )
             tracker.close(wait_s=10)
             return 130
         return _compared(cfg, tracker, parent_id, outcomes)
@@ -108,8 +136,11 @@ def _compared(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
     try:
         return finish(cfg, tracker, parent_id, outcomes)
     except INTERRUPTS:
-        print(f"raylab: stopped while comparing; every trial is recorded: raylab compare --experiment "
-              f"{cfg.experiment} shows them", file=sys.stderr)
+        print(
+            f"raylab: stopped while comparing; every trial is recorded: raylab compare --experiment "
+            f"{cfg.experiment} shows them",
+            file=sys.stderr,
+        )
         return 130
 
 
@@ -117,13 +148,27 @@ def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
     from raylab.record.tracking import error_summary
 
     return {
-        "experiment": cfg.experiment, "parent_run_id": parent_id, "tracking_uri": cfg.tracking_uri,
-        "trials": [{"trial": o.ran_name, "framework": o.spec.framework, "strategy": o.ran or o.spec.short,
-                    "requested_strategy": o.spec.short, "execution": o.spec.executes(),
-                    "workers": o.spec.workers, "hardware": o.spec.hardware, "repeat": o.repeat, "status": o.status,
-                    "run_id": o.run_id, **o.start,
-                    "error": error_summary(o.error) if o.error else None,
-                    **{k: o.result.get(k) for k in SUMMARY_KEYS}} for o in outcomes],
+        "experiment": cfg.experiment,
+        "parent_run_id": parent_id,
+        "tracking_uri": cfg.tracking_uri,
+        "trials": [
+            {
+                "trial": o.ran_name,
+                "framework": o.spec.framework,
+                "strategy": o.ran or o.spec.short,
+                "requested_strategy": o.spec.short,
+                "execution": o.spec.executes(),
+                "workers": o.spec.workers,
+                "hardware": o.spec.hardware,
+                "repeat": o.repeat,
+                "status": o.status,
+                "run_id": o.run_id,
+                **o.start,
+                "error": error_summary(o.error) if o.error else None,
+                **{k: o.result.get(k) for k in SUMMARY_KEYS},
+            }
+            for o in outcomes
+        ],
     }
 
 

@@ -12,19 +12,28 @@ from raylab.errors import UserError
 
 
 def compare_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="raylab compare",
-                                description="Print the trials of a raylab invocation side by side, from MLflow.")
+    p = argparse.ArgumentParser(
+        prog="raylab compare", description="Print the trials of a raylab invocation side by side, from MLflow."
+    )
     p.add_argument("--experiment", required=True, help="MLflow experiment name (a recipe's --experiment)")
-    p.add_argument("--run", default=None,
-                   help="parent run id (default: your latest invocation in the experiment, see --user)")
-    p.add_argument("--user", default=None,
-                   help="without --run: the latest invocation of this user (MLflow's user tag, what the UI's User "
-                        "column shows), for a tracking server several people write to (default: you: "
-                        "$MLFLOW_TRACKING_USERNAME, else your login name)")
+    p.add_argument(
+        "--run", default=None, help="parent run id (default: your latest invocation in the experiment, see --user)"
+    )
+    p.add_argument(
+        "--user",
+        default=None,
+        help="without --run: the latest invocation of this user (MLflow's user tag, what the UI's User "
+        "column shows), for a tracking server several people write to (default: you: "
+        "$MLFLOW_TRACKING_USERNAME, else your login name)",
+    )
     p.add_argument("--tracking-uri", default=None, help="default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db here")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table", help="output format (default: table)")
-    p.add_argument("--chart", type=Path, default=None,
-                   help="PNG path for the chart (default: raylab-EXPERIMENT.png; with table format)")
+    p.add_argument(
+        "--chart",
+        type=Path,
+        default=None,
+        help="PNG path for the chart (default: raylab-EXPERIMENT.png; with table format)",
+    )
     args = p.parse_args(argv)
     try:
         from raylab.compare.table import compare
@@ -35,8 +44,16 @@ def compare_main(argv: list[str]) -> int:
             raise UserError(f"no MLflow store at {uri}; run a recipe first or pass --tracking-uri.")
         tracker = Tracker(uri)
         chart = args.chart or Path(f"raylab-{args.experiment}.png")
-        print(compare(tracker, args.experiment, args.run, args.format, chart if args.format == "table" else None,
-                      user=args.user))
+        print(
+            compare(
+                tracker,
+                args.experiment,
+                args.run,
+                args.format,
+                chart if args.format == "table" else None,
+                user=args.user,
+            )
+        )
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -44,9 +61,11 @@ def compare_main(argv: list[str]) -> int:
 
 
 def upload_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="raylab upload",
-                                description="Send the MLflow writes a run kept while its tracking server was away "
-                                            "(the raylab-pending-*.json file it named) to the server.")
+    p = argparse.ArgumentParser(
+        prog="raylab upload",
+        description="Send the MLflow writes a run kept while its tracking server was away "
+        "(the raylab-pending-*.json file it named) to the server.",
+    )
     p.add_argument("file", type=Path, help="the raylab-pending-*.json file")
     p.add_argument("--tracking-uri", default=None, help="default: the URI the run used, as saved in the file")
     args = p.parse_args(argv)

@@ -9,9 +9,11 @@ from pathlib import Path
 from raylab.registry import frameworks
 
 # The second row, where a trial recorded it: (key, axis label, scale to the label's unit)
-MORE = [("achieved_tflops", "work done, GFLOP/s (forward and gradients, each framework's count)", 1000.0),
-        ("time_to_target_s", "time to the recipe's target, s (start-up included)", 1.0),
-        ("cost_to_target_usd", "cost to the recipe's target, US$ (--prices)", 1.0)]
+MORE = [
+    ("achieved_tflops", "work done, GFLOP/s (forward and gradients, each framework's count)", 1000.0),
+    ("time_to_target_s", "time to the recipe's target, s (start-up included)", 1.0),
+    ("cost_to_target_usd", "cost to the recipe's target, US$ (--prices)", 1.0),
+]
 
 
 def chart_data(rows: list[dict], lines: list[dict] | None = None) -> dict:
@@ -29,17 +31,36 @@ def chart_data(rows: list[dict], lines: list[dict] | None = None) -> dict:
     accuracy = any(r.get("val_accuracy") is not None for r in done)
     timed = any(r.get("seconds") for r in done)  # each trial ended at its own step: accuracy not compared
     panels = [
-        {"key": "samples_per_sec", "values": sps, "xlim": (0.0, None),
-         "err": [[v - (r.get("sps_min") or v) for v, r in zip(sps, done)],
-                 [(r.get("sps_max") or v) - v for v, r in zip(sps, done)]],
-         "label": "steady-state samples/s (global; median, whisker min..max over repeats)"},
-        {"key": "step_time_p50_ms", "values": [r["step_time_p50_ms"] for r in done], "xlim": (0.0, None),
-         "err": [[0.0] * len(done), [r["step_time_p90_ms"] - r["step_time_p50_ms"] for r in done]],
-         "label": "step time ms (bar p50, whisker p90)"},
-        {"key": "val_accuracy", "values": [r["val_accuracy"] or 0.0 for r in done], "xlim": (0.0, 1.0),
-         "label": "test accuracy" + (" (each after its own steps: --seconds)" if timed else "")} if accuracy else
-        {"key": "val_loss", "values": [r.get("val_loss") or 0.0 for r in done], "xlim": (0.0, None),
-         "label": "test loss"},  # a task without accuracy (regression, segmentation)
+        {
+            "key": "samples_per_sec",
+            "values": sps,
+            "xlim": (0.0, None),
+            "err": [
+                [v - (r.get("sps_min") or v) for v, r in zip(sps, done)],
+                [(r.get("sps_max") or v) - v for v, r in zip(sps, done)],
+            ],
+            "label": "steady-state samples/s (global; median, whisker min..max over repeats)",
+        },
+        {
+            "key": "step_time_p50_ms",
+            "values": [r["step_time_p50_ms"] for r in done],
+            "xlim": (0.0, None),
+            "err": [[0.0] * len(done), [r["step_time_p90_ms"] - r["step_time_p50_ms"] for r in done]],
+            "label": "step time ms (bar p50, whisker p90)",
+        },
+        {
+            "key": "val_accuracy",
+            "values": [r["val_accuracy"] or 0.0 for r in done],
+            "xlim": (0.0, 1.0),
+            "label": "test accuracy" + (" (each after its own steps: --seconds)" if timed else ""),
+        }
+        if accuracy
+        else {
+            "key": "val_loss",
+            "values": [r.get("val_loss") or 0.0 for r in done],
+            "xlim": (0.0, None),
+            "label": "test loss",
+        },  # a task without accuracy (regression, segmentation)
     ]
     frameworks_shown = list(dict.fromkeys(r["framework"] for r in done))
     styles = ["-", "--", ":", "-."]
@@ -48,12 +69,24 @@ def chart_data(rows: list[dict], lines: list[dict] | None = None) -> dict:
         "names": [r["trial"] + (" ~" if r["trial"] in short else "") + (" ^" if crowded(r) else "") for r in done],
         "colors": [palette.get(r["framework"], "tab:gray") for r in done],
         "panels": panels,
-        "more": [{"key": key, "label": label, "values": [(r.get(key) or 0.0) * scale for r in done],
-                  "xlim": (0.0, None)} for key, label, scale in MORE if any(r.get(key) is not None for r in done)],
+        "more": [
+            {"key": key, "label": label, "values": [(r.get(key) or 0.0) * scale for r in done], "xlim": (0.0, None)}
+            for key, label, scale in MORE
+            if any(r.get(key) is not None for r in done)
+        ],
         "legend": [(titles.get(fw, fw), palette.get(fw, "tab:gray")) for fw in frameworks_shown],
-        "curves": [{"trial": c["trial"], "color": palette.get(c.get("framework"), "tab:gray"), "metric": c["metric"],
-                    "style": styles[[t for t in trials if t.split(":")[0] == c["trial"].split(":")[0]].index(
-                        c["trial"]) % len(styles)], "points": c["points"]} for c in lines or []],
+        "curves": [
+            {
+                "trial": c["trial"],
+                "color": palette.get(c.get("framework"), "tab:gray"),
+                "metric": c["metric"],
+                "style": styles[
+                    [t for t in trials if t.split(":")[0] == c["trial"].split(":")[0]].index(c["trial"]) % len(styles)
+                ],
+                "points": c["points"],
+            }
+            for c in lines or []
+        ],
         "notes": (["~ too short to time (under 5 s of steady steps)"] if short else [])
         + (["^ measured beside other work"] if any(map(crowded, done)) else []),
     }
@@ -85,8 +118,13 @@ def write_chart(rows: list[dict], path: Path, title: str, lines: list[dict] | No
         ax.set_xlim(*panel["xlim"])
         ax.set_xlabel(panel["label"])
     if data["more"]:
-        draw_more([fig.add_subplot(grid[1, i], sharey=axes[0]) for i in range(len(data["more"]))], data["more"],
-                  rows, names, colors)
+        draw_more(
+            [fig.add_subplot(grid[1, i], sharey=axes[0]) for i in range(len(data["more"]))],
+            data["more"],
+            rows,
+            names,
+            colors,
+        )
     if lines:
         draw_curves(fig.add_subplot(grid[len(heights) - 1, :]), data["curves"])
     axes[0].invert_yaxis()
@@ -120,8 +158,15 @@ def draw_curves(ax, curves: list[dict]) -> None:
     labelled: set[str] = set()
     for c in curves:
         xs, ys = zip(*c["points"])
-        ax.plot(xs, ys, c["style"], marker="o", markersize=3, color=c["color"],
-                label=None if c["trial"] in labelled else c["trial"])
+        ax.plot(
+            xs,
+            ys,
+            c["style"],
+            marker="o",
+            markersize=3,
+            color=c["color"],
+            label=None if c["trial"] in labelled else c["trial"],
+        )
         labelled.add(c["trial"])
     metric = curves[0]["metric"]
     ax.set_xlabel("wall time since the trial started, s (start-up included)")

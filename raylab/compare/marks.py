@@ -14,11 +14,23 @@ def steady_column(columns: list, rows: list[dict]) -> tuple[list, list[dict], li
     short = dict(parity.too_short(rows))
     if not short:
         return columns, rows, []
-    rows = [{**r, "steady_shown": None if r.get("steady_s") is None else
-             f"{r['steady_s']:.1f}" + (" ~" if r["trial"] in short else "")} for r in rows]
-    return columns + [("steady_shown", "steady s", "{}")], rows, [
-        f"~ too short to time: under {parity.STEADY_FLOOR_S:g} s of steady steps, its samples/s is not a figure to "
-        "compare (one pause moves it by a tenth or more); give it more steps (--epochs, --steps-per-epoch) or --seconds 5"]
+    rows = [
+        {
+            **r,
+            "steady_shown": None
+            if r.get("steady_s") is None
+            else f"{r['steady_s']:.1f}" + (" ~" if r["trial"] in short else ""),
+        }
+        for r in rows
+    ]
+    return (
+        columns + [("steady_shown", "steady s", "{}")],
+        rows,
+        [
+            f"~ too short to time: under {parity.STEADY_FLOOR_S:g} s of steady steps, its samples/s is not a figure to "
+            "compare (one pause moves it by a tenth or more); give it more steps (--epochs, --steps-per-epoch) or --seconds 5"
+        ],
+    )
 
 
 def crowded(row: dict) -> bool:
@@ -45,7 +57,13 @@ def beside_column(columns: list, rows: list[dict]) -> tuple[list, list[dict], li
     if not any(r.get("beside_cores") is not None for r in rows):
         return columns, rows, []
     rows = [{**r, "beside_shown": shown_beside(r)} for r in rows]
-    notes = [f"^ measured beside other work: over {parity.BESIDE_MAX_CORES:g} of a core of processes neither its own "
-             "nor Ray's (or stolen by the hypervisor) during its steady window, so its figure is not the trial's alone "
-             "(beside = cores of other work, +N s = stolen); rerun it on a quiet node"] if any(map(crowded, rows)) else []
+    notes = (
+        [
+            f"^ measured beside other work: over {parity.BESIDE_MAX_CORES:g} of a core of processes neither its own "
+            "nor Ray's (or stolen by the hypervisor) during its steady window, so its figure is not the trial's alone "
+            "(beside = cores of other work, +N s = stolen); rerun it on a quiet node"
+        ]
+        if any(map(crowded, rows))
+        else []
+    )
     return columns + [("beside_shown", "beside", "{}")], rows, notes

@@ -29,14 +29,24 @@ BESIDE_MIN_S = 1.0
 
 # What must match across the trials of a fair comparison: (row key, label).
 # The built_* values are what each worker reports it built from the recipe's task (raylab/task/common.py).
-PARITY = [("parameters", "parameters"), ("built_optimizer", "optimizer as built"),
-          ("built_loss", "loss as built"),
-          ("built_metrics", "metrics as built"), ("built_preprocess", "preprocessing as built"),
-          ("precision_applied", "precision"), ("float32_matmul", "float32 matmul"),
-          ("threads", "threads/replica"), ("data", "data"), ("shuffle", "shuffle"),
-          ("train_samples", "train samples"), ("seed", "seed"), ("epochs", "epochs"),
-          ("steps_per_epoch", "steps/epoch")]
+PARITY = [
+    ("parameters", "parameters"),
+    ("built_optimizer", "optimizer as built"),
+    ("built_loss", "loss as built"),
+    ("built_metrics", "metrics as built"),
+    ("built_preprocess", "preprocessing as built"),
+    ("precision_applied", "precision"),
+    ("float32_matmul", "float32 matmul"),
+    ("threads", "threads/replica"),
+    ("data", "data"),
+    ("shuffle", "shuffle"),
+    ("train_samples", "train samples"),
+    ("seed", "seed"),
+    ("epochs", "epochs"),
+    ("steps_per_epoch", "steps/epoch"),
+]
 PER_RUN_LENGTH = [("built_lr_schedule", "learning rate as built"), ("global_batch", "global batch")]
+
 
 def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     """(report lines, mismatches): each setting across the trials, and the ones that differ."""
@@ -61,23 +71,31 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
             _same(group, key, label + where, lines, mismatches)
     scaled = [r for r in trials if r.get("loss_scale") is not None]
     if scaled:  # fp16: each framework's own dynamic loss scale (Keras starts at 2**15, torch at 2**16)
-        lines.append("    fp16 loss scale (final, steps skipped): " + ", ".join(
-            f"{r['trial']} {r['loss_scale']:g}, {r['skipped_steps']:.0f} skipped" for r in scaled))
+        lines.append(
+            "    fp16 loss scale (final, steps skipped): "
+            + ", ".join(f"{r['trial']} {r['loss_scale']:g}, {r['skipped_steps']:.0f} skipped" for r in scaled)
+        )
     synthetic = sorted({r["trial"] for r in trials if r.get("data_synthetic")})
     if synthetic:
         lines.append("    data is synthetic: throughput only, no accuracy claims")
     if timed := [r for r in trials if r.get("seconds")]:  # --seconds: each ended at its own step
-        lines.append(f"    length: each trial ended at {float(timed[0]['seconds']):g} s of steady steps (--seconds), after "
-                     + ", ".join(f"{r['trial']} {r.get('steps_trained') or 0:,.0f}" for r in timed)
-                     + " steps: its accuracy comes from that many steps, not compared")
+        lines.append(
+            f"    length: each trial ended at {float(timed[0]['seconds']):g} s of steady steps (--seconds), after "
+            + ", ".join(f"{r['trial']} {r.get('steps_trained') or 0:,.0f}" for r in timed)
+            + " steps: its accuracy comes from that many steps, not compared"
+        )
     if short := too_short(trials):  # said, not a mismatch: the settings are alike, the figure is thin
-        lines.append(f"  ? too short to time (under {STEADY_FLOOR_S:g} s of steady steps, samples/s is not a figure "
-                     "to compare): " + ", ".join(f"{t} {s:.1f} s" for t, s in short))
+        lines.append(
+            f"  ? too short to time (under {STEADY_FLOOR_S:g} s of steady steps, samples/s is not a figure "
+            "to compare): " + ", ".join(f"{t} {s:.1f} s" for t, s in short)
+        )
     if crowded := beside(trials):  # a figure that shared its node's cores is not the figure of the trial alone
         mismatches.append("measured beside other work")
-        lines.append(f"  ! measured beside other work (over {BESIDE_MAX_CORES:g} of a core, or stolen by the "
-                     "hypervisor, over the steady window): " + "; ".join(crowded) + ". Rerun them on a quiet node "
-                     "(another job on the cluster? `ray status`, `top`), or with --repeats to see the spread")
+        lines.append(
+            f"  ! measured beside other work (over {BESIDE_MAX_CORES:g} of a core, or stolen by the "
+            "hypervisor, over the steady window): " + "; ".join(crowded) + ". Rerun them on a quiet node "
+            "(another job on the cluster? `ray status`, `top`), or with --repeats to see the spread"
+        )
     over = sorted({r["trial"] for r in trials if r.get("oversubscribed")})
     if over:
         mismatches.append("oversubscribed")
@@ -100,21 +118,28 @@ def _execution(trials: list[dict], lines: list, mismatches: list) -> None:
             if r["trial"] in runs:
                 raced = str(r.get("execution_candidates"))
                 won.setdefault((r["execution"], raced if ";" in raced else "its only candidate"), []).append(r["trial"])
-        lines.append("    execution (each framework's best, measured before its trials: --compile best): " + "; ".join(
-            f"{e} ({raced}): {', '.join(ts)}" for (e, raced), ts in won.items()))
+        lines.append(
+            "    execution (each framework's best, measured before its trials: --compile best): "
+            + "; ".join(f"{e} ({raced}): {', '.join(ts)}" for (e, raced), ts in won.items())
+        )
         return
     by = {}
     for t, (e, _) in runs.items():
         by.setdefault(e, []).append(t)
     listed = "; ".join(f"{e}: {', '.join(ts)}" for e, ts in by.items())
-    both = {(r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "True"} & \
-        {(r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "False"}
+    both = {
+        (r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "True"
+    } & {
+        (r["framework"], r.get("requested_strategy"), r["workers"]) for r in trials if str(r.get("compiled")) == "False"
+    }
     if both:  # --compile off,on: a trial both ways is an axis, as a --batch sweep is; the table names each execution
         lines.append(f"    execution (swept: compare compiled with compiled): {listed}")
     elif len({str(c) for _, c in runs.values()}) > 1:
         mismatches.append("execution")
-        lines.append(f"  ! execution (compiled against not): {listed}; run them all compiled with --compile on "
-                     "(or both ways with --compile off,on)")
+        lines.append(
+            f"  ! execution (compiled against not): {listed}; run them all compiled with --compile on "
+            "(or both ways with --compile off,on)"
+        )
     else:
         kind = {"True": " (compiled)", "False": " (not compiled)"}.get(str(next(iter(runs.values()))[1]), "")
         lines.append(f"    execution{kind}: {listed}")
@@ -152,11 +177,19 @@ def work(trials: list[dict], lines: list, mismatches: list) -> None:
     that failed or found nothing it knows: 0 is never a count) is named with its reason: its work is not shown
     alike, and its utilization is not computed. (The plain scripts, the yardstick, count nothing by design.)"""
     counted = {r["trial"]: r["flops_per_sample"] for r in trials if r.get("flops_per_sample")}
-    missing = {r["trial"]: not_counted(r) for r in trials if not r.get("flops_per_sample") and r["trial"] not in counted and
-               r.get("strategy") != "plain" and (counted or r.get("flops_count") or r.get("flops_per_sample") is not None)}
+    missing = {
+        r["trial"]: not_counted(r)
+        for r in trials
+        if not r.get("flops_per_sample")
+        and r["trial"] not in counted
+        and r.get("strategy") != "plain"
+        and (counted or r.get("flops_count") or r.get("flops_per_sample") is not None)
+    }
     if missing and counted:
-        lines.append("  ? work per sample not counted, so not shown alike: " + "; ".join(
-            f"{t} ({why})" for t, why in missing.items()))
+        lines.append(
+            "  ? work per sample not counted, so not shown alike: "
+            + "; ".join(f"{t} ({why})" for t, why in missing.items())
+        )
     elif missing:
         reasons = sorted(set(missing.values()))
         lines.append(f"    work per sample: not counted ({'; '.join(reasons)})")
@@ -165,9 +198,11 @@ def work(trials: list[dict], lines: list, mismatches: list) -> None:
     low, high = min(counted.values()), max(counted.values())
     if high > WORK_APART * low:
         mismatches.append("work per sample")
-        lines.append(f"  ! work per sample (forward and gradients, each framework's own counter) over "
-                     f"{WORK_APART - 1:.0%} apart, the models differ or a counter misses an op: "
-                     + ", ".join(f"{t} {flops(v)}" for t, v in counted.items()))
+        lines.append(
+            f"  ! work per sample (forward and gradients, each framework's own counter) over "
+            f"{WORK_APART - 1:.0%} apart, the models differ or a counter misses an op: "
+            + ", ".join(f"{t} {flops(v)}" for t, v in counted.items())
+        )
     else:
         span = flops(low) if flops(low) == flops(high) else f"{flops(low)}..{flops(high)}"
         lines.append(f"    work per sample (forward and gradients, each framework's own counter): {span}")

@@ -39,11 +39,15 @@ def by_speed(folded: list[dict], mismatches: list[str]) -> list[str]:
     if ranked:
         top, repeats = ranked[0], max(len(r.get("sps_values") or [1]) for r in ranked)
         rest = ", ".join(f"{r['trial']} {r['samples_per_sec'] / top['samples_per_sec']:.2f}x" for r in ranked[1:])
-        lines.append(f"fastest: {top['trial']}, {rate(top['samples_per_sec'])} samples/s"
-                     + (f"; then {rest}" if rest else "")
-                     + (f" (medians of {repeats} repeats: the differences above say which gaps hold)" if repeats > 1
-                        else " (one run each: a gap of a few percent may be this machine's noise; --repeats 3 "
-                             "tests it)"))
+        lines.append(
+            f"fastest: {top['trial']}, {rate(top['samples_per_sec'])} samples/s"
+            + (f"; then {rest}" if rest else "")
+            + (
+                f" (medians of {repeats} repeats: the differences above say which gaps hold)"
+                if repeats > 1
+                else " (one run each: a gap of a few percent may be this machine's noise; --repeats 3 tests it)"
+            )
+        )
     left = [f"{r['trial']} ({why})" for r in folded if (why := unranked(r)) is not None]
     if left:
         lines.append("not ranked: " + ", ".join(left))

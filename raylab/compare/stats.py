@@ -15,14 +15,35 @@ import warnings
 from raylab.registry import NAMES, framework
 
 # Figures folded over repeats (median); samples/s also keeps its min..max spread.
-FOLDED = ["samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "startup_s", "first_step_s", "wall_s",
-          "val_accuracy", "time_to_target_s", "compile_time_warmup_s", "compiles_after_warmup", "steps_per_host_sync",
-          "flops_per_sample", "achieved_tflops", "steady_s", "utilization", "vendor_utilization", "cost_usd", "cost_to_target_usd",
-          *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other"))]
+FOLDED = [
+    "samples_per_sec",
+    "step_time_p50_ms",
+    "step_time_p90_ms",
+    "startup_s",
+    "first_step_s",
+    "wall_s",
+    "val_accuracy",
+    "time_to_target_s",
+    "compile_time_warmup_s",
+    "compiles_after_warmup",
+    "steps_per_host_sync",
+    "flops_per_sample",
+    "achieved_tflops",
+    "steady_s",
+    "utilization",
+    "vendor_utilization",
+    "cost_usd",
+    "cost_to_target_usd",
+    *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other")),
+]
 # What a warm start changes (raylab/driver/groups.py): folded per start, cold runs in the key, warm ones in KEY_warm,
 # never one median over both.
-BY_START = ["startup_s", "wall_s", "time_to_target_s", *(f"startup_{p}_s" for p in ("workers", "imports", "setup",
-                                                                                  "data", "model", "other"))]
+BY_START = [
+    "startup_s",
+    "wall_s",
+    "time_to_target_s",
+    *(f"startup_{p}_s" for p in ("workers", "imports", "setup", "data", "model", "other")),
+]
 WALL_TARGET, SPS_TARGET = 1.05, 0.97  # raylab vs a plain script: whole-job time at most, samples/s at least
 
 
@@ -46,8 +67,11 @@ def fold(rows: list[dict]) -> list[dict]:
     folded = []
     for name, runs in by_name.items():
         done = [r for r in runs if r["status"] == "FINISHED"]
-        status = runs[0]["status"] if len(runs) == 1 else ("FINISHED" if len(done) == len(runs) else
-                                                            f"{len(done)}/{len(runs)}-finished")
+        status = (
+            runs[0]["status"]
+            if len(runs) == 1
+            else ("FINISHED" if len(done) == len(runs) else f"{len(done)}/{len(runs)}-finished")
+        )
         out = {**runs[0], "runs": len(runs), "finished": len(done), "status": status}
         for key in FOLDED:
             values = [r[key] for r in done if r.get(key) is not None]
@@ -57,10 +81,16 @@ def fold(rows: list[dict]) -> list[dict]:
         out["sps_min"], out["sps_max"] = (min(sps), max(sps)) if sps else (None, None)
         out["sps_values"] = sps  # each repeat's, for the differences' intervals
         # each finished repeat to the target: its start, the figures (None: it missed) and its start-up (answer())
-        out["to_target_runs"] = [{"start": r.get("start") or "cold", "startup_s": r.get("startup_s"),
-                                  "time_to_target_s": r.get("time_to_target_s"),
-                                  "cost_to_target_usd": r.get("cost_to_target_usd"),
-                                  "price_usd_per_hour": r.get("price_usd_per_hour")} for r in done]
+        out["to_target_runs"] = [
+            {
+                "start": r.get("start") or "cold",
+                "startup_s": r.get("startup_s"),
+                "time_to_target_s": r.get("time_to_target_s"),
+                "cost_to_target_usd": r.get("cost_to_target_usd"),
+                "price_usd_per_hour": r.get("price_usd_per_hour"),
+            }
+            for r in done
+        ]
         out["error"] = next((r.get("error") for r in runs if r.get("error")), None)
         judged = [r for r in done if (r.get("beside_s") or 1e9) >= BESIDE_MIN_S] or done
         for key in ("beside_cores", "steal_cores"):  # the most beside any repeat: one crowded repeat is marked
@@ -109,19 +139,23 @@ def significance(folded: list[dict]) -> list[str]:
         n_a, n_b = len(fast["sps_values"]), len(slow["sps_values"])
         shown = ci(interval, "samples/s", n_a, n_b)
         if interval[1] <= 1 <= interval[2]:
-            lines.append(f"{fast['trial']} vs {slow['trial']}: not distinguishable at {n_a}+{n_b} repeats "
-                         f"({interval[0]:.2f}x the samples/s, {shown})")
+            lines.append(
+                f"{fast['trial']} vs {slow['trial']}: not distinguishable at {n_a}+{n_b} repeats "
+                f"({interval[0]:.2f}x the samples/s, {shown})"
+            )
         else:
-            lines.append(f"{fast['trial']} vs {slow['trial']}: {interval[0]:.2f}x the samples/s ({shown}; "
-                         f"{n_a}+{n_b} repeats)")
+            lines.append(
+                f"{fast['trial']} vs {slow['trial']}: {interval[0]:.2f}x the samples/s ({shown}; {n_a}+{n_b} repeats)"
+            )
     return lines
 
 
 def answer(folded: list[dict]) -> list[str]:
     """The comparison's answer: the fastest trial to the recipe's target, against the next, and with --prices the
     cheapest, the same way (the last lines of the report), over like runs (basis())."""
-    lines = best_to_target(folded, "time_to_target_s", ("fastest", "sooner", "seconds"), "{:.1f} s".format) + \
-        best_to_target(folded, "cost_to_target_usd", ("cheapest", "cheaper", "dollars"), "${:.4g}".format)
+    lines = best_to_target(
+        folded, "time_to_target_s", ("fastest", "sooner", "seconds"), "{:.1f} s".format
+    ) + best_to_target(folded, "cost_to_target_usd", ("cheapest", "cheaper", "dollars"), "${:.4g}".format)
     ended = [r["trial"] for r in folded if r.get("seconds") and r.get("finished") and r.get("time_to_target_s") is None]
     if lines and ended:  # --seconds stopped them: not a trial that trained on and missed
         lines.append(f"ended by --seconds before the target: {', '.join(ended)} (not ranked on it)")
@@ -193,13 +227,15 @@ def best_to_target(folded: list[dict], key: str, words: tuple[str, str, str], sh
         if interval is None:
             line += f"; next {after}, {shown(after_median)}{missed} (no interval: fewer than 2 repeats)"
         else:
-            line += f"; {verdict(interval, lead)} {after}, {shown(after_median)}" \
-                    f"{missed} ({ci(interval, unit, len(after_values), len(values))})"
+            line += (
+                f"; {verdict(interval, lead)} {after}, {shown(after_median)}"
+                f"{missed} ({ci(interval, unit, len(after_values), len(values))})"
+            )
     return [line]
 
 
 def verdict(interval: tuple[float, float, float], lead: str) -> str:
-    """"1.37x sooner than", or "not distinguishable from" where the 95% interval holds 1."""
+    """ "1.37x sooner than", or "not distinguishable from" where the 95% interval holds 1."""
     ratio, lo, hi = interval
     return "not distinguishable from" if lo <= 1 <= hi else f"{ratio:.2f}x {lead} than"
 
@@ -216,8 +252,22 @@ def ci(interval: tuple[float, float, float], unit: str, n_a: int, n_b: int) -> s
 
 # Student's t, two-sided 95%, by degrees of freedom; Welch's fractional degrees are rounded down to the next
 # listed (a wider interval, never a narrower one).
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
 
 
 def welch_ratio(a: list[float], b: list[float]) -> tuple[float, float, float] | None:
@@ -230,7 +280,7 @@ def welch_ratio(a: list[float], b: list[float]) -> tuple[float, float, float] | 
     va, vb = statistics.variance(la) / len(la), statistics.variance(lb) / len(lb)
     if va + vb == 0:
         return math.exp(d), math.exp(d), math.exp(d)
-    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1))
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
     t = next(T975[k] for k in sorted(T975, reverse=True) if k <= max(1, df))
     half = t * math.sqrt(va + vb)
     return math.exp(d), math.exp(d - half), math.exp(d + half)
@@ -241,13 +291,21 @@ def scaling(folded: list[dict]) -> list[str]:
     lines = []
     kinds = dict.fromkeys(f"{r['framework']}:{r['strategy']}" for r in folded)
     for kind in kinds:
-        runs = {r["workers"]: r for r in folded if f"{r['framework']}:{r['strategy']}" == kind
-                and r.get("samples_per_sec") is not None and r.get("strategy") != "plain"}
+        runs = {
+            r["workers"]: r
+            for r in folded
+            if f"{r['framework']}:{r['strategy']}" == kind
+            and r.get("samples_per_sec") is not None
+            and r.get("strategy") != "plain"
+        }
         if 1 not in runs or len(runs) < 2:
             continue
         base = runs[1]["samples_per_sec"]
-        steps = [f"x{n} {runs[n]['samples_per_sec'] / base:.2f}x (efficiency {runs[n]['samples_per_sec'] / (n * base):.2f})"
-                 for n in sorted(runs) if n > 1]
+        steps = [
+            f"x{n} {runs[n]['samples_per_sec'] / base:.2f}x (efficiency {runs[n]['samples_per_sec'] / (n * base):.2f})"
+            for n in sorted(runs)
+            if n > 1
+        ]
         lines.append(f"{kind}: x1 {rate(base)} samples/s; " + ", ".join(steps))
     return lines
 
@@ -268,8 +326,10 @@ def overhead(folded: list[dict]) -> list[str]:
             met = sps >= SPS_TARGET and (wall is not None and wall <= WALL_TARGET)
             verdict = f"  targets wall <= {WALL_TARGET}x, samples/s >= {SPS_TARGET}x: {'met' if met else 'NOT met'}"
         wall_text = f"{wall:.2f}x" if wall is not None else "-"
-        lines.append(f"{r['trial']} vs {base['trial']}: samples/s {sps:.3f}x, whole-job wall {wall_text}"
-                     f" ({r['wall_s']:.1f} s vs {base['wall_s']:.1f} s){verdict}")
+        lines.append(
+            f"{r['trial']} vs {base['trial']}: samples/s {sps:.3f}x, whole-job wall {wall_text}"
+            f" ({r['wall_s']:.1f} s vs {base['wall_s']:.1f} s){verdict}"
+        )
     return lines
 
 
@@ -277,8 +337,9 @@ def startup(folded: list[dict]) -> list[str]:
     """Each trial's fixed cost before its first step, phase by phase (medians)."""
     lines = []
     for r in folded:
-        phases = [(p, r.get(f"startup_{p}_s"))
-                  for p in ("process", "workers", "imports", "setup", "data", "model", "other")]
+        phases = [
+            (p, r.get(f"startup_{p}_s")) for p in ("process", "workers", "imports", "setup", "data", "model", "other")
+        ]
         if r.get("startup_s") is None or phases[1][1] is None:
             continue
         parts = " + ".join(f"{p} {v:.1f}" for p, v in phases if v is not None)
@@ -298,7 +359,11 @@ def __getattr__(name: str):
         from raylab._moved import REMOVED_IN_NEXT
         from raylab.compare import parity
 
-        warnings.warn(f"raylab.compare.stats.{name} moved to raylab.compare.parity.{name}; import it from there "
-                      f"(the old name goes in raylab {REMOVED_IN_NEXT})", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            f"raylab.compare.stats.{name} moved to raylab.compare.parity.{name}; import it from there "
+            f"(the old name goes in raylab {REMOVED_IN_NEXT})",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return getattr(parity, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,12 +38,18 @@ class Dataset:
 
     def subset(self, n_train: int, n_test: int) -> "Dataset":
         """The first n items of each split (the smoke-run subset)."""
+
         def head(n):
             return lambda a: a[:n]
 
         return Dataset(
-            self.name, tree_map(head(n_train), self.x_train), tree_map(head(n_train), self.y_train),
-            tree_map(head(n_test), self.x_test), tree_map(head(n_test), self.y_test), self.source, self.synthetic,
+            self.name,
+            tree_map(head(n_train), self.x_train),
+            tree_map(head(n_train), self.y_train),
+            tree_map(head(n_test), self.x_test),
+            tree_map(head(n_test), self.y_test),
+            self.source,
+            self.synthetic,
             self.note,
         )
 
@@ -82,19 +88,27 @@ def as_dataset(data, name: str) -> Dataset:
     elif isinstance(data, dict) and set(data) == set(SPLITS):
         ds = Dataset(name, *(data[k] for k in SPLITS), source="the recipe's arrays")
     else:
-        raise UserError(f"recipe '{name}': data must be (x_train, y_train, x_test, y_test), a dict with those keys, "
-                        "a raylab.data.Dataset, a raylab.data.stream source, or a function returning one of them.")
+        raise UserError(
+            f"recipe '{name}': data must be (x_train, y_train, x_test, y_test), a dict with those keys, "
+            "a raylab.data.Dataset, a raylab.data.stream source, or a function returning one of them."
+        )
     for split in SPLITS:
-        for key, a in (getattr(ds, split).items() if isinstance(getattr(ds, split), dict) else [("", getattr(ds, split))]):
+        for key, a in (
+            getattr(ds, split).items() if isinstance(getattr(ds, split), dict) else [("", getattr(ds, split))]
+        ):
             where = f"{split}[{key!r}]" if key else split
             if not isinstance(a, np.ndarray) or a.dtype.kind not in "biuf" or a.ndim < 1:
-                raise UserError(f"recipe '{name}': {where} must be a numeric numpy array (got "
-                                f"{getattr(a, 'dtype', type(a).__name__)}); convert it with np.asarray(..., dtype=...).")
+                raise UserError(
+                    f"recipe '{name}': {where} must be a numeric numpy array (got "
+                    f"{getattr(a, 'dtype', type(a).__name__)}); convert it with np.asarray(..., dtype=...)."
+                )
     for a, b in (("x_train", "y_train"), ("x_test", "y_test")):
         lengths = {num_items(getattr(ds, a)), *(len(v) for v in _arrays(getattr(ds, a)) + _arrays(getattr(ds, b)))}
         if len(lengths) > 1:
-            raise UserError(f"recipe '{name}': {a} and {b} hold different numbers of items ({sorted(lengths)}); "
-                            "every array of a split needs one item per example.")
+            raise UserError(
+                f"recipe '{name}': {a} and {b} hold different numbers of items ({sorted(lengths)}); "
+                "every array of a split needs one item per example."
+            )
     return ds
 
 

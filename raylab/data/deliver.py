@@ -51,8 +51,10 @@ def dense(table, names: Iterable[str]) -> dict[str, np.ndarray]:
     out = {}
     for name in names:
         if name not in table.column_names:
-            raise UserError(f"the stream has no column {name!r} (it has {', '.join(table.column_names)}); "
-                            "name the stream's inputs= and targets= after its columns.")
+            raise UserError(
+                f"the stream has no column {name!r} (it has {', '.join(table.column_names)}); "
+                "name the stream's inputs= and targets= after its columns."
+            )
         out[name] = column_array(table.column(name), name)
     return out
 
@@ -84,9 +86,11 @@ def _array(arr, name: str) -> np.ndarray:
             width = int(lengths[0]) if n else 0
             bad = np.flatnonzero(lengths != width)
             if len(bad):
-                raise UserError(f"column {name!r}: rows hold lists of different lengths ({width} in a row, "
-                                f"{int(lengths[bad[0]])} in another); every row of a column needs the same shape "
-                                "(pad or crop them when writing the files).")
+                raise UserError(
+                    f"column {name!r}: rows hold lists of different lengths ({width} in a row, "
+                    f"{int(lengths[bad[0]])} in another); every row of a column needs the same shape "
+                    "(pad or crop them when writing the files)."
+                )
         inner = _array(arr.flatten(), name)
         return inner.reshape(n, width, *inner.shape[1:])
     if arr.null_count:
@@ -98,8 +102,10 @@ def _stacked(rows: np.ndarray, name: str) -> np.ndarray:
     shapes = {np.shape(r) for r in rows}
     if len(shapes) > 1:
         a, b = sorted(shapes)[:2]
-        raise UserError(f"column {name!r}: rows hold arrays of different shapes ({a} and {b}); every row of a "
-                        "column needs the same shape (resize or pad them when writing the data).")
+        raise UserError(
+            f"column {name!r}: rows hold arrays of different shapes ({a} and {b}); every row of a "
+            "column needs the same shape (resize or pad them when writing the data)."
+        )
     return np.stack(rows) if len(rows) else np.empty((0,))
 
 
@@ -189,8 +195,13 @@ class Reader:
 
     def _hold(self, item, size: int, force: bool = False) -> bool:
         with self._cond:
-            while (not force and self._chunks and self._held + size > self._limit and len(self._chunks) >= 2
-                   and not self.stop.is_set()):
+            while (
+                not force
+                and self._chunks
+                and self._held + size > self._limit
+                and len(self._chunks) >= 2
+                and not self.stop.is_set()
+            ):
                 self._cond.wait(0.5)
             if self.stop.is_set() and not force:
                 return False
@@ -222,9 +233,18 @@ class Delivery:
     orders its files or blocks (recorded with the window); look: (target column, notify(line)) to say once when the
     split's first chunks look sorted by that target and the window cannot hold the split (rank 0 only)."""
 
-    def __init__(self, reader: Reader, batch: int, seed: int, prepare: Callable[[dict], Any],
-                 cut: Callable[[Any, int, int], Any], total: int, split_rows: int | None = None,
-                 order: str = "the source's order", look: tuple[str, Callable[[str], Any]] | None = None):
+    def __init__(
+        self,
+        reader: Reader,
+        batch: int,
+        seed: int,
+        prepare: Callable[[dict], Any],
+        cut: Callable[[Any, int, int], Any],
+        total: int,
+        split_rows: int | None = None,
+        order: str = "the source's order",
+        look: tuple[str, Callable[[str], Any]] | None = None,
+    ):
         self.reader, self.batch, self.seed, self.total = reader, batch, seed, total
         self._prepare, self._cut = prepare, cut
         self.split_rows, self.order, self.made = split_rows, order, 0
@@ -300,8 +320,10 @@ class Delivery:
                 raise item
             if isinstance(item, _End):  # the window's rest goes out; the pass's partial last batch is dropped
                 if item.rows < self.batch:
-                    raise RuntimeError("this worker's stream split is empty: the dataset has fewer items than the "
-                                       "trial's workers x batch")
+                    raise RuntimeError(
+                        "this worker's stream split is empty: the dataset has fewer items than the "
+                        "trial's workers x batch"
+                    )
                 pieces = self.window.drain(chunk_rows(self.batch)) if self.window else ()
             else:
                 pieces = self._window(item, passes).add(item)
@@ -326,11 +348,13 @@ class Delivery:
     def _look_at(self, chunk: dict) -> None:
         target, notify = self._look
         if self._sorted.add(chunk[target]) and self.window.capacity < (self.split_rows or 0):
-            notify(f"the streamed train split looks sorted by {target!r}: its first {self._sorted.rows:,} rows "
-                   f"hold each class in one run, and the shuffle window holds {self.window.capacity:,} of a worker's "
-                   f"{self.split_rows:,} rows, so batches mix few classes. Shuffle the rows once when writing the "
-                   "files (pandas: df.sample(frac=1, random_state=0)), or write many smaller files: their order is "
-                   "shuffled every pass.")
+            notify(
+                f"the streamed train split looks sorted by {target!r}: its first {self._sorted.rows:,} rows "
+                f"hold each class in one run, and the shuffle window holds {self.window.capacity:,} of a worker's "
+                f"{self.split_rows:,} rows, so batches mix few classes. Shuffle the rows once when writing the "
+                "files (pandas: df.sample(frac=1, random_state=0)), or write many smaller files: their order is "
+                "shuffled every pass."
+            )
 
     def _batches(self, chunk: dict) -> bool:
         """Cuts mixed rows into whole batches (the rest carried to the next rows), prepared and converted, and hands

@@ -50,12 +50,20 @@ class TestRead:
         self._thread.start()
 
     def _read(self) -> None:
-        from raylab.data.deliver import (PREFETCH_BATCHES, READ_AHEAD_BYTES, TEST_READ, TEST_READ_DONE, nbytes,
-                                         numpy_block, rows)
+        from raylab.data.deliver import (
+            PREFETCH_BATCHES,
+            READ_AHEAD_BYTES,
+            TEST_READ,
+            TEST_READ_DONE,
+            nbytes,
+            numpy_block,
+            rows,
+        )
 
         try:
-            for block in self.dataset.iter_batches(batch_size=self.rows, batch_format="pyarrow",
-                                                   prefetch_batches=PREFETCH_BATCHES):
+            for block in self.dataset.iter_batches(
+                batch_size=self.rows, batch_format="pyarrow", prefetch_batches=PREFETCH_BATCHES
+            ):
                 chunk = numpy_block(block, tuple(dict.fromkeys(self.info.names())))
                 if rows(chunk) and nbytes(chunk) / rows(chunk) * self.info.test_items > READ_AHEAD_BYTES:
                     self.chunks = None  # too large to keep: the evaluations read it
@@ -116,14 +124,15 @@ class TestPass:
         n = num_items(next(iter(whole.values()))) if whole else 0
         step = chunk_rows(self.size)
         for start in range(0, n, step):
-            yield {k: a[start:start + step] for k, a in whole.items()}
+            yield {k: a[start : start + step] for k, a in whole.items()}
 
     def _read(self):
         from raylab.data.deliver import PREFETCH_BATCHES, chunk_rows, numpy_block
 
         names = tuple(dict.fromkeys(self.info.names()))
-        for block in self.dataset.iter_batches(batch_size=chunk_rows(self.size), batch_format="pyarrow",
-                                               prefetch_batches=PREFETCH_BATCHES):
+        for block in self.dataset.iter_batches(
+            batch_size=chunk_rows(self.size), batch_format="pyarrow", prefetch_batches=PREFETCH_BATCHES
+        ):
             yield numpy_block(block, names)
 
     def _batches(self, chunks):
@@ -134,11 +143,11 @@ class TestPass:
         for chunk in chunks:
             held += nbytes(chunk)
             x, y = self.prepare(*self.info.split(chunk))
-            for a in (x.values() if isinstance(x, dict) else [x]):
+            for a in x.values() if isinstance(x, dict) else [x]:
                 if len(a):
                     lo, hi = min(lo, float(np.min(a))), max(hi, float(np.max(a)))
             for start in range(0, num_items(y), self.size):
-                b = tuple(tree_map(lambda a: a[start:start + self.size], part) for part in (x, y))
+                b = tuple(tree_map(lambda a: a[start : start + self.size], part) for part in (x, y))
                 if kept is not None:
                     kept.append(b)
                 yield b

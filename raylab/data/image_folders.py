@@ -10,7 +10,9 @@ import numpy as np
 from raylab.errors import UserError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
-IMAGES_PER_TASK = 1024  # files one Ray Data task decodes (bench/studies/delivery.py: 256 per task decoded 7k images/s, 1024 9k)
+IMAGES_PER_TASK = (
+    1024  # files one Ray Data task decodes (bench/studies/delivery.py: 256 per task decoded 7k images/s, 1024 9k)
+)
 
 
 def listing(folder: str, classes: list[str]) -> tuple[list[str], np.ndarray]:
@@ -55,8 +57,10 @@ def decoder(size: tuple[int, int], mode: str):
 
 def classes(folder: str) -> list[str]:
     if "://" in folder:
-        raise UserError(f"images(): {folder}: class folders are listed locally; copy the images to a local or "
-                        "mounted path, or build a ray_dataset() with your own labels.")
+        raise UserError(
+            f"images(): {folder}: class folders are listed locally; copy the images to a local or "
+            "mounted path, or build a ray_dataset() with your own labels."
+        )
     if not Path(folder).is_dir():
         raise UserError(f"images(): {folder} is not a directory; give a folder holding one sub-folder per class.")
     classes = sorted(d.name for d in Path(folder).iterdir() if d.is_dir())

@@ -60,7 +60,9 @@ def read_idx(path: Path, ndim: int, count: int | None = None, shape: tuple | Non
     body = raw[4 + 4 * ndim :]
     expected = int(np.prod(header))
     if len(body) != expected:
-        raise UserError(f"{path} is truncated or padded: {len(body)} data bytes, expected {expected}; re-install the dataset.")
+        raise UserError(
+            f"{path} is truncated or padded: {len(body)} data bytes, expected {expected}; re-install the dataset."
+        )
     return np.frombuffer(body, dtype=np.uint8).reshape(header)
 
 

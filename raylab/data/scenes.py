@@ -33,7 +33,7 @@ def scenes(n: int, seed: int, size: int = SIZE) -> tuple[np.ndarray, dict[str, n
     depth = np.empty((n, size, size, 1), np.float32)
     for i in range(0, n, CHUNK):
         m = min(CHUNK, n - i)
-        x[i:i + m], mask[i:i + m, ..., 0], depth[i:i + m, ..., 0] = _chunk(rng, m, size)
+        x[i : i + m], mask[i : i + m, ..., 0], depth[i : i + m, ..., 0] = _chunk(rng, m, size)
     return x, {"mask": mask, "depth": depth}
 
 
@@ -54,8 +54,9 @@ def _chunk(rng, n: int, size: int):
 
     kind = rng.integers(0, 3, n * k)  # 0 disc, 1 rectangle, 2 triangle
     present = (np.arange(k)[None, :] < rng.integers(2, k + 1, (n, 1))).reshape(-1)
-    cx, cy, r, theta, aspect, d = (param(*a) for a in ((0.2, 0.8), (0.2, 0.8), (R_MIN, R_MAX), (0, np.pi),
-                                                      (0.55, 1.0), (NEAR, MID)))
+    cx, cy, r, theta, aspect, d = (
+        param(*a) for a in ((0.2, 0.8), (0.2, 0.8), (R_MIN, R_MAX), (0, np.pi), (0.55, 1.0), (NEAR, MID))
+    )
     cover = np.zeros((n * k, size, size), bool)
     for j, inside in enumerate((_disc, _rectangle, _triangle)):
         s = np.flatnonzero((kind == j) & present)
@@ -73,8 +74,9 @@ def _chunk(rng, n: int, size: int):
     shade = 1.0 - 0.6 * (d.reshape(n, k) - NEAR)
     colours = rng.uniform(0.55, 1.0, (n, k, 3)).astype(np.float32) * shade[..., None]  # (n, k, 3)
     shape_rgb = colours[np.arange(n)[:, None, None], front]  # (n, H, W, 3)
-    phi, freq, phase = (rng.uniform(lo, hi, (n, 1, 1)).astype(np.float32)
-                        for lo, hi in ((0, np.pi), (8, 30), (0, 2 * np.pi)))
+    phi, freq, phase = (
+        rng.uniform(lo, hi, (n, 1, 1)).astype(np.float32) for lo, hi in ((0, np.pi), (8, 30), (0, 2 * np.pi))
+    )
     stripes = np.sin(freq * (gx * np.cos(phi) + gy * np.sin(phi)) + phase)  # (n, H, W)
     ground = rng.uniform(0.05, 0.2, (n, 1, 1, 3)).astype(np.float32) + 0.05 * stripes[..., None]
     image = np.where(fg[..., None], shape_rgb, ground)
@@ -93,8 +95,9 @@ def _rectangle(dx, dy, r, theta, aspect):
 
 def _triangle(dx, dy, r, theta, aspect):
     """Equilateral, circumradius 1.2 r: inside = left of every edge of the counter-clockwise corners."""
-    corners = [(1.2 * r * np.cos(theta + j * 2 * np.pi / 3), 1.2 * r * np.sin(theta + j * 2 * np.pi / 3))
-               for j in range(3)]
+    corners = [
+        (1.2 * r * np.cos(theta + j * 2 * np.pi / 3), 1.2 * r * np.sin(theta + j * 2 * np.pi / 3)) for j in range(3)
+    ]
     inside = np.ones(np.broadcast_shapes(dx.shape, dy.shape), bool)
     for (ax, ay), (bx, by) in zip(corners, corners[1:] + corners[:1]):
         inside &= (bx - ax) * (dy - ay) - (by - ay) * (dx - ax) > 0
@@ -121,6 +124,13 @@ def scene_stream(train_items: int = SEED_SCENES, test_items: int = 144, seed: in
 
     from raylab.data.stream import generator
 
-    return generator(functools.partial(scene_items, seed=seed), train_items, test_items, inputs="x",
-                     targets=("mask", "depth"), name="scenes", batch=CHUNK,
-                     source=f"procedural scenes generated on the fly ({train_items:,} train / {test_items:,} test)")
+    return generator(
+        functools.partial(scene_items, seed=seed),
+        train_items,
+        test_items,
+        inputs="x",
+        targets=("mask", "depth"),
+        name="scenes",
+        batch=CHUNK,
+        source=f"procedural scenes generated on the fly ({train_items:,} train / {test_items:,} test)",
+    )

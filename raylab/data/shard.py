@@ -19,7 +19,6 @@ from raylab.data.held_out import TestPass, TestRange, TestRead
 from raylab.data.stream import StreamInfo
 
 
-
 def is_streamed(cfg) -> bool:
     return isinstance(cfg.shared, StreamInfo)
 
@@ -87,8 +86,9 @@ class StreamShard:
         import ray.train
 
         if self._test is None:
-            self._test = TestPass(ray.train.get_dataset_shard("test"), self.info, self.prepare, size,
-                                  early=_early.pop("test", None))
+            self._test = TestPass(
+                ray.train.get_dataset_shard("test"), self.info, self.prepare, size, early=_early.pop("test", None)
+            )
         return self._test
 
     def test_input(self) -> str:
@@ -97,8 +97,10 @@ class StreamShard:
         if test is None:
             return "not read (no evaluation ran)"
         if test.read_early is not None:
-            return (f"read once as the worker started, before the train split's first pass ({test.read_early:.1f} s), "
-                    "kept in memory")
+            return (
+                f"read once as the worker started, before the train split's first pass ({test.read_early:.1f} s), "
+                "kept in memory"
+            )
         if test.kept is not None:
             return "read at the first evaluation, kept in memory"
         return "read at every evaluation (larger than the read-ahead)"
@@ -137,8 +139,9 @@ class Deliveries:
         reader = early or train_reader(data.shard, info, self.batch)
         notify = _early.pop("notify", None)
         look = (info.targets, notify) if notify is not None and isinstance(info.targets, str) else None
-        self.delivery = Delivery(reader, self.batch, self.seed, prepare, cut, total, split_rows=data.items,
-                                 order=info.order, look=look)
+        self.delivery = Delivery(
+            reader, self.batch, self.seed, prepare, cut, total, split_rows=data.items, order=info.order, look=look
+        )
         self.delivery.early = early is not None
         return self.delivery
 
@@ -151,7 +154,9 @@ def train_reader(shard, info: StreamInfo, batch: int):
     from raylab.data.deliver import PREFETCH_BATCHES, Reader, chunk_rows
 
     def start_pass():
-        return shard.iter_batches(batch_size=chunk_rows(batch), batch_format="pyarrow", prefetch_batches=PREFETCH_BATCHES)
+        return shard.iter_batches(
+            batch_size=chunk_rows(batch), batch_format="pyarrow", prefetch_batches=PREFETCH_BATCHES
+        )
 
     return Reader(start_pass, tuple(dict.fromkeys(info.names())))
 
@@ -167,7 +172,9 @@ def read_early(cfg) -> None:
         from raylab.data.deliver import chunk_rows
 
         if ray.train.get_context().get_world_rank() == 0:
-            _early["test"] = TestRead(ray.train.get_dataset_shard("test"), cfg.shared, chunk_rows(cfg.batch_per_replica))
+            _early["test"] = TestRead(
+                ray.train.get_dataset_shard("test"), cfg.shared, chunk_rows(cfg.batch_per_replica)
+            )
         _early["train"] = train_reader(ray.train.get_dataset_shard("train"), cfg.shared, cfg.batch_per_replica)
         if ray.train.get_context().get_world_rank() == 0:  # rank 0 says when its split looks sorted (console)
             _early["notify"] = lambda line: cfg.sink.note.remote(line)
@@ -196,10 +203,13 @@ def data_facts(data) -> dict:
         return {"input": "in memory (object store, seeded shard per worker)", "shuffle": "global"}
     from raylab.data.deliver import READ_AHEAD_BYTES
 
-    return {"input": f"streamed (Ray Data streaming_split, Arrow chunks of 8 batches (at least 2048 rows) cut in the "
-                     f"worker, rows mixed in a shuffle window, {READ_AHEAD_BYTES >> 20} MB read ahead across passes)",
-            "input_items_per_worker": data.items, "shuffle": data.shuffle,  # read when the trial reports
-            "test_input": data.test_input}
+    return {
+        "input": f"streamed (Ray Data streaming_split, Arrow chunks of 8 batches (at least 2048 rows) cut in the "
+        f"worker, rows mixed in a shuffle window, {READ_AHEAD_BYTES >> 20} MB read ahead across passes)",
+        "input_items_per_worker": data.items,
+        "shuffle": data.shuffle,  # read when the trial reports
+        "test_input": data.test_input,
+    }
 
 
 def stream_stats(data, rank: int) -> Callable[[], dict] | None:

@@ -70,11 +70,13 @@ class Window:
             self.pool = {k: np.empty((self.capacity, *a.shape[1:]), a.dtype) for k, a in chunk.items()}
         room = min(self.capacity - self.filled, n)
         for k, a in chunk.items():
-            self.pool[k][self.filled:self.filled + room] = a[:room]
+            self.pool[k][self.filled : self.filled + room] = a[:room]
         self.filled += room
         # a chunk larger than the window's room: its rest a window's worth at a time
-        return [self._swap({k: a[lo:lo + self.capacity] for k, a in chunk.items()})
-                for lo in range(room, n, self.capacity)]
+        return [
+            self._swap({k: a[lo : lo + self.capacity] for k, a in chunk.items()})
+            for lo in range(room, n, self.capacity)
+        ]
 
     def _swap(self, rows: dict) -> dict:
         """Draws len(rows) rows from the (full) window at random and puts `rows` in their places."""
@@ -91,7 +93,7 @@ class Window:
         order = self.rng.permutation(self.filled)
         self.filled = 0
         for lo in range(0, len(order), piece):
-            yield {k: p[order[lo:lo + piece]] for k, p in self.pool.items()}
+            yield {k: p[order[lo : lo + piece]] for k, p in self.pool.items()}
 
 
 class SortedLook:

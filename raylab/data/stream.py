@@ -91,6 +91,7 @@ class StreamInfo:
 
     def split(self, batch: dict):
         """(x, y) of a numpy batch: one array per name (or stacked() group), or a dict of named arrays for a tuple."""
+
         def one(spec):
             if isinstance(spec, Stacked):
                 return np.stack([_dense(batch[k]) for k in spec.names], axis=-1)
@@ -142,8 +143,16 @@ class Stream:
         return ds.limit(limit) if limit else ds
 
 
-def parquet(path: str | None = None, *, train: str | None = None, test: str | None = None, inputs="x",
-            targets="y", name: str | None = None, pipeline=None) -> Stream:
+def parquet(
+    path: str | None = None,
+    *,
+    train: str | None = None,
+    test: str | None = None,
+    inputs="x",
+    targets="y",
+    name: str | None = None,
+    pipeline=None,
+) -> Stream:
     """Parquet files: a directory `raylab data export` wrote (its manifest names the columns), or train=/test=."""
     manifest = {}
     if path is not None:
@@ -153,21 +162,33 @@ def parquet(path: str | None = None, *, train: str | None = None, test: str | No
     elif train is None or test is None:
         raise UserError("parquet(): give a directory `raylab data export` wrote, or both train= and test= paths.")
     inputs, targets = manifest.get("inputs", inputs), manifest.get("targets", targets)
-    inputs, targets = (inputs if isinstance(inputs, (str, Stacked)) else tuple(inputs)), \
-        (targets if isinstance(targets, (str, Stacked)) else tuple(targets))
+    inputs, targets = (
+        (inputs if isinstance(inputs, (str, Stacked)) else tuple(inputs)),
+        (targets if isinstance(targets, (str, Stacked)) else tuple(targets)),
+    )
 
     def make(split, seed):
         import ray.data
 
         with parquet_reader():
-            ds = ray.data.read_parquet(train if split == "train" else test, shuffle=per_pass(seed) if split == "train" else None)
+            ds = ray.data.read_parquet(
+                train if split == "train" else test, shuffle=per_pass(seed) if split == "train" else None
+            )
         return ds.select_columns([*columns(inputs), *columns(targets)])  # pushed down into the read
 
-    return Stream(name or manifest.get("name") or Path(train).parent.name, make, manifest.get("source", f"Parquet in {train}, {test}"),
-                  inputs, targets, manifest.get("train_items"), manifest.get("test_items"), pipeline,
-                  synthetic=manifest.get("synthetic", False),
-                  check=lambda: _check_parquet((train, test), (*columns(inputs), *columns(targets))),
-                  order="files in a new seeded order every pass (each file's row groups in order)")
+    return Stream(
+        name or manifest.get("name") or Path(train).parent.name,
+        make,
+        manifest.get("source", f"Parquet in {train}, {test}"),
+        inputs,
+        targets,
+        manifest.get("train_items"),
+        manifest.get("test_items"),
+        pipeline,
+        synthetic=manifest.get("synthetic", False),
+        check=lambda: _check_parquet((train, test), (*columns(inputs), *columns(targets))),
+        order="files in a new seeded order every pass (each file's row groups in order)",
+    )
 
 
 @contextmanager
@@ -190,8 +211,10 @@ def parquet_reader():
 def npy(train: dict[str, str], test: dict[str, str], *, inputs="x", targets="y", name="npy", pipeline=None) -> Stream:
     """.npy shards, one directory (or URI) per column, their rows in the same order in every column."""
     if set(train) != set(test) or not set(columns(inputs)) | set(columns(targets)) <= set(train):
-        raise UserError(f"npy(): train and test need the same columns, holding {columns(inputs) + columns(targets)}; "
-                        f"got {sorted(train)} and {sorted(test)}.")
+        raise UserError(
+            f"npy(): train and test need the same columns, holding {columns(inputs) + columns(targets)}; "
+            f"got {sorted(train)} and {sorted(test)}."
+        )
 
     aligned = aligned_shards(list(train.values()))
 
@@ -201,18 +224,29 @@ def npy(train: dict[str, str], test: dict[str, str], *, inputs="x", targets="y",
         paths = train if split == "train" else test
         # every column's files in the same new order each pass (one seed), where their shards line up row for row
         order = per_pass(seed) if split == "train" and aligned else None
-        parts = [ray.data.read_numpy(p, override_num_blocks=None, shuffle=order).rename_columns({"data": c})
-                 for c, p in paths.items()]
+        parts = [
+            ray.data.read_numpy(p, override_num_blocks=None, shuffle=order).rename_columns({"data": c})
+            for c, p in paths.items()
+        ]
         return parts[0].zip(*parts[1:]) if len(parts) > 1 else parts[0]
 
-    return Stream(name, make, f".npy shards in {', '.join(train.values())}", inputs, targets, pipeline=pipeline,
-                  check=lambda: _exists(*train.values(), *test.values()),
-                  order="files in a new seeded order every pass" if aligned else
-                  "files in the source's order (the columns' shards do not line up file for file)")
+    return Stream(
+        name,
+        make,
+        f".npy shards in {', '.join(train.values())}",
+        inputs,
+        targets,
+        pipeline=pipeline,
+        check=lambda: _exists(*train.values(), *test.values()),
+        order="files in a new seeded order every pass"
+        if aligned
+        else "files in the source's order (the columns' shards do not line up file for file)",
+    )
 
 
-def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", name: str | None = None,
-           pipeline=None) -> Stream:
+def images(
+    train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", name: str | None = None, pipeline=None
+) -> Stream:
     """An image folder per split, one sub-folder per class (sorted names are classes 0, 1, ...): columns x
     (uint8, size x channels) and y (the class). The files are listed on the driver (names only); Ray Data's
     tasks decode IMAGES_PER_TASK of them at a time with PIL (converted to `mode`, resized to `size` where they
@@ -237,15 +271,33 @@ def images(train: str, test: str, *, size: tuple[int, int], mode: str = "RGB", n
         return ds.map_batches(decoder(size, mode), batch_size=IMAGES_PER_TASK, batch_format="numpy")
 
     folder = Path(train).parent.name if Path(train).name.lower() in SPLIT_NAMES + ("training",) else Path(train).name
-    return Stream(name or folder, make, f"images in {train}, {test} ({len(found)} classes)", "x", "y",
-                  pipeline=pipeline, check=lambda: _exists(train, test),
-                  order=f"files mixed across classes once, blocks of {IMAGES_PER_TASK} in a new seeded order every pass")
+    return Stream(
+        name or folder,
+        make,
+        f"images in {train}, {test} ({len(found)} classes)",
+        "x",
+        "y",
+        pipeline=pipeline,
+        check=lambda: _exists(train, test),
+        order=f"files mixed across classes once, blocks of {IMAGES_PER_TASK} in a new seeded order every pass",
+    )
 
 
-def generator(fn: Callable[[np.ndarray, str], dict], train_items: int, test_items: int, *, inputs="x", targets="y",
-              name="generated", batch: int = 256, pipeline=None, source: str = "") -> Stream:
+def generator(
+    fn: Callable[[np.ndarray, str], dict],
+    train_items: int,
+    test_items: int,
+    *,
+    inputs="x",
+    targets="y",
+    name="generated",
+    batch: int = 256,
+    pipeline=None,
+    source: str = "",
+) -> Stream:
     """Items made by fn(ids, split) -> {column: array with one row per id}, on the Ray Data side: nothing on disk
     and nothing on the driver, at any size. fn should be deterministic in (ids, split)."""
+
     def make(split, seed):
         import ray.data
 
@@ -253,20 +305,32 @@ def generator(fn: Callable[[np.ndarray, str], dict], train_items: int, test_item
         ids = blocks_per_pass(ray.data.range(n), seed) if split == "train" else ray.data.range(n)
         return ids.map_batches(lambda b: fn(b["id"], split), batch_size=batch, batch_format="numpy")
 
-    return Stream(name, make, source or f"generated by {getattr(fn, '__name__', 'a function')}", inputs, targets,
-                  train_items, test_items, pipeline, synthetic=True, order="blocks of ids in a new seeded order every pass")
+    return Stream(
+        name,
+        make,
+        source or f"generated by {getattr(fn, '__name__', 'a function')}",
+        inputs,
+        targets,
+        train_items,
+        test_items,
+        pipeline,
+        synthetic=True,
+        order="blocks of ids in a new seeded order every pass",
+    )
 
 
 def ray_dataset(train, test, *, inputs="x", targets="y", name="ray-dataset", pipeline=None) -> Stream:
     """Your own Ray Data pipeline: Datasets, or functions returning them (called on the driver after Ray starts)."""
+
     def make(split, seed):
         ds = train if split == "train" else test
         return ds() if callable(ds) else ds
 
     # Its blocks are not reordered: randomize_block_order waits for every block of a pipeline before the first goes
     # on (the whole dataset, read); a pipeline of your own can call it where its blocks are small (file names).
-    return Stream(name, make, "a Ray Data pipeline", inputs, targets, pipeline=pipeline,
-                  order="blocks in the dataset's own order")
+    return Stream(
+        name, make, "a Ray Data pipeline", inputs, targets, pipeline=pipeline, order="blocks in the dataset's own order"
+    )
 
 
 def _check_parquet(paths: tuple[str, ...], names: tuple[str, ...]) -> None:
@@ -286,8 +350,10 @@ def _check_parquet(paths: tuple[str, ...], names: tuple[str, ...]) -> None:
         with pq.ParquetFile(files[0]) as f:
             missing = [n for n in names if n not in f.schema_arrow.names]
             if missing:
-                raise UserError(f"{files[0]} has no column {missing[0]!r} (it has {', '.join(f.schema_arrow.names)}); "
-                                "name the stream's inputs= and targets= after its columns.")
+                raise UserError(
+                    f"{files[0]} has no column {missing[0]!r} (it has {', '.join(f.schema_arrow.names)}); "
+                    "name the stream's inputs= and targets= after its columns."
+                )
             head = next(f.iter_batches(batch_size=256, columns=list(dict.fromkeys(names))), None)
         if head is not None:
             try:
@@ -306,8 +372,10 @@ def read_manifest(path: Path) -> dict:
     if not (path / MANIFEST).is_file():
         if not path.exists():
             raise UserError(f"--data {path}: no such directory; write one with `raylab data export RECIPE {path}`.")
-        raise UserError(f"--data {path}: no {MANIFEST} there; it is not a directory `raylab data export` wrote "
-                        "(for other Parquet files, use raylab.data.stream.parquet(train=..., test=..., inputs=..., targets=...)).")
+        raise UserError(
+            f"--data {path}: no {MANIFEST} there; it is not a directory `raylab data export` wrote "
+            "(for other Parquet files, use raylab.data.stream.parquet(train=..., test=..., inputs=..., targets=...))."
+        )
     return json.loads((path / MANIFEST).read_text())
 
 
@@ -344,7 +412,9 @@ def open_stream(stream: Stream, quick: tuple[int, int] | None = None, seed: int 
     finally:
         quiet.setLevel(level)
     if sizes["train"] == 0 or sizes["test"] == 0:
-        raise UserError(f"{stream.name}: the streamed {'train' if not sizes['train'] else 'test'} split is empty "
-                        f"({stream.source}).")
-    return Streamed(stream, datasets, StreamInfo(stream.inputs, stream.targets, sizes["train"], sizes["test"],
-                                                 stream.order))
+        raise UserError(
+            f"{stream.name}: the streamed {'train' if not sizes['train'] else 'test'} split is empty ({stream.source})."
+        )
+    return Streamed(
+        stream, datasets, StreamInfo(stream.inputs, stream.targets, sizes["train"], sizes["test"], stream.order)
+    )

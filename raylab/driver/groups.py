@@ -62,8 +62,17 @@ def group_key(cfg, spec, trials=()) -> tuple:
     env = tuple(sorted(worker_env(strategy, backend, cfg).items()))
     backend_key = (type(backend).__qualname__, repr(sorted(vars(backend).items())))
     # A probe (--batch max) has no restart budget and the trial has one: each its own group.
-    return (strategy.framework, layout, cfg.threads, strategy.device(cfg), cfg.accelerator_type, backend_key, env,
-            cfg.max_failures, cfg.storage)
+    return (
+        strategy.framework,
+        layout,
+        cfg.threads,
+        strategy.device(cfg),
+        cfg.accelerator_type,
+        backend_key,
+        env,
+        cfg.max_failures,
+        cfg.storage,
+    )
 
 
 def setup_of(spec, trials=()):
@@ -73,7 +82,6 @@ def setup_of(spec, trials=()):
     invocation has a 1-worker trial of it, so the two kinds share one group. Kinds whose set-ups are the same
     (tf:none, tf:mirrored x1) share without it: their keys are equal."""
     from dataclasses import replace
-
 
     host = spec.strategy.warm_with
     if host and spec.workers == 1 and any(t.kind == host and t.workers == 1 for t in trials):
@@ -93,8 +101,10 @@ def cold_reason(cfg, spec, one_node: bool, limit: int) -> str | None:
         return "a streamed trial's splits are given to a Ray Train run of its own"
     if cfg.memory_cap_mb:
         # Measured: fashion_cnn's --batch max edge under 2500 MB was 157 items warm against 177 cold.
-        return ("--memory-cap-mb: the cap counts what a process has mapped, and a warm process still maps the heap "
-                "of the trials before (its edge would be smaller than a new process's)")
+        return (
+            "--memory-cap-mb: the cap counts what a process has mapped, and a warm process still maps the heap "
+            "of the trials before (its edge would be smaller than a new process's)"
+        )
     always_compiled = strategy.executions.get("off") == strategy.executions.get("on")  # jax, torch_xla
     if cfg.compile_cache == "cold" and (spec.compiled() or always_compiled):
         return "--compile-cache cold: an empty compile cache is a new process's"
@@ -284,8 +294,10 @@ class Groups:
             self.live.pop(group.key)
             group.close(timeout_s=END_WAIT_S)  # its queue goes too; Ray Train has ended its workers
             if lost:
-                self.why_new = (f"its warm group ({group.setup}, {group.trials} trial(s)) lost a worker process while "
-                                f"idle and ended ({lost}): a new group")
+                self.why_new = (
+                    f"its warm group ({group.setup}, {group.trials} trial(s)) lost a worker process while "
+                    f"idle and ended ({lost}): a new group"
+                )
             group = None
         return group, None
 
@@ -321,8 +333,11 @@ class Groups:
         layout = spec.layout(cfg)
         cpus, gpus, extra = worker_resources(strategy, layout, cfg)
         n = layout.ray_workers
-        return {"CPU": cpus * n + (DATA_CPUS if cfg.streamed else 0), "GPU": gpus * n,
-                **{k: v * n for k, v in extra.items()}}
+        return {
+            "CPU": cpus * n + (DATA_CPUS if cfg.streamed else 0),
+            "GPU": gpus * n,
+            **{k: v * n for k, v in extra.items()},
+        }
 
     @staticmethod
     def free(need: dict) -> bool:

@@ -64,8 +64,10 @@ def holder_line(node: str, who: dict) -> str:
     since = time.strftime("%H:%M:%S", time.localtime(who.get("since", time.time())))
     trial = f", trial {who['trial']}" if who.get("trial") else ""
     invocation = f"'s invocation {who['invocation']}" if who.get("invocation") else ""
-    return (f"node {node}, held by job {who.get('job', '?')}{invocation} ({who.get('user', '?')} on "
-            f"{who.get('host', '?')}){trial} since {since}")
+    return (
+        f"node {node}, held by job {who.get('job', '?')}{invocation} ({who.get('user', '?')} on "
+        f"{who.get('host', '?')}){trial} since {since}"
+    )
 
 
 @dataclass
@@ -127,16 +129,23 @@ def take(share: bool, owns: bool, node_ids: list[str], log=print) -> Hold:
     import ray
 
     ctx = ray.get_runtime_context()
-    who = {"job": ctx.get_job_id(), "user": getpass.getuser(), "host": socket.gethostname(), "pid": os.getpid(),
-           "since": time.time()}
+    who = {
+        "job": ctx.get_job_id(),
+        "user": getpass.getuser(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "since": time.time(),
+    }
     hold, began = Hold(""), time.monotonic()
     for node in sorted(node_ids):
         hold.actors.append(_take_one(node, who, log, began))
     hold.waited_s = time.monotonic() - began
     waited = f", after waiting {hold.waited_s:.0f} s for another job" if hold.waited_s >= POLL_S else ""
     hold.how = f"held: {len(node_ids)} node(s) of this invocation's alone while it ran{waited}"
-    log(f"raylab: holding the cluster's {len(node_ids)} node(s) against other jobs while this invocation runs "
-        f"(job {who['job']}; --share-nodes to run beside them)")
+    log(
+        f"raylab: holding the cluster's {len(node_ids)} node(s) against other jobs while this invocation runs "
+        f"(job {who['job']}; --share-nodes to run beside them)"
+    )
     return hold
 
 
@@ -155,8 +164,10 @@ def _take_one(node: str, who: dict, log, began: float):
         line = _holder_of(node)
         waited = time.monotonic() - began
         if line is not None and waited - said >= SAY_EVERY_S:
-            log(f"raylab: waiting for {line}; this job goes on when it ends (--share-nodes: run beside it instead, "
-                "recorded as sharing)")
+            log(
+                f"raylab: waiting for {line}; this job goes on when it ends (--share-nodes: run beside it instead, "
+                "recorded as sharing)"
+            )
             said = waited
         time.sleep(POLL_S)
 

@@ -24,7 +24,11 @@ from raylab.driver.trial import run_trial
 from raylab.driver.groups import Groups
 from raylab.task.recipe import Recipe
 
-EPOCH_KEYS = ("epoch_time_s", "elapsed_s", "epoch_input_wait_s")  # with train_* and val_*: the metrics logged once per epoch
+EPOCH_KEYS = (
+    "epoch_time_s",
+    "elapsed_s",
+    "epoch_input_wait_s",
+)  # with train_* and val_*: the metrics logged once per epoch
 
 
 def logged_epochs(client, run) -> list[dict]:
@@ -40,8 +44,9 @@ def logged_epochs(client, run) -> list[dict]:
 def earlier_trials(tracker: Tracker, parent: str) -> tuple[dict, dict]:
     """What an interrupted invocation left: ({trial key: finished run}, {trial key: (run id, logged epochs)} of
     trials to go on with). A plain script that did not finish runs again from the start: its old run ends KILLED."""
-    children = tracker.client.search_runs([tracker.experiment_id],
-                                          filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    children = tracker.client.search_runs(
+        [tracker.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'"
+    )
     finished, unfinished = {}, {}
     for run in sorted(children, key=lambda r: r.info.start_time):
         key = run.data.tags.get("raylab.trial_key")
@@ -81,18 +86,32 @@ class Invocation:
         """Starts the parent run, or reopens the one --resume names; returns {trial key: finished outcome}."""
         cfg, ds = self.cfg, self.ds
         if not cfg.resume:
-            params = {"recipe": self.recipe.name, "trials": ",".join(s.name for s in cfg.trials),
-                      "epochs": cfg.epochs, "threads": cfg.threads, "seed": cfg.seed, "quick": cfg.quick,
-                      "device": ",".join(cfg.hardware) or cfg.device, "repeats": cfg.repeats, "plain": cfg.plain, "data": ds.name,
-                      "max_failures": cfg.max_failures, "concurrency": limit, "cluster_nodes": len(nodes)}
+            params = {
+                "recipe": self.recipe.name,
+                "trials": ",".join(s.name for s in cfg.trials),
+                "epochs": cfg.epochs,
+                "threads": cfg.threads,
+                "seed": cfg.seed,
+                "quick": cfg.quick,
+                "device": ",".join(cfg.hardware) or cfg.device,
+                "repeats": cfg.repeats,
+                "plain": cfg.plain,
+                "data": ds.name,
+                "max_failures": cfg.max_failures,
+                "concurrency": limit,
+                "cluster_nodes": len(nodes),
+            }
             name = f"{self.recipe.name} {time.strftime('%Y-%m-%d %H:%M:%S')}"
             self.parent = self.tracker.start_run(name, params, self.tags)
             return {}
         self.parent = cfg.resume
         finished, self.unfinished = earlier_trials(self.tracker, self.parent)
         self.tracker.reopen(self.parent)
-        print(f"raylab: resuming invocation {self.parent}: {len(finished)} trial(s) finished before are not run "
-              f"again, {len(self.unfinished)} go on from their last checkpoint", flush=True)
+        print(
+            f"raylab: resuming invocation {self.parent}: {len(finished)} trial(s) finished before are not run "
+            f"again, {len(self.unfinished)} go on from their last checkpoint",
+            flush=True,
+        )
         specs = {matrix.item_key(s, r): (s, r) for r, s in matrix.schedule(cfg, self.plain())}
         return {key: finished_outcome(*specs[key], run) for key, run in finished.items() if key in specs}
 
@@ -104,30 +123,50 @@ class Invocation:
         tags = {**self.tags, "raylab.trial_key": key}
         self.hold.now(trial=item.name)
         if item.short == "plain":
-            return run_plain_item(self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat,
-                                started=started)
-        return run_trial(self.recipe, self.cfg, item, self.ds, self.shared, self.tracker, self.parent, tags, repeat,
-                         resume=self.unfinished.get(key), nodes=nodes, started=started, groups=self.groups,
-                         kept=self.kept)
+            return run_plain_item(
+                self.recipe, self.cfg, self.ds, item, self.tracker, self.parent, tags, repeat, started=started
+            )
+        return run_trial(
+            self.recipe,
+            self.cfg,
+            item,
+            self.ds,
+            self.shared,
+            self.tracker,
+            self.parent,
+            tags,
+            repeat,
+            resume=self.unfinished.get(key),
+            nodes=nodes,
+            started=started,
+            groups=self.groups,
+            kept=self.kept,
+        )
 
     def end_parent(self, outcomes: list[TrialOutcome], status: str) -> None:
         failed = [o.spec.name for o in outcomes if o.status != "FINISHED"]
-        self.tracker.set_tags(self.parent, {"failed_trials": ",".join(failed) or "none",
-                                            **({"resumed": "true"} if self.cfg.resume else {})})
+        self.tracker.set_tags(
+            self.parent,
+            {"failed_trials": ",".join(failed) or "none", **({"resumed": "true"} if self.cfg.resume else {})},
+        )
         self.tracker.end(self.parent, status)
 
 
 def say_concurrency(asked: int | None, limit: int, nodes: list, one_machine: bool) -> None:
     out = console.get()
     if asked != 1 and limit == 1:
-        out.line(f"raylab: --concurrency {asked or 'auto'}: the cluster has {len(nodes)} node(s) "
-                 "to run trials on, so they run one at a time (each trial holds whole nodes).")
+        out.line(
+            f"raylab: --concurrency {asked or 'auto'}: the cluster has {len(nodes)} node(s) "
+            "to run trials on, so they run one at a time (each trial holds whole nodes)."
+        )
     elif limit > 1:
         out.line(f"raylab: up to {limit} trials at a time, each on whole nodes of its own ({len(nodes)} nodes)")
         if one_machine:
-            out.line("raylab: WARNING: every node is on this one machine (a simulated cluster): trials "
-                     "that run at the same time share its cores, so their timings are not comparable "
-                     "with trials run alone; recorded as the tag shared_machine=true.")
+            out.line(
+                "raylab: WARNING: every node is on this one machine (a simulated cluster): trials "
+                "that run at the same time share its cores, so their timings are not comparable "
+                "with trials run alone; recorded as the tag shared_machine=true."
+            )
 
 
 def share_data(recipe: Recipe, cfg: Settings, ds):
@@ -148,8 +187,9 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
     one_machine = cluster.driver_env()
     inv = Invocation(recipe, cfg, ds, tracker, tags)
     # Before anything is timed (the race, probes, trials): this invocation's nodes, held against other jobs
-    inv.hold = hold.take(cfg.share_nodes, cluster.owns_cluster(), [n.id for n in matrix.cluster_nodes()],
-                         log=console.get().line)
+    inv.hold = hold.take(
+        cfg.share_nodes, cluster.owns_cluster(), [n.id for n in matrix.cluster_nodes()], log=console.get().line
+    )
     inv.tags["node_hold"] = inv.hold.how
     try:
         return _run_held(inv, recipe, cfg, ds, tracker, one_machine)
@@ -157,8 +197,9 @@ def run_recipe(recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, tag
         hold.release_at_end(inv.hold)  # after the driver's own comparison and chart where its command waits for it
 
 
-def _run_held(inv: Invocation, recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker,
-              one_machine: bool) -> tuple[str, list]:
+def _run_held(
+    inv: Invocation, recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, one_machine: bool
+) -> tuple[str, list]:
     inv.shared = share_data(recipe, cfg, ds)
     race.resolve(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
     for device in dict.fromkeys(cfg.on(s).device for s in cfg.trials):
@@ -175,8 +216,13 @@ def _run_held(inv: Invocation, recipe: Recipe, cfg: Settings, ds: Dataset, track
     status = "FAILED"
     try:
         trials.run(matrix.schedule(cfg, inv.plain()), finished, tracker)
-        trials.record_overlaps(tracker, cfg.repeats, shared=one_machine and limit > 1, prices=cfg.prices,
-                               simulated=one_machine and len(nodes) > 1)
+        trials.record_overlaps(
+            tracker,
+            cfg.repeats,
+            shared=one_machine and limit > 1,
+            prices=cfg.prices,
+            simulated=one_machine and len(nodes) > 1,
+        )
         status = "FINISHED" if all(o.status == "FINISHED" for o in trials.done()) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"

@@ -41,8 +41,11 @@ def cluster_nodes() -> list[Node]:
     """The alive nodes that can run a worker (any CPU), in Ray's order."""
     import ray
 
-    return [Node(n["NodeID"], dict(n["Resources"])) for n in ray.nodes()
-            if n.get("Alive") and n["Resources"].get("CPU", 0) > 0]
+    return [
+        Node(n["NodeID"], dict(n["Resources"]))
+        for n in ray.nodes()
+        if n.get("Alive") and n["Resources"].get("CPU", 0) > 0
+    ]
 
 
 def slots(node: Node, per_worker: dict) -> int:
@@ -54,8 +57,11 @@ def slots(node: Node, per_worker: dict) -> int:
 def spare(node: Node, per_worker: dict) -> bool:
     """Whether the node has accelerators (GPUs, TPUs, an accelerator type) that a trial needing `per_worker` leaves
     idle: such a trial goes elsewhere where it can, so a CPU trial does not hold (and pay for) a GPU node."""
-    return any(v > 0 and not per_worker.get(k) for k, v in node.resources.items()
-               if k in ("GPU", "TPU") or k.startswith("accelerator_type:"))
+    return any(
+        v > 0 and not per_worker.get(k)
+        for k, v in node.resources.items()
+        if k in ("GPU", "TPU") or k.startswith("accelerator_type:")
+    )
 
 
 def plan(free: list[Node], workers: int, per_worker: dict) -> list[Node] | None:
@@ -139,8 +145,11 @@ def overlaps(spans: dict[str, tuple[float, float]]) -> dict[str, list[str]]:
     """For each item's (start, end): the other items whose span overlapped it, in start order."""
     out = {}
     for name, (a0, a1) in spans.items():
-        out[name] = [other for other, (b0, b1) in sorted(spans.items(), key=lambda kv: kv[1][0])
-                     if other != name and a0 < b1 and b0 < a1]
+        out[name] = [
+            other
+            for other, (b0, b1) in sorted(spans.items(), key=lambda kv: kv[1][0])
+            if other != name and a0 < b1 and b0 < a1
+        ]
     return out
 
 
@@ -209,8 +218,9 @@ class Matrix:
         if self.limit == 1:  # one at a time, in this thread, as always
             self.one(index, repeat, item, key, taken)
             return
-        t = threading.Thread(target=self.one, args=(index, repeat, item, key, taken), daemon=True,
-                             name=f"raylab-trial-{index}")
+        t = threading.Thread(
+            target=self.one, args=(index, repeat, item, key, taken), daemon=True, name=f"raylab-trial-{index}"
+        )
         t.start()
         self.threads.append(t)
 
@@ -242,8 +252,9 @@ class Matrix:
         """The outcomes of the items that ran or had finished before, in schedule order."""
         return [o for o in self.outcomes if o is not None]
 
-    def record_overlaps(self, tracker: Tracker, repeats: int, shared: bool = False, prices: dict | None = None,
-                        simulated: bool = False) -> None:
+    def record_overlaps(
+        self, tracker: Tracker, repeats: int, shared: bool = False, prices: dict | None = None, simulated: bool = False
+    ) -> None:
         """Each trial's nodes held and the trials it overlapped with (tags), and its node count (metric). shared:
         the nodes are one machine's, so trials that overlapped shared its cores (tag shared_machine=true). prices
         (--prices): what each trial cost on them (raylab/record/prices.py; simulated: the nodes are one machine's,
@@ -251,20 +262,32 @@ class Matrix:
         type, else cpu: the hardware it ran on, where a --device sweep asked for a type."""
         from raylab.record.prices import cost, node_type
 
-        names = {i: o.spec.name if repeats == 1 else f"{o.spec.name}#{o.repeat}"
-                 for i, o in enumerate(self.outcomes) if o is not None and i in self.spans}
+        names = {
+            i: o.spec.name if repeats == 1 else f"{o.spec.name}#{o.repeat}"
+            for i, o in enumerate(self.outcomes)
+            if o is not None and i in self.spans
+        }
         overlapped = overlaps({names[i]: self.spans[i] for i in names})
         for i, name in names.items():
             o, taken, (t0, t1) = self.outcomes[i], self.holding.get(i, []), self.spans[i]
             with_ = overlapped[name]
             o.result.update({"nodes_held": len(taken), "overlapped_with": ",".join(with_)})
-            tracker.set_tags(o.run_id, {"node_ids_held": ",".join(n.id[:12] for n in taken),
-                                        "node_types": ",".join(node_type(n.resources) for n in taken),
-                                        "overlapped_with": ",".join(with_) or "none",
-                                        **({"shared_machine": "true"} if shared and with_ else {}),
-                                        "trial_started": f"{t0:.3f}", "trial_ended": f"{t1:.3f}"})
-            spent, said = (cost(prices, [n.resources for n in taken], o.result, simulated=simulated)
-                           if prices and "wall_s" in o.result else ({}, {}))
+            tracker.set_tags(
+                o.run_id,
+                {
+                    "node_ids_held": ",".join(n.id[:12] for n in taken),
+                    "node_types": ",".join(node_type(n.resources) for n in taken),
+                    "overlapped_with": ",".join(with_) or "none",
+                    **({"shared_machine": "true"} if shared and with_ else {}),
+                    "trial_started": f"{t0:.3f}",
+                    "trial_ended": f"{t1:.3f}",
+                },
+            )
+            spent, said = (
+                cost(prices, [n.resources for n in taken], o.result, simulated=simulated)
+                if prices and "wall_s" in o.result
+                else ({}, {})
+            )
             o.result.update(spent)
             if said:
                 tracker.set_tags(o.run_id, said)

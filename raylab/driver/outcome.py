@@ -50,8 +50,13 @@ def error_text(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def recorded(outcome: TrialOutcome, tracker: Tracker, before_end: Callable[[], object] | None = None,
-             after_end: Callable[[], object] | None = None, log: Path | None = None) -> Iterator[TrialOutcome]:
+def recorded(
+    outcome: TrialOutcome,
+    tracker: Tracker,
+    before_end: Callable[[], object] | None = None,
+    after_end: Callable[[], object] | None = None,
+    log: Path | None = None,
+) -> Iterator[TrialOutcome]:
     """The body's outcome: FINISHED if it returns, FAILED (recorded, printed with the trial's log file,
     swallowed) if it raises, KILLED on an interrupt (re-raised); the run is ended either way, between
     `before_end` and `after_end`."""

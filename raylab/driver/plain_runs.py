@@ -39,25 +39,52 @@ def plain_env(framework: str, threads: int) -> dict:
     from raylab import registry
 
     fw = registry.framework(framework)
-    return {**os.environ, "OMP_NUM_THREADS": str(threads), **fw.import_env, **fw.part("plain").env(threads),
-            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        **fw.import_env,
+        **fw.part("plain").env(threads),
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
 
 
-def run_plain(recipe: Recipe, cfg: Settings, ds: Dataset, framework: str, workdir: Path, trace: bool = False,
-              log: Path | None = None, execution: str | None = None) -> dict:
+def run_plain(
+    recipe: Recipe,
+    cfg: Settings,
+    ds: Dataset,
+    framework: str,
+    workdir: Path,
+    trace: bool = False,
+    log: Path | None = None,
+    execution: str | None = None,
+) -> dict:
     import cloudpickle
 
     data = (ds.x_train, ds.y_train, ds.x_test, ds.y_test)
     (workdir / "task.pkl").write_bytes(cloudpickle.dumps((recipe.task(ds.target_names), data)))
-    spec = {"framework": framework, "task": str(workdir / "task.pkl"), "threads": cfg.threads, "epochs": cfg.epochs,
-            "steps_per_epoch": cfg.steps_per_epoch, "batch": recipe.per_replica(1), "seed": cfg.seed,
-            "warmup": recipe.warmup_steps, "window": cfg.window, "trace": trace,
-            "execution": execution or TrialSpec(framework, "plain", 1).executes()}
+    spec = {
+        "framework": framework,
+        "task": str(workdir / "task.pkl"),
+        "threads": cfg.threads,
+        "epochs": cfg.epochs,
+        "steps_per_epoch": cfg.steps_per_epoch,
+        "batch": recipe.per_replica(1),
+        "seed": cfg.seed,
+        "warmup": recipe.warmup_steps,
+        "window": cfg.window,
+        "trace": trace,
+        "execution": execution or TrialSpec(framework, "plain", 1).executes(),
+    }
     (workdir / "spec.json").write_text(json.dumps(spec))
     start, pin = time.time(), pinning.for_run(cfg, cfg.threads, framework)  # --pin-cpus: pinned as a trial's process is
-    proc = subprocess.Popen([sys.executable, "-m", "raylab.frameworks.plain", str(workdir / "spec.json")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=plain_env(framework, cfg.threads), cwd=workdir)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "raylab.frameworks.plain", str(workdir / "spec.json")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=plain_env(framework, cfg.threads),
+        cwd=workdir,
+    )
     try:
         pin.apply([proc.pid])
         stdout, stderr = proc.communicate(timeout=PLAIN_TIMEOUT_S)
@@ -79,11 +106,22 @@ def plain_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, re
     from raylab.record.params import common_params
 
     batch, framework = recipe.per_replica(1), spec.framework
-    return {**common_params(recipe, cfg, ds), "trial": f"{framework}:plain", "framework": framework,
-            "execution": spec.executes(), "compiled": spec.compiled(),
-            "strategy": "plain", "requested_strategy": "plain", "workers": 1, "ray_workers": 0,
-            "batch_per_replica": batch, "global_batch": batch, "oversubscribed": False, "plain": True,
-            "repeat": repeat}
+    return {
+        **common_params(recipe, cfg, ds),
+        "trial": f"{framework}:plain",
+        "framework": framework,
+        "execution": spec.executes(),
+        "compiled": spec.compiled(),
+        "strategy": "plain",
+        "requested_strategy": "plain",
+        "workers": 1,
+        "ray_workers": 0,
+        "batch_per_replica": batch,
+        "global_batch": batch,
+        "oversubscribed": False,
+        "plain": True,
+        "repeat": repeat,
+    }
 
 
 def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | None) -> dict:
@@ -94,24 +132,47 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
     for e in epochs:
         tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])
     result["time_to_target_s"] = time_to_target(epochs, target)
-    built = {k: result.pop(k) for k in list(result)
-             if k.startswith(("built_", "optimizer_")) or k in ("jit_compile", "steps_per_call")}
-    tracker.set_tags(run_id, {"parameters": result.pop("parameters"), "actual_strategy": "plain",
-                              "cpu_pinning": result.pop("cpu_pinning", "off"),
-                              "execution": result.pop("execution"),
-                              "precision_applied": "fp32", "device_kind": "cpu", **built})
+    built = {
+        k: result.pop(k)
+        for k in list(result)
+        if k.startswith(("built_", "optimizer_")) or k in ("jit_compile", "steps_per_call")
+    }
+    tracker.set_tags(
+        run_id,
+        {
+            "parameters": result.pop("parameters"),
+            "actual_strategy": "plain",
+            "cpu_pinning": result.pop("cpu_pinning", "off"),
+            "execution": result.pop("execution"),
+            "precision_applied": "fp32",
+            "device_kind": "cpu",
+            **built,
+        },
+    )
     tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=0)
     return result
 
 
-def run_plain_item(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, tracker: Tracker, parent_id: str,
-                 tags: dict, repeat: int = 1, started=None):
+def run_plain_item(
+    recipe: Recipe,
+    cfg: Settings,
+    ds: Dataset,
+    spec: TrialSpec,
+    tracker: Tracker,
+    parent_id: str,
+    tags: dict,
+    repeat: int = 1,
+    started=None,
+):
     """A plain script as a child run; started: told the outcome once the run exists (the driver ends it KILLED
     if the invocation is interrupted while it runs beside others)."""
     recipe, framework = recipe.with_batch(spec.batch), spec.framework
     run_id = tracker.start_run(spec.name, plain_params(recipe, cfg, ds, spec, repeat), tags, parent=parent_id)
-    print(f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
-          f"(MLflow run {run_id}) ===", flush=True)
+    print(
+        f"\n=== {spec.name}: the plain {framework} script (no Ray, no raylab), {cfg.epochs} epoch(s) "
+        f"(MLflow run {run_id}) ===",
+        flush=True,
+    )
     outcome = TrialOutcome(spec, run_id, "FAILED", repeat=repeat)
     if started is not None:
         started(outcome)
@@ -126,6 +187,8 @@ def run_plain_item(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, 
             result = run_plain(recipe, cfg, ds, framework, Path(tmp), log=log, execution=spec.execution)
         outcome.result, outcome.ran = record_plain(tracker, run_id, result, recipe.target(ds)), "plain"
         val = "".join(f" {k} {v:.4g}" for k, v in result.items() if k.startswith("val_"))
-        print(f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s,{val}",
-              flush=True)
+        print(
+            f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s,{val}",
+            flush=True,
+        )
     return outcome

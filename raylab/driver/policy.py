@@ -30,14 +30,22 @@ class Policy(DefaultFailurePolicy):
         if code and not lost:
             decision, why = FailureDecision.RAISE, "not restarted: the trial's own code raised"
         elif lost and running is None:
-            decision, why = FailureDecision.RAISE, ("not restarted: its warm group was idle, no trial running (the "
-                                                    "next trial of its kind starts a new group, cold)")
+            decision, why = (
+                FailureDecision.RAISE,
+                (
+                    "not restarted: its warm group was idle, no trial running (the "
+                    "next trial of its kind starts a new group, cold)"
+                ),
+            )
         elif aborted:
             decision, why = FailureDecision.RAISE, f"not restarted: {abort_cause(aborted)}"
         else:
             decision = super().make_decision(training_failed_error)
-            why = ("restarted from the last checkpoint" if decision == FailureDecision.RETRY
-                   else "not restarted: the restart budget (--max-failures) is spent")
+            why = (
+                "restarted from the last checkpoint"
+                if decision == FailureDecision.RETRY
+                else "not restarted: the restart budget (--max-failures) is spent"
+            )
         try:
             self.sink.failure.remote(time.time(), describe(training_failed_error), why)
         except Exception:  # noqa: BLE001 - the record is best effort; the decision stands

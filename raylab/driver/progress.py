@@ -19,8 +19,16 @@ PIN_POLL_S = 0.2  # how often it looks for the trial's processes to pin (--pin-c
 class Progress(threading.Thread):
     """Polls the sink while fit() runs: prints progress, logs each epoch as it arrives."""
 
-    def __init__(self, sink, tracker: Tracker, run_id: str, label: str, synthetic: bool = False, log=None,
-                 pinning: Pinning | None = None):
+    def __init__(
+        self,
+        sink,
+        tracker: Tracker,
+        run_id: str,
+        label: str,
+        synthetic: bool = False,
+        log=None,
+        pinning: Pinning | None = None,
+    ):
         super().__init__(daemon=True)
         self.pinning = pinning or Pinning(False, 1)  # --pin-cpus: applied as the trial's processes say hello
         self.sink, self.tracker, self.run_id, self.label, self.log = sink, tracker, run_id, label, log
@@ -35,11 +43,12 @@ class Progress(threading.Thread):
 
     def poll(self) -> tuple[list, dict | None]:
         try:
-            (latest, epochs, final), pids, notes = ray.get([self.sink.poll.remote(), self.sink.pids.remote(),
-                                                            self.sink.notes.remote()], timeout=30)
+            (latest, epochs, final), pids, notes = ray.get(
+                [self.sink.poll.remote(), self.sink.pids.remote(), self.sink.notes.remote()], timeout=30
+            )
         except Exception:  # noqa: BLE001 - a slow poll is retried next time
             return [], None
-        for note in notes[self.noted:]:  # a worker's warning, on raylab's console rather than in its Ray log
+        for note in notes[self.noted :]:  # a worker's warning, on raylab's console rather than in its Ray log
             console.get().line(f"[{self.label}] WARNING: {note}")
         self.noted = len(notes)
         self.pinning.apply([pid for pid, _ in pids])
@@ -57,8 +66,9 @@ class Progress(threading.Thread):
             self.tracker.log_metrics(self.run_id, metrics, step=e["epoch"])
             # Synthetic data has random labels: its metrics are chance and are not printed.
             val = "" if self.synthetic else "".join(f" {k} {v:.4g}" for k, v in e.items() if k.startswith("val_"))
-            console.get().line(f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s "
-                               f"loss {e['train_loss']:.4f}{val}")
+            console.get().line(
+                f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s loss {e['train_loss']:.4f}{val}"
+            )
         self.logged = len(epochs)
 
     def show(self, latest: dict) -> None:

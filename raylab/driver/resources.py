@@ -57,8 +57,10 @@ def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
     layout = spec.layout(cfg)
     cpus, oversubscribed = reservation(strategy, layout, total, cfg.streamed)
     if cfg.streamed and total.get("CPU", 0) <= DATA_CPUS:
-        raise UserError(f"a streamed trial needs a CPU for Ray Data beside its workers, but the Ray cluster has "
-                        f"{int(total.get('CPU', 0))}; add a CPU (ray start --num-cpus) or run without --data.")
+        raise UserError(
+            f"a streamed trial needs a CPU for Ray Data beside its workers, but the Ray cluster has "
+            f"{int(total.get('CPU', 0))}; add a CPU (ray start --num-cpus) or run without --data."
+        )
     if (layout.cpus > total.get("CPU", 0) and not oversubscribed) or cpus <= 0:
         raise UserError(
             f"{spec.name} needs {layout.cpus} CPUs ({layout.ray_workers} worker(s) x {layout.cpus_per_worker} "
@@ -70,13 +72,17 @@ def check_trial(cfg: Settings, spec: TrialSpec, total: dict) -> None:
     if strategy.resources is not None and strategy.resources(cfg, total).get("TPU"):
         slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers)  # raises if the slice is unnamed
     if cfg.device == "gpu" and spec.workers > total.get("GPU", 0):
-        raise UserError(f"{spec.name} needs {spec.workers} GPUs but the Ray cluster has "
-                        f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes.")
+        raise UserError(
+            f"{spec.name} needs {spec.workers} GPUs but the Ray cluster has "
+            f"{int(total.get('GPU', 0))}; use --device cpu or add GPU nodes."
+        )
     if cfg.accelerator_type and ACCELERATOR + cfg.accelerator_type not in total:
-        types = sorted(k[len(ACCELERATOR):] for k in total if k.startswith(ACCELERATOR))
-        raise UserError(f"{spec.name} asks for nodes of accelerator type {cfg.accelerator_type}, but no node of the "
-                        f"Ray cluster has one (its types: {', '.join(types) or 'none'}); name one of those, or add "
-                        f"a node started with --resources '{{\"{ACCELERATOR}{cfg.accelerator_type}\": 1}}'.")
+        types = sorted(k[len(ACCELERATOR) :] for k in total if k.startswith(ACCELERATOR))
+        raise UserError(
+            f"{spec.name} asks for nodes of accelerator type {cfg.accelerator_type}, but no node of the "
+            f"Ray cluster has one (its types: {', '.join(types) or 'none'}); name one of those, or add "
+            f"a node started with --resources '{{\"{ACCELERATOR}{cfg.accelerator_type}\": 1}}'."
+        )
 
 
 def need(cfg: Settings, item: TrialSpec) -> matrix.Need:

@@ -22,8 +22,11 @@ def location(storage: str | None) -> str:
 def _fs(storage: str | None):
     import pyarrow.fs
 
-    return pyarrow.fs.FileSystem.from_uri(location(storage)) if "://" in location(storage) else \
-        (pyarrow.fs.LocalFileSystem(), location(storage))
+    return (
+        pyarrow.fs.FileSystem.from_uri(location(storage))
+        if "://" in location(storage)
+        else (pyarrow.fs.LocalFileSystem(), location(storage))
+    )
 
 
 def size_mb(storage: str | None, run: str) -> float:
@@ -82,7 +85,10 @@ class Kept:
         if not kept:
             return f"checkpoints: none kept ({where} holds none of this run's)"
         mb = sum(size_mb(self.cfg.storage, r) for r in kept)
-        why = {"none": "their trials did not finish: --resume goes on from them", "last": "--keep-checkpoints last",
-               "all": "--keep-checkpoints all"}[self.cfg.keep_checkpoints]
+        why = {
+            "none": "their trials did not finish: --resume goes on from them",
+            "last": "--keep-checkpoints last",
+            "all": "--keep-checkpoints all",
+        }[self.cfg.keep_checkpoints]
         listed = " ".join(f"{where}/{r}" for r in kept[:3]) + (" ..." if len(kept) > 3 else "")
         return f"checkpoints: {len(kept)} Ray Train run(s) kept in {where}, {mb:,.1f} MB ({why}): {listed}"

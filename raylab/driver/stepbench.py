@@ -18,8 +18,18 @@ from raylab import registry
 from raylab.task.recipe import BenchContext, StepBench, single_kinds
 
 
-def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, warmup: int, threads: int,
-                seed: int, precision: str, trial_start: float, gpu: bool = False) -> dict:
+def _bench_task(
+    bench: StepBench,
+    framework: str,
+    batch: int,
+    iterations: int,
+    warmup: int,
+    threads: int,
+    seed: int,
+    precision: str,
+    trial_start: float,
+    gpu: bool = False,
+) -> dict:
     """Runs on a Ray worker (holding a GPU if `gpu`): set threads, build, warm up, time."""
     from raylab.loop.report import builtins_only
     from raylab.loop.worker_config import host_facts
@@ -42,12 +52,20 @@ def _bench_task(bench: StepBench, framework: str, batch: int, iterations: int, w
         times.append(time.perf_counter() - t0)
         if compiles is not None and i + 1 == warmup:
             compiled = compiles()
-    result = {**summarize(times, warmup, batch), "first_step_s": times[0], "startup_s": t_first - trial_start,
-              "startup_workers_s": t_enter - trial_start, "iterations": iterations}
+    result = {
+        **summarize(times, warmup, batch),
+        "first_step_s": times[0],
+        "startup_s": t_first - trial_start,
+        "startup_workers_s": t_enter - trial_start,
+        "iterations": iterations,
+    }
     if compiles is not None:
         total = compiles()
-        result.update(compile_count_warmup=compiled[0], compile_time_warmup_s=compiled[1],
-                      compiles_after_warmup=total[0] - compiled[0])
+        result.update(
+            compile_count_warmup=compiled[0],
+            compile_time_warmup_s=compiled[1],
+            compiles_after_warmup=total[0] - compiled[0],
+        )
     return builtins_only({"result": result, "facts": {**facts, **host_facts()}})
 
 
@@ -55,8 +73,9 @@ def check_trials(bench: StepBench, kinds: list[str]) -> None:
     single = single_kinds()
     wrong = [k for k in kinds if k not in single]
     if wrong:
-        raise UserError(f"{bench.name} is a single-process step benchmark; it runs {', '.join(single)}, "
-                        f"not {', '.join(wrong)}.")
+        raise UserError(
+            f"{bench.name} is a single-process step benchmark; it runs {', '.join(single)}, not {', '.join(wrong)}."
+        )
 
 
 def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
@@ -70,36 +89,69 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     iterations = bench.quick_iterations if cfg.quick else (cfg.steps_per_epoch or bench.iterations)
     warmup = 1 if cfg.quick else bench.warmup
     gpu = cfg.device == "gpu"
-    parent = tracker.start_run(f"{bench.name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
-                               {"recipe": bench.name, "trials": ",".join(s.name for s in cfg.trials),
-                                "repeats": cfg.repeats, "quick": cfg.quick}, tags)
+    parent = tracker.start_run(
+        f"{bench.name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        {
+            "recipe": bench.name,
+            "trials": ",".join(s.name for s in cfg.trials),
+            "repeats": cfg.repeats,
+            "quick": cfg.quick,
+        },
+        tags,
+    )
     outcomes, status = [], "FAILED"
     try:
         for repeat, spec in schedule(cfg, []):
             fw = registry.framework(spec.framework)
-            params = {"recipe": bench.name, "trial": spec.kind, "framework": spec.framework, "strategy": spec.short,
-                      "requested_strategy": spec.short, "workers": 1, "global_batch": batch, "batch_per_replica": batch,
-                      "iterations": iterations, "warmup_steps": warmup, "threads": cfg.threads, "seed": cfg.seed,
-                      "precision": cfg.precision, "device": cfg.device, "data": "synthetic", "data_synthetic": True,
-                      "quick": cfg.quick, "repeat": repeat, "oversubscribed": False}
+            params = {
+                "recipe": bench.name,
+                "trial": spec.kind,
+                "framework": spec.framework,
+                "strategy": spec.short,
+                "requested_strategy": spec.short,
+                "workers": 1,
+                "global_batch": batch,
+                "batch_per_replica": batch,
+                "iterations": iterations,
+                "warmup_steps": warmup,
+                "threads": cfg.threads,
+                "seed": cfg.seed,
+                "precision": cfg.precision,
+                "device": cfg.device,
+                "data": "synthetic",
+                "data_synthetic": True,
+                "quick": cfg.quick,
+                "repeat": repeat,
+                "oversubscribed": False,
+            }
             run_id = tracker.start_run(spec.name, params, tags, parent=parent)
-            print(f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
-                  f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===", flush=True)
+            print(
+                f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
+                f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===",
+                flush=True,
+            )
             outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.short, repeat=repeat)
             env = {"OMP_NUM_THREADS": str(cfg.threads), **fw.part("stepbench").env(cfg)}
             start = time.time()
             outcomes.append(outcome)
             with recorded(outcome, tracker):
                 task = ray.remote(max_calls=1)(_bench_task).options(  # max_calls=1: a fresh process per trial
-                    num_cpus=cfg.threads, num_gpus=1 if gpu else 0, runtime_env={"env_vars": env})
-                out = ray.get(task.remote(bench, fw.name, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision,
-                                          start, gpu))
+                    num_cpus=cfg.threads, num_gpus=1 if gpu else 0, runtime_env={"env_vars": env}
+                )
+                out = ray.get(
+                    task.remote(
+                        bench, fw.name, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision, start, gpu
+                    )
+                )
                 outcome.result = {**out["result"], "wall_s": time.time() - start}
                 tracker.log_metrics(run_id, outcome.result)
                 tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.short})
                 r = outcome.result
-                print(f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
-                      f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s", flush=True)
+                print(
+                    f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
+                    f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s",
+                    flush=True,
+                )
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"

@@ -32,20 +32,40 @@ def worker_env(strategy, backend, cfg: Settings) -> dict:
     return strategy.worker_env(backend, cfg) if strategy.worker_env else {}
 
 
-def worker_config(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink,
-                  start: float, run_id: str = "") -> WorkerConfig:
+def worker_config(
+    recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink, start: float, run_id: str = ""
+) -> WorkerConfig:
     """The small picklable config every worker of the trial receives."""
     strategy = spec.strategy
     layout = spec.layout(cfg)
     return WorkerConfig(
-        trial=spec.name, short=strategy.short, task=task, shared=getattr(shared, "info", shared),
-        replicas=layout.replicas, batch_per_replica=recipe.per_replica(layout.replicas),
-        epochs=cfg.epochs, threads=cfg.threads, seed=cfg.seed,
-        warmup_steps=recipe.warmup_steps, trial_start=start, sink=sink, device=cfg.device,
-        precision=cfg.precision, tpu_fallback=cfg.tpu_fallback, ps=cfg.ps, steps_per_epoch=cfg.steps_per_epoch,
-        seconds=None if cfg.probe else cfg.seconds, window=cfg.window, checkpoint=cfg.max_failures != 0,
-        checkpoint_every_s=60 * cfg.checkpoint_every_min, memory_cap_mb=cfg.memory_cap_mb, profile=cfg.profile,
-        probe=cfg.probe, execution=spec.executes(), compile_cache=compile_cache_dir(cfg, run_id), run_id=run_id,
+        trial=spec.name,
+        short=strategy.short,
+        task=task,
+        shared=getattr(shared, "info", shared),
+        replicas=layout.replicas,
+        batch_per_replica=recipe.per_replica(layout.replicas),
+        epochs=cfg.epochs,
+        threads=cfg.threads,
+        seed=cfg.seed,
+        warmup_steps=recipe.warmup_steps,
+        trial_start=start,
+        sink=sink,
+        device=cfg.device,
+        precision=cfg.precision,
+        tpu_fallback=cfg.tpu_fallback,
+        ps=cfg.ps,
+        steps_per_epoch=cfg.steps_per_epoch,
+        seconds=None if cfg.probe else cfg.seconds,
+        window=cfg.window,
+        checkpoint=cfg.max_failures != 0,
+        checkpoint_every_s=60 * cfg.checkpoint_every_min,
+        memory_cap_mb=cfg.memory_cap_mb,
+        profile=cfg.profile,
+        probe=cfg.probe,
+        execution=spec.executes(),
+        compile_cache=compile_cache_dir(cfg, run_id),
+        run_id=run_id,
         storage=cfg.storage,
     )
 
@@ -62,8 +82,13 @@ def scaling_config(cfg: Settings, spec: TrialSpec, nodes: list | None, share: in
     cpus, gpus = (round(cpus / share, 4), round(gpus / share, 4)) if share > 1 else (cpus, gpus)
     tpu = slice_scaling(cfg.tpu_type, cfg.tpu_topology, layout.ray_workers) if extra.get("TPU") else {}
     pinned = {"label_selector": matrix.label_selector(nodes)} if nodes and not tpu else {}
-    return ScalingConfig(num_workers=layout.ray_workers, use_gpu=gpus > 0, **tpu, **pinned,
-                         resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {}), **extra})
+    return ScalingConfig(
+        num_workers=layout.ray_workers,
+        use_gpu=gpus > 0,
+        **tpu,
+        **pinned,
+        resources_per_worker={"CPU": cpus, **({"GPU": gpus} if gpus else {}), **extra},
+    )
 
 
 def backend_config(strategy, cfg: Settings):
@@ -75,13 +100,31 @@ def backend_config(strategy, cfg: Settings):
     return backend
 
 
-def build_trainer(recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink, start: float,
-                  run_id: str, nodes: list | None = None, train_run: str | None = None):
+def build_trainer(
+    recipe: Recipe,
+    cfg: Settings,
+    spec: TrialSpec,
+    task,
+    shared: dict,
+    sink,
+    start: float,
+    run_id: str,
+    nodes: list | None = None,
+    train_run: str | None = None,
+):
     """nodes: the matrix.Node list the trial holds when trials run at once; its workers are placed only there;
     train_run: the Ray Train run to go on with (--resume of a trial that ran in a warm group)."""
     wcfg = worker_config(recipe, cfg, spec, task, shared, sink, start, run_id)
-    return trainer(cfg, spec, guard(spec.strategy.worker_loop), {"cfg": wcfg}, sink,
-                   train_run or train_run_name(run_id), scaling_config(cfg, spec, nodes), **datasets(shared))
+    return trainer(
+        cfg,
+        spec,
+        guard(spec.strategy.worker_loop),
+        {"cfg": wcfg},
+        sink,
+        train_run or train_run_name(run_id),
+        scaling_config(cfg, spec, nodes),
+        **datasets(shared),
+    )
 
 
 def build_group_trainer(cfg: Settings, spec: TrialSpec, queue, name: str, share: int):
@@ -102,13 +145,22 @@ def trainer(cfg: Settings, spec: TrialSpec, loop, loop_config: dict, sink, name:
     # Ray Train keeps the last checkpoint (every one with --keep-checkpoints all); a new trial's name is new, so it
     # never resumes another's. What outlives the trial: raylab/driver/retention.py.
     keep = None if cfg.keep_checkpoints == "all" else 1
-    run_config = RunConfig(name=name, storage_path=cfg.storage,
-                           failure_config=FailureConfig(max_failures=cfg.max_failures),
-                           checkpoint_config=CheckpointConfig(num_to_keep=keep),
-                           worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)))
+    run_config = RunConfig(
+        name=name,
+        storage_path=cfg.storage,
+        failure_config=FailureConfig(max_failures=cfg.max_failures),
+        checkpoint_config=CheckpointConfig(num_to_keep=keep),
+        worker_runtime_env=prewarm.runtime_env(spec.framework, worker_env(strategy, backend, cfg)),
+    )
     trainer_class = guarded_trainer_class(DataParallelTrainer, sink, capped=cfg.memory_cap_mb is not None)
-    return trainer_class(loop, train_loop_config=loop_config, backend_config=backend, scaling_config=scaling,
-                         run_config=run_config, **data)
+    return trainer_class(
+        loop,
+        train_loop_config=loop_config,
+        backend_config=backend,
+        scaling_config=scaling,
+        run_config=run_config,
+        **data,
+    )
 
 
 def guarded_trainer_class(base, sink, capped: bool = False):

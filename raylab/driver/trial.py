@@ -51,16 +51,30 @@ def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) ->
     data_cpus = {"data_cpus": round(total.get("CPU", 0) - cpus * layout.ray_workers, 2)} if cfg.streamed else {}
     ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
     return {
-        **common_params(recipe, cfg, ds), "trial": spec.kind, "framework": spec.framework,
-        "requested_strategy": spec.short, "workers": spec.workers, "ray_workers": layout.ray_workers,
-        "batch_per_replica": per_replica, **batch, "cpus_per_process": cpus, "oversubscribed": oversubscribed, **ps, **data_cpus,
-        "max_failures": cfg.max_failures, "checkpoint_every_min": cfg.checkpoint_every_min,
+        **common_params(recipe, cfg, ds),
+        "trial": spec.kind,
+        "framework": spec.framework,
+        "requested_strategy": spec.short,
+        "workers": spec.workers,
+        "ray_workers": layout.ray_workers,
+        "batch_per_replica": per_replica,
+        **batch,
+        "cpus_per_process": cpus,
+        "oversubscribed": oversubscribed,
+        **ps,
+        **data_cpus,
+        "max_failures": cfg.max_failures,
+        "checkpoint_every_min": cfg.checkpoint_every_min,
         **({"memory_cap_mb": cfg.memory_cap_mb} if cfg.memory_cap_mb else {}),
-        "storage": cfg.storage or "~/ray_results", "keep_checkpoints": cfg.keep_checkpoints,
-        "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S), "prewarm": prewarm.enabled(),
+        "storage": cfg.storage or "~/ray_results",
+        "keep_checkpoints": cfg.keep_checkpoints,
+        "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S),
+        "prewarm": prewarm.enabled(),
         "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
         "train_off": cluster.train_off(),
-        "execution": spec.executes(), "compiled": spec.compiled(), "compile_cache": cfg.compile_cache,
+        "execution": spec.executes(),
+        "compiled": spec.compiled(),
+        "compile_cache": cfg.compile_cache,
         **race.params(recipe, cfg, spec),
     }
 
@@ -110,8 +124,11 @@ class Trial:
         again = f", repeat {self.repeat}/{cfg.repeats}" if cfg.repeats > 1 else ""
         went_on = f", resumed after epoch {len(self.logged)}" if resume else ""
         warm = f", warm: trial {self.start['group_index'] + 1} of its group" if self.start["start"] == "warm" else ""
-        print(f"\n=== {spec.name}: {self.recipe.name}, {cfg.length()}, {cfg.threads} thread(s)/replica{again} "
-              f"(MLflow run {self.run_id}{went_on}{warm}) ===", flush=True)
+        print(
+            f"\n=== {spec.name}: {self.recipe.name}, {cfg.length()}, {cfg.threads} thread(s)/replica{again} "
+            f"(MLflow run {self.run_id}{went_on}{warm}) ===",
+            flush=True,
+        )
         self.log = console.get().begin_trial(spec.name)
         # Named: tools and tests can find a trial. It holds the epochs already logged, so they are not sent twice.
         self.sink = TrialSink.options(name=sink_name(self.run_id)).remote(self.logged)
@@ -144,8 +161,9 @@ class Trial:
     def run(self, nodes: list | None = None) -> TrialOutcome:
         """fit() and record; whatever happens, its run ends (raylab/driver/outcome.py), then its sink goes."""
         # The sink goes after the run has ended: a dead cluster must not leave the run RUNNING.
-        with recorded(self.outcome, self.tracker, before_end=self.last_progress, after_end=self.after_end,
-                      log=self.log):
+        with recorded(
+            self.outcome, self.tracker, before_end=self.last_progress, after_end=self.after_end, log=self.log
+        ):
             final, wall = self.fit(nodes)
             self.record(final, wall)
         return self.outcome
@@ -153,9 +171,15 @@ class Trial:
     def fit(self, nodes: list | None) -> tuple[dict | None, float]:
         """Runs the trainer, watched by a progress thread; (rank 0's final report, wall seconds)."""
         start = time.time()
-        self.progress = Progress(self.sink, self.tracker, self.run_id, self.spec.name, synthetic=self.ds.synthetic,
-                                 log=self.log, pinning=pinning.for_run(self.cfg, self.spec.layout(self.cfg).cpus_per_worker,
-                                                                  self.spec.framework))
+        self.progress = Progress(
+            self.sink,
+            self.tracker,
+            self.run_id,
+            self.spec.name,
+            synthetic=self.ds.synthetic,
+            log=self.log,
+            pinning=pinning.for_run(self.cfg, self.spec.layout(self.cfg).cpus_per_worker, self.spec.framework),
+        )
         self.progress.logged = len(self.logged)
         task = self.recipe.task(self.ds.target_names)
         self.progress.start()
@@ -163,8 +187,18 @@ class Trial:
             if self.group is not None:
                 result = self.in_group(task, start)
             else:
-                result = build_trainer(self.recipe, self.cfg, self.spec, task, self.shared, self.sink, start, self.run_id,
-                                       nodes, self.train_run).fit()
+                result = build_trainer(
+                    self.recipe,
+                    self.cfg,
+                    self.spec,
+                    task,
+                    self.shared,
+                    self.sink,
+                    start,
+                    self.run_id,
+                    nodes,
+                    self.train_run,
+                ).fit()
         except Exception as e:
             code = failure.code_failures(e)
             aborted = abort_line_of(self.sink) if self.cfg.memory_cap_mb and failure.lost_processes(e) else None
@@ -195,15 +229,28 @@ class Trial:
         floor_s = floor.floor_for(spec.framework, floor.load())  # `raylab floor` measured it here
         self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
         self.log_profile()
-        rec = trial_record(final, self.outcome.epochs, wall, self.recipe.target(self.ds), floor_s, spec.short,
-                           spec.strategy.replicas_found)
+        rec = trial_record(
+            final,
+            self.outcome.epochs,
+            wall,
+            self.recipe.target(self.ds),
+            floor_s,
+            spec.short,
+            spec.strategy.replicas_found,
+        )
         memory, memory_tags = self.peak_memory()
         agreed = self.replica_agreement()  # worker_node_ids: where its workers ran
         types, here = worker_nodes(agreed)  # a peak measured on this host is its trials' only where they ran here
-        used, used_tags = utilization(spec.framework, spec.strategy.device(self.cfg), rec.tags, self.cfg.threads,
-                                      int(rec.tags.get("replicas_in_sync") or spec.workers),
-                                      rec.result.get("achieved_tflops"), peak.load() if here else {},
-                                      [self.cfg.accelerator_type, *types, self.cfg.tpu_type])
+        used, used_tags = utilization(
+            spec.framework,
+            spec.strategy.device(self.cfg),
+            rec.tags,
+            self.cfg.threads,
+            int(rec.tags.get("replicas_in_sync") or spec.workers),
+            rec.result.get("achieved_tflops"),
+            peak.load() if here else {},
+            [self.cfg.accelerator_type, *types, self.cfg.tpu_type],
+        )
         # what ran beside its workers over their timed window, per node (raylab/loop/beside.py)
         beside, beside_tags = beside_figures(*ray.get([self.sink.besides.remote(), self.sink.worker_nodes.remote()]))
         memory.update({**used, **beside})
@@ -211,8 +258,9 @@ class Trial:
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
         self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
         fallen = self.cfg.precision_fallen.get(spec.name)
-        self.tracker.set_tags(run_id, {**rec.tags, **agreed, **memory_tags,
-                                       **({"precision_fallback_reason": fallen} if fallen else {})})
+        self.tracker.set_tags(
+            run_id, {**rec.tags, **agreed, **memory_tags, **({"precision_fallback_reason": fallen} if fallen else {})}
+        )
         self.tracker.log_params(run_id, rec.params)
         if rec.ran != spec.short:
             self.tracker.rename(run_id, self.outcome.ran_name)
@@ -220,9 +268,11 @@ class Trial:
             console.get().line(f"[{spec.name}] ran as {self.outcome.ran_name}: {reason}")
         if rec.result.get("compiles_after_warmup"):
             self.tracker.set_tags(run_id, {"recompiled_after_warmup": "true"})
-            console.get().line(f"[{spec.name}] WARNING: {rec.result['compiles_after_warmup']} compilation(s) "
-                               "after warm-up: a training step's graph changed (shapes, control flow); see the "
-                               "compile_* metrics.")
+            console.get().line(
+                f"[{spec.name}] WARNING: {rec.result['compiles_after_warmup']} compilation(s) "
+                "after warm-up: a training step's graph changed (shapes, control flow); see the "
+                "compile_* metrics."
+            )
 
     def log_data_stats(self, stats: str | None) -> None:
         """A streamed trial's Ray Data iterator statistics (rank 0's), as the artifact ray_data_stats.txt."""
@@ -238,8 +288,11 @@ class Trial:
             return
         got = ray.get(self.sink.profiled.remote(), timeout=60)
         if got is None:
-            why = ("has no profiler hook" if self.spec.strategy.ps_roles else
-                   "reached no steady window to profile (fewer steps than the warm-up and one window)")
+            why = (
+                "has no profiler hook"
+                if self.spec.strategy.ps_roles
+                else "reached no steady window to profile (fewer steps than the warm-up and one window)"
+            )
             self.tracker.set_tags(self.run_id, {"profiled": f"no: {self.spec.kind} {why}"})
             return
         files, what = got
@@ -272,22 +325,37 @@ class Trial:
             self.progress.finish()
         pinned = self.progress.pinning.end() if self.progress is not None else "off"  # all back on their CPUs
         try:
-            history, envs, failures, pids = ray.get([self.sink.history.remote(), self.sink.started_envs.remote(),
-                                                     self.sink.failures.remote(), self.sink.pids.remote()], timeout=30)
+            history, envs, failures, pids = ray.get(
+                [
+                    self.sink.history.remote(),
+                    self.sink.started_envs.remote(),
+                    self.sink.failures.remote(),
+                    self.sink.pids.remote(),
+                ],
+                timeout=30,
+            )
         except Exception:  # noqa: BLE001 - a dead cluster: nothing more to learn
             return
-        self.tracker.set_tags(self.run_id, {"worker_pids": ",".join(str(pid) for pid, _ in pids),  # restarted ones too
-                                            "worker_start_env": start_env_tag(envs), "cpu_pinning": pinned,
-                                            **({"failures": failures_tag(failures)} if failures else {})})
+        self.tracker.set_tags(
+            self.run_id,
+            {
+                "worker_pids": ",".join(str(pid) for pid, _ in pids),  # restarted ones too
+                "worker_start_env": start_env_tag(envs),
+                "cpu_pinning": pinned,
+                **({"failures": failures_tag(failures)} if failures else {}),
+            },
+        )
         figures = restart_figures(history, failures)
         self.outcome.result.update(figures)
         if figures["restarts"] or self.outcome.status == "FAILED":  # a failed trial says it was not restarted
             self.tracker.log_metrics(self.run_id, figures, step=0)
         if figures["restarts"]:
             self.tracker.set_tags(self.run_id, {"restarted": figures["restarts"]})
-            console.get().line(f"[{self.spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
-                               f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training "
-                               f"done again; why: {failures_tag(failures)}")
+            console.get().line(
+                f"[{self.spec.name}] restarted {figures['restarts']}x from its last checkpoint: "
+                f"{figures['recovery_s']:.1f}s to recover, {figures['lost_s']:.1f}s of training "
+                f"done again; why: {failures_tag(failures)}"
+            )
 
     def after_end(self) -> None:
         if self.group is not None and self.outcome.status != "FINISHED":  # nothing of it reaches the next trial
@@ -300,10 +368,22 @@ class Trial:
         ray.kill(self.sink)
 
 
-def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared: dict,
-              tracker: Tracker, parent_id: str, tags: dict, repeat: int = 1,
-              resume: tuple[str, list, str | None] | None = None, nodes: list | None = None,
-              started: Callable[[TrialOutcome], None] | None = None, groups=None, kept=None) -> TrialOutcome:
+def run_trial(
+    recipe: Recipe,
+    cfg: Settings,
+    spec: TrialSpec,
+    ds: Dataset,
+    shared: dict,
+    tracker: Tracker,
+    parent_id: str,
+    tags: dict,
+    repeat: int = 1,
+    resume: tuple[str, list, str | None] | None = None,
+    nodes: list | None = None,
+    started: Callable[[TrialOutcome], None] | None = None,
+    groups=None,
+    kept=None,
+) -> TrialOutcome:
     """One trial as a child run. resume=(run id, epochs it logged, its Ray Train run): an interrupted trial's run
     goes on (--resume), from its last checkpoint; its logged epochs are not logged again. nodes: the nodes it holds
     while other trials run (its workers are placed there); started: told the outcome once the run exists; groups:
@@ -329,8 +409,9 @@ def run_trial(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, share
     return trial.run(nodes)
 
 
-def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared,
-                 nodes: list | None, groups=None) -> tuple[TrialSpec, dict]:
+def search_batch(
+    recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared, nodes: list | None, groups=None
+) -> tuple[TrialSpec, dict]:
     """--batch max: the trial at the largest per-replica batch its probes fit (raylab/probes/batchsize.py), and the
     search's tags."""
     from dataclasses import replace
@@ -341,9 +422,15 @@ def search_batch(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, sh
     replicas = spec.layout(cfg).replicas
     run = max(1, int(found * batchsize.MARGIN)) if failed else found
     over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"
-    console.get().line(f"[{spec.name}] batch search: {found} per replica is the largest that passed{over}; the "
-                       f"trial runs at {run}" + (f" ({batchsize.MARGIN:.0%} of it)" if run != found else ""))
-    tags = {"batch_search": search.describe(), "batch_search_found": found, "batch_search_ran": run,
-            "batch_search_probes": search.probes(),
-            "batch_search_failed": failed if failed else "none (the shard's size was reached)"}
+    console.get().line(
+        f"[{spec.name}] batch search: {found} per replica is the largest that passed{over}; the "
+        f"trial runs at {run}" + (f" ({batchsize.MARGIN:.0%} of it)" if run != found else "")
+    )
+    tags = {
+        "batch_search": search.describe(),
+        "batch_search_found": found,
+        "batch_search_ran": run,
+        "batch_search_probes": search.probes(),
+        "batch_search_failed": failed if failed else "none (the shard's size was reached)",
+    }
     return replace(spec, batch=run * replicas if recipe.global_batch else run), tags

@@ -33,8 +33,13 @@ def measure(name: str, dtype: str, device: str, threads: int, n: int, seconds: f
         start = time.perf_counter()
         run(k)
         rates.append(2 * n**3 * k / (time.perf_counter() - start) / 1e12)
-    return {"tflops": statistics.median(rates), "best_tflops": max(rates), "windows": len(rates),
-            "products_per_window": k, "size": n}
+    return {
+        "tflops": statistics.median(rates),
+        "best_tflops": max(rates),
+        "windows": len(rates),
+        "products_per_window": k,
+        "size": n,
+    }
 
 
 if __name__ == "__main__":

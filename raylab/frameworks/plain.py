@@ -28,8 +28,10 @@ def steps_of(spec: dict, n: int) -> int:
 def timed(chrono: Chrono, batch: int, trace: bool = False) -> dict:
     """Steady-state figures; with trace, every window as [end (wall clock), seconds, steps] too."""
     s = chrono.summary(batch)
-    out = {k: s[k] for k in ("samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "first_step_s", "steady_steps",
-                             "steady_s")}  # steady_s: what samples/s rests on, as a trial's (too short to time: marked)
+    out = {
+        k: s[k]
+        for k in ("samples_per_sec", "step_time_p50_ms", "step_time_p90_ms", "first_step_s", "steady_steps", "steady_s")
+    }  # steady_s: what samples/s rests on, as a trial's (too short to time: marked)
     if trace:
         out["trace"] = [[end, secs, steps] for end, (secs, steps) in zip(chrono.ends, chrono.windows)]
     return out

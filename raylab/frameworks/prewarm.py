@@ -45,8 +45,14 @@ def runtime_env(framework: str, env: dict | None = None) -> dict:
     # The job brought its own hook (keep it), or RAYLAB_PREWARM=0 (the benchmarks' before/after switch).
     if not enabled():
         return {"env_vars": {**fw.import_env, **(env or {})}}
-    return {"env_vars": {ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.frameworks.prewarm.start",
-                         ENV_IMPORTS: ",".join(fw.imports), **fw.import_env, **(env or {})}}
+    return {
+        "env_vars": {
+            ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR: "raylab.frameworks.prewarm.start",
+            ENV_IMPORTS: ",".join(fw.imports),
+            **fw.import_env,
+            **(env or {}),
+        }
+    }
 
 
 def start() -> None:

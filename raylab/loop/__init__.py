@@ -9,5 +9,17 @@ from raylab.loop.epochs import Training, combined, run_epochs
 from raylab.loop.state import LoopState, windows
 from raylab.loop.step import StepContext
 
-__all__ = ["BatchSource", "Batches", "Handoff", "LoopState", "Saver", "StepContext", "StreamBatches", "Training",
-           "builtins_only", "combined", "run_epochs", "windows"]
+__all__ = [
+    "BatchSource",
+    "Batches",
+    "Handoff",
+    "LoopState",
+    "Saver",
+    "StepContext",
+    "StreamBatches",
+    "Training",
+    "builtins_only",
+    "combined",
+    "run_epochs",
+    "windows",
+]

@@ -90,6 +90,10 @@ class StreamBatches(BatchSource):
 
     def figures(self) -> dict:
         d = self.delivery
-        return {"stream_skipped_batches": self.skipped, "stream_passes": d.passes, "stream_read_early": int(d.early),
-                **({"stream_first_chunk_s": d.first_chunk_s} if d.first_chunk_s is not None else {}),
-                **({"stream_first_wait_s": self.first_wait_s} if self.first_wait_s is not None else {})}
+        return {
+            "stream_skipped_batches": self.skipped,
+            "stream_passes": d.passes,
+            "stream_read_early": int(d.early),
+            **({"stream_first_chunk_s": d.first_chunk_s} if d.first_chunk_s is not None else {}),
+            **({"stream_first_wait_s": self.first_wait_s} if self.first_wait_s is not None else {}),
+        }

@@ -28,8 +28,14 @@ from pathlib import Path
 TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc's CPU times are in these
 # Ray's long-running processes: by their command name (/proc/PID/comm, 15 characters) or their command line
 DAEMON_NAMES = ("gcs_server", "raylet")
-DAEMON_CMDLINES = (b"ray/dashboard/", b"log_monitor.py", b"autoscaler/_private/monitor.py", b"runtime_env/agent",
-                   b"ray::IDLE", b"ray/_private/log_monitor")
+DAEMON_CMDLINES = (
+    b"ray/dashboard/",
+    b"log_monitor.py",
+    b"autoscaler/_private/monitor.py",
+    b"runtime_env/agent",
+    b"ray::IDLE",
+    b"ray/_private/log_monitor",
+)
 
 
 def node_ticks() -> tuple[int, int, int] | None:
@@ -147,8 +153,15 @@ class Beside:
         if node0 is None or node1 is None or node1[2] <= node0[2]:
             return None
         me = str(self.pid)
-        return {"seconds": t1 - t0, "busy": node1[0] - node0[0], "steal": node1[1] - node0[1],
-                "all": node1[2] - node0[2], "own": used(own0, own1), "ray": used(ray0, ray1),
-                # the worker process alone, its children aside: what another rank's read counts as this job's
-                "own_main": used({me: own0[me]} if me in own0 else {}, {me: own1[me]} if me in own1 else {}),
-                "cpus": os.cpu_count() or 1, "tick": TICK}
+        return {
+            "seconds": t1 - t0,
+            "busy": node1[0] - node0[0],
+            "steal": node1[1] - node0[1],
+            "all": node1[2] - node0[2],
+            "own": used(own0, own1),
+            "ray": used(ray0, ray1),
+            # the worker process alone, its children aside: what another rank's read counts as this job's
+            "own_main": used({me: own0[me]} if me in own0 else {}, {me: own1[me]} if me in own1 else {}),
+            "cpus": os.cpu_count() or 1,
+            "tick": TICK,
+        }

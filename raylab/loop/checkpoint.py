@@ -171,13 +171,16 @@ class Checkpointer:
         with tempfile.TemporaryDirectory(prefix="raylab-checkpoint-") as d:
             self.saver.save(d, self.rank)
             if self.rank == 0:
-                (Path(d) / META).write_text(json.dumps(builtins_only({"state": kept.to_json(), "timing": timing,
-                                                                      "trial": self.cfg.run_id})))
+                (Path(d) / META).write_text(
+                    json.dumps(builtins_only({"state": kept.to_json(), "timing": timing, "trial": self.cfg.run_id}))
+                )
                 if self.saver.before_report is not None:
                     self.saver.before_report()
                 self.last_mb = room_for(d, self.cfg.storage)
-            ray.train.report({"epoch": state.epoch, "step": state.done},
-                             checkpoint=ray.train.Checkpoint.from_directory(d) if self.rank == 0 else None)
+            ray.train.report(
+                {"epoch": state.epoch, "step": state.done},
+                checkpoint=ray.train.Checkpoint.from_directory(d) if self.rank == 0 else None,
+            )
         state.checkpoint_s += time.perf_counter() - t0
         state.checkpoints += 1
         self.saved_done = state.done
@@ -242,8 +245,9 @@ def room_for(directory: str, storage: str | None) -> float:
         where = where.parent
     free_mb = shutil.disk_usage(where).free / 2**20
     if free_mb < size_mb + ROOM_MARGIN_MB:
-        raise NoRoomError(f"a checkpoint of {size_mb:,.0f} MB does not fit in {storage or '~/ray_results'} "
-                          f"({free_mb:,.0f} MB free); free some space, point --storage elsewhere, or run with "
-                          "--max-failures 0 (no checkpoints)")
+        raise NoRoomError(
+            f"a checkpoint of {size_mb:,.0f} MB does not fit in {storage or '~/ray_results'} "
+            f"({free_mb:,.0f} MB free); free some space, point --storage elsewhere, or run with "
+            "--max-failures 0 (no checkpoints)"
+        )
     return size_mb
-

@@ -12,8 +12,9 @@ class CompileWatch:
     """compile_count_warmup, compile_time_warmup_s, compiles_after_warmup, compile_time_after_warmup_s,
     compile_count_eval, compile_time_eval_s, and the training steps that compiled after the warm-up."""
 
-    def __init__(self, snapshot: Callable[[], tuple[int, float]], warmup_steps: int,
-                 count: Callable[[], int] | None = None):
+    def __init__(
+        self, snapshot: Callable[[], tuple[int, float]], warmup_steps: int, count: Callable[[], int] | None = None
+    ):
         self.snapshot, self.warmup_steps = snapshot, warmup_steps
         self.count = count or (lambda: snapshot()[0])  # a cheap read of the count alone, made every step
         self.steps, self.seen, self.warm, self.eval = 0, self.count(), (0, 0.0), (0, 0.0)
@@ -58,6 +59,11 @@ def figures(warm: tuple[int, float], late: tuple[int, float], evaluation: tuple[
     """The compile_* figures of every framework that compiles, from (compilations, seconds) in the warm-up, after it
     and in evaluation: CompileWatch's, and TF's XlaWatch's (raylab/frameworks/tf/compiled.py), which has no compile
     counter to watch and times its compilations from its windows."""
-    return {"compile_count_warmup": warm[0], "compile_time_warmup_s": warm[1],
-            "compiles_after_warmup": late[0], "compile_time_after_warmup_s": late[1],
-            "compile_count_eval": evaluation[0], "compile_time_eval_s": evaluation[1]}
+    return {
+        "compile_count_warmup": warm[0],
+        "compile_time_warmup_s": warm[1],
+        "compiles_after_warmup": late[0],
+        "compile_time_after_warmup_s": late[1],
+        "compile_count_eval": evaluation[0],
+        "compile_time_eval_s": evaluation[1],
+    }

@@ -77,9 +77,13 @@ def over_data(training: Training, rank: int) -> Training:
     training.actual.update(data_facts(data))
     if training.flops is not None:
         training.actual["flops_count"] = lambda: counted.get("how", "not counted")
-    return dataclasses.replace(training, data=None, evaluate=evaluation(data, training.evaluate), flops=None,
-                               extra=combined(stream_stats(data, rank), training.extra,
-                                              work(training.flops, data, rank, counted)))
+    return dataclasses.replace(
+        training,
+        data=None,
+        evaluate=evaluation(data, training.evaluate),
+        flops=None,
+        extra=combined(stream_stats(data, rank), training.extra, work(training.flops, data, rank, counted)),
+    )
 
 
 WORK_ITEMS = 4  # test items one step's work is counted on (a sample's count does not depend on how many)
@@ -105,8 +109,9 @@ def work(flops, data, rank: int, counted: dict) -> Callable[[], dict] | None:
             counted["how"] = f"not counted: {type(e).__name__}: {str(e)[:200]}"
             return {}
         if not step > 0:  # nothing the counter knows (an op it has no count for): not a figure of 0
-            counted["how"] = ("not counted: the framework's counter found no matrix product or convolution it "
-                              "counts in the step")
+            counted["how"] = (
+                "not counted: the framework's counter found no matrix product or convolution it counts in the step"
+            )
             return {}
         counted["how"] = "forward and gradients, matrix products and convolutions (frameworks' own counters)"
         return {"flops_per_sample": step / num_items(x), "flops_count_s": time.perf_counter() - start}
@@ -243,8 +248,9 @@ class Loop:
         waited = None if wait_before is None else self.input_wait() - wait_before
         text = profile.summary(self.cfg.trial, profiler.found, steps, seconds, waited)
         (profiler.logdir / profile.SUMMARY).write_text(text)
-        self.cfg.sink.profile.remote(profile.files(profiler.logdir), f"steps {steps[0]}-{steps[1]} of rank 0, "
-                                     f"{profiler.found.tool}")
+        self.cfg.sink.profile.remote(
+            profile.files(profiler.logdir), f"steps {steps[0]}-{steps[1]} of rank 0, {profiler.found.tool}"
+        )
         shutil.rmtree(profiler.logdir, ignore_errors=True)
 
     def input_wait(self) -> float | None:
@@ -253,8 +259,12 @@ class Loop:
 
     def end_epoch(self, epoch: int, sums, seconds: float) -> None:
         """The epoch's figures (and evaluation, on rank 0), sent once its checkpoint is safe."""
-        fields = {"epoch": epoch, "epoch_time_s": seconds, **self.t.results(sums, self.epoch_steps, "train_"),
-                  **({"epoch_input_wait_s": self.waited} if self.waited is not None else {})}
+        fields = {
+            "epoch": epoch,
+            "epoch_time_s": seconds,
+            **self.t.results(sums, self.epoch_steps, "train_"),
+            **({"epoch_input_wait_s": self.waited} if self.waited is not None else {}),
+        }
         if self.rank == 0 and self.cfg.probe:  # a --batch max probe: one evaluation batch must fit too (unreported)
             self.t.evaluate(self.cfg.batch_per_replica)
         elif self.rank == 0:
@@ -277,8 +287,11 @@ class Loop:
 
         where = ray.get_runtime_context()
         # Waited for: the driver reads every rank's checksum, node and peak RSS after fit().
-        ray.get(self.cfg.sink.checksum.remote(self.rank, self.t.checksum(), where.get_node_id(), peak_rss_mb(),
-                                              self.beside.end()))
+        ray.get(
+            self.cfg.sink.checksum.remote(
+                self.rank, self.t.checksum(), where.get_node_id(), peak_rss_mb(), self.beside.end()
+            )
+        )
         if self.rank != 0:
             return
         timing = self.chrono.summary(self.cfg.global_batch)
@@ -288,12 +301,21 @@ class Loop:
         extra = self.t.extra() if self.t.extra else {}
         if "flops_per_sample" in extra and timing.get("samples_per_sec"):  # at the steady samples/s, every replica's
             extra["achieved_tflops"] = extra["flops_per_sample"] * timing["samples_per_sec"] / 1e12
-        self.reporter.result({
-            **timing, **startup, **({"device_peak_mb": device} if device is not None else {}), **extra,
-            **self.checkpointer.figures(self.state),
-            **self.input_figures(),
-            "steps_per_epoch": self.t.steps_per_epoch, "steps_trained": self.state.done, "host_syncs": self.host.total,
-            "steps_per_host_sync": self.state.done / max(self.host.total, 1), "actual": self.actual(where)})
+        self.reporter.result(
+            {
+                **timing,
+                **startup,
+                **({"device_peak_mb": device} if device is not None else {}),
+                **extra,
+                **self.checkpointer.figures(self.state),
+                **self.input_figures(),
+                "steps_per_epoch": self.t.steps_per_epoch,
+                "steps_trained": self.state.done,
+                "host_syncs": self.host.total,
+                "steps_per_host_sync": self.state.done / max(self.host.total, 1),
+                "actual": self.actual(where),
+            }
+        )
 
     def input_figures(self) -> dict:
         """input_wait_s: seconds this attempt's steps waited for batches (the pipeline's start included), and
@@ -306,14 +328,21 @@ class Loop:
         steady = self.chrono.windows[first:] if first is not None else self.chrono.windows[-1:]
         waits = self.window_waits[first:] if first is not None else self.window_waits[-1:]
         trained = sum(seconds for seconds, _ in steady)
-        return {"input_wait_s": waited, "input_wait_share": sum(waits) / trained if trained else 0.0,
-                **self.t.batches.figures()}
+        return {
+            "input_wait_s": waited,
+            "input_wait_share": sum(waits) / trained if trained else 0.0,
+            **self.t.batches.figures(),
+        }
 
     def actual(self, where) -> dict:
         held = {k: v for k, v in sorted(where.get_assigned_resources().items()) if not k.startswith("node:")}
         window = self.cfg.window
         known = {k: (v() if callable(v) else v) for k, v in self.t.actual.items()}  # streamed: read off evaluations
-        return {"actual_strategy": self.cfg.short, **known, **host_facts(),
-                "step_timing": "per step (synced)" if window == 1 else f"window mean ({window} steps per host read)",
-                "checkpointing": self.checkpointer.describe(),
-                "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items())}
+        return {
+            "actual_strategy": self.cfg.short,
+            **known,
+            **host_facts(),
+            "step_timing": "per step (synced)" if window == 1 else f"window mean ({window} steps per host read)",
+            "checkpointing": self.checkpointer.describe(),
+            "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items()),
+        }

@@ -14,8 +14,9 @@ from raylab.loop.memory import device_peak_mb, peak_rss_mb
 def peaks(framework: str | None, memory: str) -> str:
     """The peaks this process reached, for an out-of-`memory` ("host" or "device") line."""
     device = device_peak_mb(framework)
-    return (f"device peak {device:,.0f} MB, " if device is not None and memory == "device" else "") + \
-        f"host peak RSS {peak_rss_mb():,.0f} MB"
+    return (
+        f"device peak {device:,.0f} MB, " if device is not None and memory == "device" else ""
+    ) + f"host peak RSS {peak_rss_mb():,.0f} MB"
 
 
 # Before a survivor says "my code raised", the controller gets this long to see that a peer died first (a
@@ -30,8 +31,9 @@ def guarded(loop, config: dict) -> None:
         with memory_cap(cfg.memory_cap_mb):
             loop(config)
     except BaseException as e:  # noqa: BLE001 - classified, then raised again
-        failure = classify(e, _rank(), cfg.batch_per_replica, capped=bool(cfg.memory_cap_mb),
-                           peaks=partial(peaks, cfg.framework))
+        failure = classify(
+            e, _rank(), cfg.batch_per_replica, capped=bool(cfg.memory_cap_mb), peaks=partial(peaks, cfg.framework)
+        )
         if failure is None:
             raise
         if cfg.replicas > 1 or cfg.ps:

@@ -24,8 +24,11 @@ from pathlib import Path
 
 SUMMARY = "profile_summary.txt"
 TOP = 15
-COMMUNICATION = re.compile(r"all[-_]?reduce|all[-_]?gather|reduce[-_]scatter|broadcast|collective|gloo|nccl|"
-                           r"c10d|send|recv", re.I)
+COMMUNICATION = re.compile(
+    r"all[-_]?reduce|all[-_]?gather|reduce[-_]scatter|broadcast|collective|gloo|nccl|"
+    r"c10d|send|recv",
+    re.I,
+)
 
 
 @dataclass
@@ -38,6 +41,7 @@ class Captured:
 
 
 # --- an XSpace trace, read ---------------------------------------------------------------------------------------
+
 
 def xspace_ops(root: Path, found: Captured | None = None) -> list[tuple[str, float, int]]:
     """The operations' events of every XSpace (`*.xplane.pb`) under root, summed per op: TensorFlow's
@@ -76,20 +80,25 @@ def _xspace_class():
 
     F = descriptor_pb2.FieldDescriptorProto
     one, many = F.LABEL_OPTIONAL, F.LABEL_REPEATED
-    schema = {"XEvent": [("metadata_id", 1, F.TYPE_INT64, one, ""), ("duration_ps", 3, F.TYPE_INT64, one, "")],
-              "XLine": [("name", 2, F.TYPE_STRING, one, ""), ("events", 4, F.TYPE_MESSAGE, many, "XEvent")],
-              "XEventMetadata": [("id", 1, F.TYPE_INT64, one, ""), ("name", 2, F.TYPE_STRING, one, "")],
-              "MetadataEntry": [("key", 1, F.TYPE_INT64, one, ""),
-                                ("value", 2, F.TYPE_MESSAGE, one, "XEventMetadata")],
-              "XPlane": [("name", 2, F.TYPE_STRING, one, ""), ("lines", 3, F.TYPE_MESSAGE, many, "XLine"),
-                         ("event_metadata", 4, F.TYPE_MESSAGE, many, "MetadataEntry")],
-              "XSpace": [("planes", 1, F.TYPE_MESSAGE, many, "XPlane")]}
+    schema = {
+        "XEvent": [("metadata_id", 1, F.TYPE_INT64, one, ""), ("duration_ps", 3, F.TYPE_INT64, one, "")],
+        "XLine": [("name", 2, F.TYPE_STRING, one, ""), ("events", 4, F.TYPE_MESSAGE, many, "XEvent")],
+        "XEventMetadata": [("id", 1, F.TYPE_INT64, one, ""), ("name", 2, F.TYPE_STRING, one, "")],
+        "MetadataEntry": [("key", 1, F.TYPE_INT64, one, ""), ("value", 2, F.TYPE_MESSAGE, one, "XEventMetadata")],
+        "XPlane": [
+            ("name", 2, F.TYPE_STRING, one, ""),
+            ("lines", 3, F.TYPE_MESSAGE, many, "XLine"),
+            ("event_metadata", 4, F.TYPE_MESSAGE, many, "MetadataEntry"),
+        ],
+        "XSpace": [("planes", 1, F.TYPE_MESSAGE, many, "XPlane")],
+    }
     file = descriptor_pb2.FileDescriptorProto(name="raylab_xplane.proto", package="raylab.xplane", syntax="proto3")
     for message, fields in schema.items():
         m = file.message_type.add(name=message)
         for name, number, kind, label, of in fields:
-            m.field.add(name=name, number=number, type=kind, label=label,
-                        type_name=f".raylab.xplane.{of}" if of else None)
+            m.field.add(
+                name=name, number=number, type=kind, label=label, type_name=f".raylab.xplane.{of}" if of else None
+            )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
     space = pool.FindMessageTypeByName("raylab.xplane.XSpace")
@@ -99,23 +108,35 @@ def _xspace_class():
 
 # --- what a person reads -------------------------------------------------------------------------------------
 
+
 def summary(trial: str, found: Captured, steps: tuple[int, int], seconds: float, input_wait: float | None) -> str:
     """profile_summary.txt: the window, where its time went, the top operations by self time."""
     first, last = steps
     ops = sorted((o for o in found.ops if o[1] > 0), key=lambda o: -o[1])
     total = sum(s for _, s, _ in ops)
     comm = sum(s for name, s, _ in ops if COMMUNICATION.search(name))
-    lines = [f"raylab profile: {trial}, rank 0, steps {first}-{last} ({last - first + 1} steps, one steady window), "
-             f"{seconds:.3f} s of wall clock; {found.tool}",
-             "The profiler's own cost is in these seconds: this window's step times are longer than the others'.", ""]
+    lines = [
+        f"raylab profile: {trial}, rank 0, steps {first}-{last} ({last - first + 1} steps, one steady window), "
+        f"{seconds:.3f} s of wall clock; {found.tool}",
+        "The profiler's own cost is in these seconds: this window's step times are longer than the others'.",
+        "",
+    ]
     if input_wait is not None:
-        lines.append(f"input wait (the loop's measure): {input_wait:.3f} s, {_share(input_wait, seconds)} of the window")
+        lines.append(
+            f"input wait (the loop's measure): {input_wait:.3f} s, {_share(input_wait, seconds)} of the window"
+        )
     if total:
-        lines += [f"operations' self time: {total:.3f} s (summed over threads{' and devices' if 'CUDA' in found.tool else ''})",
-                  f"  communication (all-reduce, broadcast, collectives): {comm:.3f} s, {_share(comm, total)}",
-                  f"  compute (every other operation): {total - comm:.3f} s, {_share(total - comm, total)}"]
-    lines += [*found.notes, "", f"top {min(TOP, len(ops))} operations by self time:",
-              f"{'operation':<60} {'self s':>10} {'share':>7} {'calls':>7}"]
+        lines += [
+            f"operations' self time: {total:.3f} s (summed over threads{' and devices' if 'CUDA' in found.tool else ''})",
+            f"  communication (all-reduce, broadcast, collectives): {comm:.3f} s, {_share(comm, total)}",
+            f"  compute (every other operation): {total - comm:.3f} s, {_share(total - comm, total)}",
+        ]
+    lines += [
+        *found.notes,
+        "",
+        f"top {min(TOP, len(ops))} operations by self time:",
+        f"{'operation':<60} {'self s':>10} {'share':>7} {'calls':>7}",
+    ]
     lines += [f"{name[:60]:<60} {s:>10.4f} {_share(s, total):>7} {n:>7}" for name, s, n in ops[:TOP]]
     return "\n".join(lines) + "\n"
 

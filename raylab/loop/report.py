@@ -21,8 +21,9 @@ class Reporter:
         self.epochs, self.global_batch = epochs, global_batch
         self._last, self._steps, self._alive = None, 0, 0.0
 
-    def progress(self, epoch: int, step: int, steps: int, loss: float, window: int = 1,
-                 steady_left: float | None = None) -> None:
+    def progress(
+        self, epoch: int, step: int, steps: int, loss: float, window: int = 1, steady_left: float | None = None
+    ) -> None:
         """Called at each window's end; throttled; samples/s is averaged over the steps since the last line."""
         now = time.monotonic()
         if self.sink is not None and now - self._alive >= ALIVE_EVERY_S:
@@ -34,9 +35,17 @@ class Reporter:
         self._steps += window
         if self.sink is not None and now - self._last >= PROGRESS_EVERY_S:
             rate = self._steps * self.global_batch / (now - self._last)
-            self.sink.progress.remote({"epoch": epoch, "epochs": self.epochs, "step": step, "steps": steps,
-                                       "samples_per_sec": rate, "loss": loss,
-                                       **({"steady_left_s": steady_left} if steady_left is not None else {})})
+            self.sink.progress.remote(
+                {
+                    "epoch": epoch,
+                    "epochs": self.epochs,
+                    "step": step,
+                    "steps": steps,
+                    "samples_per_sec": rate,
+                    "loss": loss,
+                    **({"steady_left_s": steady_left} if steady_left is not None else {}),
+                }
+            )
             self._last, self._steps = now, 0
 
     def epoch(self, fields: dict) -> None:

@@ -15,8 +15,16 @@ from typing import Any, Callable
 # start of the process (the worker loops set the same again), its FRAMEWORK.import_env and its kind's worker_env
 # (XLA's PJRT device and flags). What a worker reports of its environment at process start: what raylab sets there
 # (raylab/driver/trainer.py worker_env).
-START_ENV = ("CUDA_VISIBLE_DEVICES", "PJRT_DEVICE", "CPU_NUM_DEVICES", "XLA_FLAGS", "PJRT_NPROC",
-             "XLA_PYTHON_CLIENT_PREALLOCATE", "JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")
+START_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "PJRT_DEVICE",
+    "CPU_NUM_DEVICES",
+    "XLA_FLAGS",
+    "PJRT_NPROC",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "JAX_PLATFORMS",
+    "TF_CPP_MIN_LOG_LEVEL",
+)
 
 
 def hello(sink) -> None:

@@ -80,8 +80,7 @@ def cpu_model() -> str:
 
 def host_facts() -> dict:
     # Ray starts workers at nice 15 unless told otherwise; a benchmark must say at what priority it ran.
-    return {"host": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
-            "niceness": os.nice(0)}
+    return {"host": socket.gethostname(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "niceness": os.nice(0)}
 
 
 def new_group() -> str:

@@ -13,13 +13,15 @@ def tf_model(keras=None):
         import keras
 
     dense = dict(kernel_initializer="glorot_uniform", bias_initializer="zeros")
-    return keras.Sequential([
-        keras.Input((28, 28)),
-        keras.layers.Flatten(),
-        keras.layers.Dense(128, activation="relu", **dense),
-        keras.layers.Dropout(0.2),
-        keras.layers.Dense(10, **dense),
-    ])
+    return keras.Sequential(
+        [
+            keras.Input((28, 28)),
+            keras.layers.Flatten(),
+            keras.layers.Dense(128, activation="relu", **dense),
+            keras.layers.Dropout(0.2),
+            keras.layers.Dense(10, **dense),
+        ]
+    )
 
 
 def torch_model():
@@ -39,7 +41,9 @@ def jax_model(rngs):
 
     class MLP(nnx.Module):
         def __init__(self, rngs):
-            dense = dict(kernel_init=nnx.initializers.glorot_uniform(), bias_init=nnx.initializers.zeros_init(), rngs=rngs)
+            dense = dict(
+                kernel_init=nnx.initializers.glorot_uniform(), bias_init=nnx.initializers.zeros_init(), rngs=rngs
+            )
             self.hidden, self.out = nnx.Linear(784, 128, **dense), nnx.Linear(128, 10, **dense)
             self.dropout = nnx.Dropout(0.2, rngs=rngs)
 

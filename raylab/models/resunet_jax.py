@@ -11,8 +11,17 @@ from flax import nnx
 
 
 def _conv(cin, cout, kernel, stride, rngs, bias=False):
-    return nnx.Conv(cin, cout, (kernel, kernel), strides=(stride, stride), padding="SAME", use_bias=bias,
-                    kernel_init=nnx.initializers.glorot_uniform(), bias_init=nnx.initializers.zeros_init(), rngs=rngs)
+    return nnx.Conv(
+        cin,
+        cout,
+        (kernel, kernel),
+        strides=(stride, stride),
+        padding="SAME",
+        use_bias=bias,
+        kernel_init=nnx.initializers.glorot_uniform(),
+        bias_init=nnx.initializers.zeros_init(),
+        rngs=rngs,
+    )
 
 
 class BasicBlock(nnx.Module):
@@ -31,9 +40,16 @@ class BasicBlock(nnx.Module):
 
 class DecoderBlock(nnx.Module):
     def __init__(self, cin, skip, cout, bn, rngs):
-        self.up = nnx.ConvTranspose(cin, cout, (2, 2), strides=(2, 2), padding="VALID",
-                                    kernel_init=nnx.initializers.glorot_uniform(),
-                                    bias_init=nnx.initializers.zeros_init(), rngs=rngs)
+        self.up = nnx.ConvTranspose(
+            cin,
+            cout,
+            (2, 2),
+            strides=(2, 2),
+            padding="VALID",
+            kernel_init=nnx.initializers.glorot_uniform(),
+            bias_init=nnx.initializers.zeros_init(),
+            rngs=rngs,
+        )
         self.conv1, self.bn1 = _conv(cout + skip, cout, 3, 1, rngs), bn(cout)
         self.conv2, self.bn2 = _conv(cout, cout, 3, 1, rngs), bn(cout)
 

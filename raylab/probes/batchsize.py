@@ -95,20 +95,26 @@ def bisect(fits, start: int, limit: int) -> tuple[int, int | None]:
 def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
     """--batch max where it cannot run stops before Ray starts."""
     if resume:
-        raise UserError("--resume goes on at the batch each trial already ran; the recorded --batch max cannot search "
-                        "again. Start a new invocation instead.")
+        raise UserError(
+            "--resume goes on at the batch each trial already ran; the recorded --batch max cannot search "
+            "again. Start a new invocation instead."
+        )
     from raylab.registry import get_strategy
     from raylab import registry
 
     others = [k for k in kinds if not get_strategy(k).batch_search]
     if others:
         searched = [k for k in registry.kinds() if get_strategy(k).batch_search]
-        raise UserError(f"--batch max searches {', '.join(searched)} trials (not XLA's, not the parameter-server "
-                        f"ones): drop "
-                        f"{', '.join(sorted(set(others)))}, or give --batch a size.")
+        raise UserError(
+            f"--batch max searches {', '.join(searched)} trials (not XLA's, not the parameter-server "
+            f"ones): drop "
+            f"{', '.join(sorted(set(others)))}, or give --batch a size."
+        )
     if streamed:
-        raise UserError("--batch max needs the data in memory (it runs probes on the first items); give --batch a "
-                        "size with streamed data.")
+        raise UserError(
+            "--batch max needs the data in memory (it runs probes on the first items); give --batch a "
+            "size with streamed data."
+        )
 
 
 def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> tuple[int, Search, int | None]:
@@ -118,8 +124,9 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> t
     layout = spec.layout(cfg)
     limit = num_items(ds.x_train) // layout.replicas  # a replica's shard: no step takes more
     task = recipe.task(ds.target_names)
-    probe_cfg = replace(cfg, epochs=1, steps_per_epoch=PROBE_STEPS, window=PROBE_STEPS, max_failures=0,
-                        profile=False, probe=True)
+    probe_cfg = replace(
+        cfg, epochs=1, steps_per_epoch=PROBE_STEPS, window=PROBE_STEPS, max_failures=0, profile=False, probe=True
+    )
     search = Search()
 
     def fits(batch: int) -> bool:
@@ -128,21 +135,27 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> t
         out = probe(per, probe_cfg, spec, task, shared, nodes, batch, groups)
         probes = 1
         if out.get("died"):  # a worker died under the cap with no error: once more, to tell a fluke from the edge
-            log(f"[{spec.name}] batch search: {batch} per replica: a worker died with no error "
-                f"({out['error']}); trying that size once more")
+            log(
+                f"[{spec.name}] batch search: {batch} per replica: a worker died with no error "
+                f"({out['error']}); trying that size once more"
+            )
             out, probes = probe(per, probe_cfg, spec, task, shared, nodes, batch, groups), 2
         out.update(batch=batch, seconds=time.time() - started, probes=probes)
         search.tried.append(out)
         said = "ok" if out["ok"] else f"out of {out['memory']} memory"
-        log(f"[{spec.name}] batch search: {batch} per replica {said} ({out['seconds']:.1f} s, "
-            f"peak RSS {out['peak_rss_mb']:,.0f} MB)")
+        log(
+            f"[{spec.name}] batch search: {batch} per replica {said} ({out['seconds']:.1f} s, "
+            f"peak RSS {out['peak_rss_mb']:,.0f} MB)"
+        )
         return out["ok"]
 
     found, failed = bisect(fits, recipe.per_replica(layout.replicas), limit)
     if found == 0:
-        raise UserError(f"{spec.name}: even a batch of 1 runs out of memory"
-                        + (f" under --memory-cap-mb {cfg.memory_cap_mb}" if cfg.memory_cap_mb else "")
-                        + "; give the workers more memory or use a smaller model.")
+        raise UserError(
+            f"{spec.name}: even a batch of 1 runs out of memory"
+            + (f" under --memory-cap-mb {cfg.memory_cap_mb}" if cfg.memory_cap_mb else "")
+            + "; give the workers more memory or use a smaller model."
+        )
     return found, search, failed
 
 
@@ -177,11 +190,17 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
                 # Under a cap, an allocation in native code can abort the worker rather than raise (or a bare
                 # SIGSEGV, likely the same): the process is gone with no Python error. fits() retries such a size
                 # once before it counts as no fit.
-                return {"ok": False, "memory": "host", "died": True, "error": cause or failure.describe(e),
-                        "peak_rss_mb": 0.0}
+                return {
+                    "ok": False,
+                    "memory": "host",
+                    "died": True,
+                    "error": cause or failure.describe(e),
+                    "peak_rss_mb": 0.0,
+                }
             if not code or code[0].kind != "out_of_memory":
-                raise RuntimeError(f"the batch search's probe at {batch} per replica failed: "
-                                   f"{failure.describe(e)}") from e
+                raise RuntimeError(
+                    f"the batch search's probe at {batch} per replica failed: {failure.describe(e)}"
+                ) from e
             return ran_out_of_memory(code[0].line)
         if ran_out:  # a warm group's probe: the group went on
             return ran_out_of_memory(ran_out)
@@ -197,8 +216,12 @@ def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> di
 
 def ran_out_of_memory(line: str) -> dict:
     peak = re.search(r"host peak RSS ([\d,]+) MB", line)
-    return {"ok": False, "memory": "device" if "out of device memory" in line else "host",
-            "error": line, "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0}
+    return {
+        "ok": False,
+        "memory": "device" if "out of device memory" in line else "host",
+        "error": line,
+        "peak_rss_mb": float(peak.group(1).replace(",", "")) if peak else 0.0,
+    }
 
 
 def run_probe(recipe, cfg, spec, task, shared, nodes, sink, groups) -> str | None:
@@ -217,4 +240,6 @@ def run_probe(recipe, cfg, spec, task, shared, nodes, sink, groups) -> str | Non
         name = f"raylab-group-{run_id}"
         trainer = lambda queue, setup: build_group_trainer(cfg, setup, queue, name, groups.share())  # noqa: E731
         group = groups.begin(spec, name, trainer, cfg)
-    return group.wait(group.submit(spec.kind, worker_config(recipe, cfg, spec, task, shared, sink, time.time(), run_id)))
+    return group.wait(
+        group.submit(spec.kind, worker_config(recipe, cfg, spec, task, shared, sink, time.time(), run_id))
+    )

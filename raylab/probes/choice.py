@@ -63,12 +63,16 @@ class Choice:
         """The next candidate's figure over the chosen one's (1.43: it won by 43%), where both ran: with the trial's
         `steps`, the seconds each would spend on them (projected()); else a step's time. Among `own`, the candidates
         the trial's kind can run, where given (tf:mirrored's only one wins against none)."""
+
         def cost(label):
             got = self.candidates[label]
             return self.projected(label, steps) if steps else got["step_ms"]
 
-        others = sorted(cost(label) for label, got in self.candidates.items()
-                        if "step_ms" in got and label != chosen and (own is None or label in own))
+        others = sorted(
+            cost(label)
+            for label, got in self.candidates.items()
+            if "step_ms" in got and label != chosen and (own is None or label in own)
+        )
         mine = cost(chosen) if "step_ms" in self.candidates.get(chosen, {}) else None
         return others[0] / mine if others and mine else None
 
@@ -89,10 +93,18 @@ class Choice:
         `steps`: its steps, for what each candidate would have spent (execution_projected)."""
         margin = self.margin(chosen, own, steps)
         timed = [label for label in (own or self.candidates) if "step_ms" in self.candidates.get(label, {})]
-        projected = (f"{steps} steps: " + ", ".join(f"{label} {self.projected(label, steps):.1f} s" for label in timed)
-                     + f"; a lead over the usual execution counts past {self.needed(*timed):.2f}x"
-                     if steps and len(timed) > 1 else None)
-        return {"execution_choice": "best", "execution_candidates": self.described()[:490],
-                **({"execution_margin": round(margin, 3)} if margin and margin >= 1 else {}),  # what it won by
-                **({"execution_projected": projected[:490]} if projected else {}),
-                "race_s": round(self.race_s, 2), "race_source": self.source}
+        projected = (
+            f"{steps} steps: "
+            + ", ".join(f"{label} {self.projected(label, steps):.1f} s" for label in timed)
+            + f"; a lead over the usual execution counts past {self.needed(*timed):.2f}x"
+            if steps and len(timed) > 1
+            else None
+        )
+        return {
+            "execution_choice": "best",
+            "execution_candidates": self.described()[:490],
+            **({"execution_margin": round(margin, 3)} if margin and margin >= 1 else {}),  # what it won by
+            **({"execution_projected": projected[:490]} if projected else {}),
+            "race_s": round(self.race_s, 2),
+            "race_source": self.source,
+        }

@@ -43,7 +43,7 @@ def _imports(path: Path, package: str | None) -> list[str]:
             base = node.module or ""
             if node.level:
                 parts = (package or "").split(".")
-                parent = ".".join(parts[:len(parts) - node.level + 1]) if node.level <= len(parts) else ""
+                parent = ".".join(parts[: len(parts) - node.level + 1]) if node.level <= len(parts) else ""
                 base = f"{parent}.{base}".strip(".") if parent else ""
                 if not base:
                     continue

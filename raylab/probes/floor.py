@@ -58,8 +58,13 @@ print(json.dumps(out))
 
 def fit_seconds(rounds: int, poll_s: float | None = None) -> list[tuple[float, float]]:
     """(to the training function's entry, to fit()'s return) per round, on a fresh in-process cluster."""
-    done = subprocess.run([sys.executable, "-c", _FIT.format(poll=poll_s, rounds=rounds)], capture_output=True,
-                          text=True, timeout=1800, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+    done = subprocess.run(
+        [sys.executable, "-c", _FIT.format(poll=poll_s, rounds=rounds)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
+    )
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
     return [tuple(r) for r in json.loads(done.stdout.strip().splitlines()[-1])]
@@ -87,10 +92,14 @@ def measure(rounds: int = 3, poll_s: float | None = None) -> dict:
             times[f].append(import_seconds(f"import {framework(f).package}"))
     fits = fit_seconds(rounds, poll_s)
     python = statistics.median(times["pass"])
-    return {"fit_entry_s": statistics.median(e for e, _ in fits), "fit_total_s": statistics.median(t for _, t in fits),
-            "python_start_s": python,
-            **{f"import_{f}_s": max(0.0, statistics.median(times[f]) - python) for f in frameworks},
-            "rounds": rounds, "train_poll_s": poll_s}
+    return {
+        "fit_entry_s": statistics.median(e for e, _ in fits),
+        "fit_total_s": statistics.median(t for _, t in fits),
+        "python_start_s": python,
+        **{f"import_{f}_s": max(0.0, statistics.median(times[f]) - python) for f in frameworks},
+        "rounds": rounds,
+        "train_poll_s": poll_s,
+    }
 
 
 def identity() -> dict:
@@ -104,8 +113,9 @@ def save(figures: dict, path: Path | None = None) -> Path:
     """Keeps the floor in this host's store (raylab/probes/store.py) for this host's identity; where it went."""
     from raylab.probes import store
 
-    store.keep("floor", "startup", figures, identity(), "Ray Train to a training function, then each framework's "
-               "import", path)
+    store.keep(
+        "floor", "startup", figures, identity(), "Ray Train to a training function, then each framework's import", path
+    )
     return store.where(path)
 
 
@@ -131,8 +141,11 @@ def floor_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="raylab floor", description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3, help="measurements per figure; medians kept (default: 3)")
     args = p.parse_args(argv)
-    print(f"raylab floor: {args.rounds} round(s) of `python -c import ...` and a bare Ray Train fit() "
-          "(about a minute)...", flush=True)
+    print(
+        f"raylab floor: {args.rounds} round(s) of `python -c import ...` and a bare Ray Train fit() "
+        "(about a minute)...",
+        flush=True,
+    )
     from raylab.runtime.cluster import TRAIN_POLL_ENV, TRAIN_POLL_S
 
     figures = measure(args.rounds, poll_s=float(os.environ.get(TRAIN_POLL_ENV, TRAIN_POLL_S)))

@@ -45,9 +45,15 @@ def identity(of: list[Framework] | None = None) -> dict:
     from raylab.loop.worker_config import cpu_model
 
     packages = dict.fromkeys(p for fw in (of if of is not None else frameworks()) for p in (fw.package, *fw.runtimes))
-    return {"host": socket.gethostname(), "cpus": os.cpu_count(), "cpu_model": cpu_model(),
-            "python": sys.version.split()[0], "raylab": f"{version('raylab')}+{raylab_source()}", "ray": version("ray"),
-            **{name: version(name) for name in packages}}
+    return {
+        "host": socket.gethostname(),
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "python": sys.version.split()[0],
+        "raylab": f"{version('raylab')}+{raylab_source()}",
+        "ray": version("ray"),
+        **{name: version(name) for name in packages},
+    }
 
 
 def __getattr__(name: str):
@@ -58,6 +64,10 @@ def __getattr__(name: str):
 
     from raylab.probes import fingerprint
 
-    warnings.warn("raylab.probes.host.model_source moved to raylab.probes.fingerprint.model_source; import it from "
-                  "there (the old name goes in raylab 0.4.0)", DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "raylab.probes.host.model_source moved to raylab.probes.fingerprint.model_source; import it from "
+        "there (the old name goes in raylab 0.4.0)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     return fingerprint.model_source

@@ -34,9 +34,23 @@ def probe(name: str, precision: str, device: str, threads: int, size: int, secon
     """One rate, measured in a process of its own: {"tflops", "best_tflops", ...} or {"error": why}."""
     from raylab.driver.plain_runs import plain_env
 
-    done = subprocess.run([sys.executable, "-m", "raylab.frameworks.peak", name, precision, device, str(threads),
-                           str(size), str(seconds)], capture_output=True, text=True, timeout=900,
-                          env=plain_env(name, threads))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "raylab.frameworks.peak",
+            name,
+            precision,
+            device,
+            str(threads),
+            str(size),
+            str(seconds),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=plain_env(name, threads),
+    )
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
         return {"error": lines[-1][:300]}
@@ -55,8 +69,14 @@ def save(peaks: dict, path: Path | None = None) -> Path:
     from raylab.probes import store
 
     for k, figures in peaks.items():
-        store.keep("peak", k, figures, identity(), f"{k}: framework/device/precision/threads, "
-                   f"{figures.get('tflops', 0) * 1000:,.1f} GFLOP/s", path)
+        store.keep(
+            "peak",
+            k,
+            figures,
+            identity(),
+            f"{k}: framework/device/precision/threads, {figures.get('tflops', 0) * 1000:,.1f} GFLOP/s",
+            path,
+        )
     return store.where(path)
 
 
@@ -66,10 +86,14 @@ def peak_main(argv: list[str]) -> int:
     from raylab.probes.floor import installed_frameworks
 
     p = argparse.ArgumentParser(prog="raylab peak", description=__doc__.split("\n\n")[0])
-    p.add_argument("--frameworks", default=None, help="comma-separated: tf, torch, xla, jax (default: every installed one)")
+    p.add_argument(
+        "--frameworks", default=None, help="comma-separated: tf, torch, xla, jax (default: every installed one)"
+    )
     p.add_argument("--precision", default="fp32,bf16", help="comma-separated: fp32, bf16, fp16 (default: %(default)s)")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu", help="what to measure (default: cpu)")
-    p.add_argument("--threads", default="1", help="intra-op threads, comma-separated, as trials' --threads (default: 1)")
+    p.add_argument(
+        "--threads", default="1", help="intra-op threads, comma-separated, as trials' --threads (default: 1)"
+    )
     p.add_argument("--size", type=int, default=None, help="matrix size n (default: 1024 on a CPU, 8192 on a GPU)")
     p.add_argument("--seconds", type=float, default=3.0, help="timed seconds per figure (default: 3)")
     args = p.parse_args(argv)
@@ -85,9 +109,14 @@ def peak_main(argv: list[str]) -> int:
                 found = probe(name, precision, args.device, threads, size, args.seconds)
                 found["measured"] = time.strftime("%Y-%m-%d %H:%M:%S")
                 figures[key(name, args.device, precision, threads)] = found
-                shown = found["error"] if "error" in found else (
-                    f"{found['tflops'] * 1000:9,.1f} GFLOP/s (best {found['best_tflops'] * 1000:,.1f})")
+                shown = (
+                    found["error"]
+                    if "error" in found
+                    else (f"{found['tflops'] * 1000:9,.1f} GFLOP/s (best {found['best_tflops'] * 1000:,.1f})")
+                )
                 print(f"  {key(name, args.device, precision, threads):<22} {shown}", flush=True)
-    print(f"saved to {save({k: v for k, v in figures.items() if 'error' not in v})}; trials on this host at those "
-          "settings now record peak_tflops and utilization")
+    print(
+        f"saved to {save({k: v for k, v in figures.items() if 'error' not in v})}; trials on this host at those "
+        "settings now record peak_tflops and utilization"
+    )
     return 0

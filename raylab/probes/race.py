@@ -101,8 +101,11 @@ def kept(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> Choice | No
     if cfg.race_again:
         return None
     found = read_cache(cache_key(recipe, cfg, key, labels, x), key[0])
-    return Choice(found["value"]["candidates"], 0.0, f"kept on this host since {found['measured'][:16]}") \
-        if found else None
+    return (
+        Choice(found["value"]["candidates"], 0.0, f"kept on this host since {found['measured'][:16]}")
+        if found
+        else None
+    )
 
 
 def say(key: tuple, choice: Choice, trials: list[TrialSpec]) -> None:
@@ -114,13 +117,19 @@ def say(key: tuple, choice: Choice, trials: list[TrialSpec]) -> None:
         return
     took = ", ".join(dict.fromkeys(s.executes() for s in trials)) or (choice.ranked() or list(choice.candidates))[0]
     timed = [label for label, got in choice.candidates.items() if "step_ms" in got]
-    spent = "; ".join(f"{n} steps: " + ", ".join(f"{label} {choice.projected(label, n):.1f} s" for label in timed)
-                      for n in sorted({choice.steps[s.name] for s in trials if s.name in choice.steps}))
+    spent = "; ".join(
+        f"{n} steps: " + ", ".join(f"{label} {choice.projected(label, n):.1f} s" for label in timed)
+        for n in sorted({choice.steps[s.name] for s in trials if s.name in choice.steps})
+    )
     on = f", on {key[3]}" if key[3] else ""
-    console.get().line(f"raylab: --compile best: {framework(key[0]).title} (batch {key[1]}, {key[2]}{on}) trains in "
-                       f"{took}" + (f" ({spent}, first step included)" if spent and len(timed) > 1 else "")
-                       + f" ({choice.described()}; {choice.source}"
-                       + (f", {choice.race_s:.1f} s" if choice.race_s else "") + ")")
+    console.get().line(
+        f"raylab: --compile best: {framework(key[0]).title} (batch {key[1]}, {key[2]}{on}) trains in "
+        f"{took}"
+        + (f" ({spent}, first step included)" if spent and len(timed) > 1 else "")
+        + f" ({choice.described()}; {choice.source}"
+        + (f", {choice.race_s:.1f} s" if choice.race_s else "")
+        + ")"
+    )
 
 
 def race_rows(ds, shared, batch: int):
@@ -167,8 +176,11 @@ def racer_needs(on: Settings) -> dict:
     from raylab.driver.resources import ACCELERATOR_SLIVER
     from raylab.record.prices import ACCELERATOR
 
-    return {"CPU": float(on.threads), **({"GPU": 1.0} if on.device == "gpu" else {}),
-            **({ACCELERATOR + on.accelerator_type: ACCELERATOR_SLIVER} if on.accelerator_type else {})}
+    return {
+        "CPU": float(on.threads),
+        **({"GPU": 1.0} if on.device == "gpu" else {}),
+        **({ACCELERATOR + on.accelerator_type: ACCELERATOR_SLIVER} if on.accelerator_type else {}),
+    }
 
 
 def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
@@ -184,12 +196,25 @@ def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
     for key, (labels, (x, y)) in racing.items():
         name, batch, precision, hardware = key
         on = cfg.at(hardware)  # the device (and nodes' accelerator type) its trials run on
-        console.get().line(f"raylab: --compile best: timing {framework(name).title}'s {' and '.join(labels)} on "
-                           f"{recipe.name}'s model (batch {batch}, {precision}, {hardware or on.device}, "
-                           f"{cfg.threads} thread(s)) before its trials...")
-        racer = racer_actor(on, name).remote(name, recipe.task(ds.target_names), x, y, batch, labels, precision,
-                                             on.device, cfg.threads, cfg.seed, compile_cache_dir(cfg, "race"),
-                                             cfg.window)
+        console.get().line(
+            f"raylab: --compile best: timing {framework(name).title}'s {' and '.join(labels)} on "
+            f"{recipe.name}'s model (batch {batch}, {precision}, {hardware or on.device}, "
+            f"{cfg.threads} thread(s)) before its trials..."
+        )
+        racer = racer_actor(on, name).remote(
+            name,
+            recipe.task(ds.target_names),
+            x,
+            y,
+            batch,
+            labels,
+            precision,
+            on.device,
+            cfg.threads,
+            cfg.seed,
+            compile_cache_dir(cfg, "race"),
+            cfg.window,
+        )
         racers[key] = (racer, racer.ready.remote(), cache_key(recipe, cfg, key, labels, x), time.perf_counter())
     try:
         failed = {key: _get(ready, racing[key][0]) for key, (_, ready, _, _) in racers.items()}  # every racer ready
@@ -199,8 +224,13 @@ def race_wave(recipe, cfg: Settings, ds, racing: dict) -> dict:
                 candidates = {**_get(racer.timed.remote(), labels), **candidates}
             out[key] = Choice({label: candidates[label] for label in labels}, time.perf_counter() - t0, "raced")
             if out[key].ranked():
-                write_cache(host_key, key[0], out[key], f"{framework(key[0]).title}, batch {key[1]}, {key[2]}, "
-                            f"{key[3] or cfg.device}, {cfg.threads} thread(s), {recipe.name}'s model")
+                write_cache(
+                    host_key,
+                    key[0],
+                    out[key],
+                    f"{framework(key[0]).title}, batch {key[1]}, {key[2]}, "
+                    f"{key[3] or cfg.device}, {cfg.threads} thread(s), {recipe.name}'s model",
+                )
             ray.kill(racer)
     finally:
         for racer, *_ in racers.values():
@@ -213,12 +243,16 @@ def racer_actor(cfg: Settings, name: str):
     the environment the framework reads at import (Framework.import_env)."""
     import ray
 
-    env = {"OMP_NUM_THREADS": str(cfg.threads), **framework(name).import_env,
-           **({"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {})}
+    env = {
+        "OMP_NUM_THREADS": str(cfg.threads),
+        **framework(name).import_env,
+        **({"CUDA_VISIBLE_DEVICES": ""} if cfg.device == "cpu" else {}),
+    }
     need = racer_needs(cfg)
     on = {"resources": {r: n for r, n in need.items() if r not in ("CPU", "GPU")}} if cfg.accelerator_type else {}
-    return ray.remote(max_restarts=0)(Racer).options(num_cpus=need["CPU"], num_gpus=need.get("GPU", 0),
-                                                    runtime_env={"env_vars": env}, **on)
+    return ray.remote(max_restarts=0)(Racer).options(
+        num_cpus=need["CPU"], num_gpus=need.get("GPU", 0), runtime_env={"env_vars": env}, **on
+    )
 
 
 def _get(ref, labels: list[str]) -> dict:
@@ -263,6 +297,7 @@ def first_line(e: BaseException) -> str:
 
 # --- this host's kept answers ------------------------------------------------------------------------------------
 
+
 def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
     """What must be equal for a kept answer to hold: the host's identity (raylab/probes/host.py: raylab, the
     framework and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the device,
@@ -279,10 +314,29 @@ def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
     hosts = sorted({n.get("NodeManagerHostname", "") for n in alive})
     accelerators = sorted({r for n in alive for r in n.get("Resources", {}) if r.startswith("accelerator_type:")})
     shapes = str(tree_map(lambda a: (tuple(a.shape[1:]), str(a.dtype)), x))
-    return hashlib.sha256(json.dumps([
-        identity([fw]), hosts, accelerators, hardware or cfg.device, cfg.threads, name, batch, precision, labels,
-        shapes, model_source(recipe.models.get(fw.models)), repr(recipe.loss), repr(recipe.optimizer),
-        repr(recipe.schedule), repr(recipe.metrics), repr(recipe.preprocess)], default=str).encode()).hexdigest()[:24]
+    return hashlib.sha256(
+        json.dumps(
+            [
+                identity([fw]),
+                hosts,
+                accelerators,
+                hardware or cfg.device,
+                cfg.threads,
+                name,
+                batch,
+                precision,
+                labels,
+                shapes,
+                model_source(recipe.models.get(fw.models)),
+                repr(recipe.loss),
+                repr(recipe.optimizer),
+                repr(recipe.schedule),
+                repr(recipe.metrics),
+                repr(recipe.preprocess),
+            ],
+            default=str,
+        ).encode()
+    ).hexdigest()[:24]
 
 
 def read_cache(host_key: str, name: str) -> dict | None:
@@ -298,5 +352,10 @@ def write_cache(host_key: str, name: str, choice: Choice, about: str) -> None:
     from raylab.probes import store
     from raylab.probes.host import identity
 
-    store.keep("race", host_key, {"candidates": choice.candidates}, identity([framework(name)]),
-               f"{about}: {choice.described()}"[:400])
+    store.keep(
+        "race",
+        host_key,
+        {"candidates": choice.candidates},
+        identity([framework(name)]),
+        f"{about}: {choice.described()}"[:400],
+    )

@@ -23,9 +23,11 @@ from pathlib import Path
 FORMAT = 1
 PATH = Path("~/.cache/raylab/kept.json")
 # probe -> what its answers are, for people
-PROBES = {"race": "--compile best: each framework's executions timed on a model (the trials train in the faster)",
-          "floor": "raylab floor: the start-up a trial of no work takes here, per framework",
-          "peak": "raylab peak: each framework's measured matrix-product rate, per device, precision and threads"}
+PROBES = {
+    "race": "--compile best: each framework's executions timed on a model (the trials train in the faster)",
+    "floor": "raylab floor: the start-up a trial of no work takes here, per framework",
+    "peak": "raylab peak: each framework's measured matrix-product rate, per device, precision and threads",
+}
 LEGACY = ("best-execution.json", "startup-floor.json", "peak.json")  # the files of each probe before this store
 
 
@@ -62,15 +64,21 @@ def keep(probe: str, key: str, value, identity: dict, about: str = "", path: Pat
         raise ValueError(f"unknown probe {probe!r}: one of {', '.join(PROBES)}")
     path = where(path)
     answers = _load(path)
-    answers.setdefault(probe, {})[key] = {"value": value, "about": about, "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
-                                          "raylab": version("raylab"), "identity": identity}
+    answers.setdefault(probe, {})[key] = {
+        "value": value,
+        "about": about,
+        "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "raylab": version("raylab"),
+        "identity": identity,
+    }
     return _write(path, answers)
 
 
 def _holds(entry, identity: dict | None) -> bool:
     """An entry, kept for `identity` where one is given (compared as the file holds it: through JSON)."""
-    return isinstance(entry, dict) and (identity is None or
-                                        entry.get("identity") == json.loads(json.dumps(identity, default=str)))
+    return isinstance(entry, dict) and (
+        identity is None or entry.get("identity") == json.loads(json.dumps(identity, default=str))
+    )
 
 
 def read(probe: str, key: str, identity: dict, path: Path | None = None) -> dict | None:
@@ -79,11 +87,17 @@ def read(probe: str, key: str, identity: dict, path: Path | None = None) -> dict
     return entry if _holds(entry, identity) else None
 
 
-def entries(probe: str | None = None, path: Path | None = None,
-            identity: dict | None = None) -> list[tuple[str, str, dict]]:
+def entries(
+    probe: str | None = None, path: Path | None = None, identity: dict | None = None
+) -> list[tuple[str, str, dict]]:
     """(probe, key, entry) of every kept answer (of `probe`; kept for `identity`, where given), oldest first."""
-    found = [(p, k, e) for p, kept in _load(where(path)).items() if probe in (None, p) for k, e in kept.items()
-             if _holds(e, identity)]
+    found = [
+        (p, k, e)
+        for p, kept in _load(where(path)).items()
+        if probe in (None, p)
+        for k, e in kept.items()
+        if _holds(e, identity)
+    ]
     return sorted(found, key=lambda t: t[2].get("measured", ""))
 
 

@@ -22,12 +22,20 @@ def worker_nodes(tags: dict) -> tuple[list[str], bool]:
     ids = [i for i in (tags.get("worker_node_ids") or "").split(",") if i]
     here = ray.util.get_node_ip_address()
     nodes = [n for n in ray.nodes() if any(n.get("NodeID", "").startswith(i) for i in ids)]
-    types = sorted({r[len(ACCELERATOR):] for n in nodes for r in n.get("Resources", {}) if r.startswith(ACCELERATOR)})
+    types = sorted({r[len(ACCELERATOR) :] for n in nodes for r in n.get("Resources", {}) if r.startswith(ACCELERATOR)})
     return types, bool(nodes) and all(n.get("NodeManagerAddress") == here for n in nodes)
 
 
-def utilization(name: str, device: str, tags: dict, threads: int, replicas: int, achieved_tflops: float | None,
-                peaks: dict, names: list[str | None] = ()) -> tuple[dict, dict]:
+def utilization(
+    name: str,
+    device: str,
+    tags: dict,
+    threads: int,
+    replicas: int,
+    achieved_tflops: float | None,
+    peaks: dict,
+    names: list[str | None] = (),
+) -> tuple[dict, dict]:
     """(metrics, tags) of a trial's share of the peaks: {"peak_tflops", "utilization"} where its peak was measured
     on its host (`peaks`: {} where it ran elsewhere), and, on an accelerator the vendors' table knows (`names`: its
     device's name, node type, TPU type),
@@ -36,8 +44,9 @@ def utilization(name: str, device: str, tags: dict, threads: int, replicas: int,
     from raylab.record.vendor import vendor_utilization
 
     precision = tags.get("precision_applied") or "fp32"
-    metrics, said = vendor_utilization(device, [tags.get("device_name"), *names], precision,
-                                       tags.get("float32_matmul"), replicas, achieved_tflops)
+    metrics, said = vendor_utilization(
+        device, [tags.get("device_name"), *names], precision, tags.get("float32_matmul"), replicas, achieved_tflops
+    )
     peak = peaks.get(key(name, device, precision, threads), {}).get("tflops")
     if peak and achieved_tflops is not None:
         metrics.update({"peak_tflops": peak, "utilization": achieved_tflops / (peak * max(replicas, 1))})

@@ -16,8 +16,15 @@ class TrialRecord:
     ran: str  # the short strategy name that actually ran
 
 
-def trial_record(final: dict | None, epochs: list[dict], wall_s: float, target: float | None,
-                 floor: float | None, asked: str, replicas_found: bool = False) -> TrialRecord:
+def trial_record(
+    final: dict | None,
+    epochs: list[dict],
+    wall_s: float,
+    target: float | None,
+    floor: float | None,
+    asked: str,
+    replicas_found: bool = False,
+) -> TrialRecord:
     """What to record of a trial: final (rank 0's final report, with `actual`: what ran), the epochs logged,
     wall_s (start to fit()'s return), target accuracy, startup floor (None: not measured), asked (the short
     strategy name asked for). A pure function."""
@@ -36,8 +43,11 @@ def trial_record(final: dict | None, epochs: list[dict], wall_s: float, target: 
     # What ran is what's recorded: the `strategy` param and the run name say what ran, not what was asked; `shuffle`
     # how rank 0's passes over its data were shuffled (in memory "global"; parity compares it).
     ran = actual["actual_strategy"]
-    params = {"strategy": ran, **({"global_batch": actual["global_batch"]} if replicas_found else {}),
-              "shuffle": actual.get("shuffle", "global")}  # the parameter-server kinds: in memory
+    params = {
+        "strategy": ran,
+        **({"global_batch": actual["global_batch"]} if replicas_found else {}),
+        "shuffle": actual.get("shuffle", "global"),
+    }  # the parameter-server kinds: in memory
     tags = {**{k: v for k, v in actual.items() if k != "shuffle"}, "requested_strategy": asked}
     return TrialRecord(result, metrics, tags, params, ran)
 
@@ -47,8 +57,12 @@ def agreement(per_rank: list, nodes: list) -> dict:
     weights (one replica, asynchronous updates) there is nothing to compare: `n/a`."""
     sums = [float(v) for c in per_rank if c is not None for v in (c if isinstance(c, list) else [c])]
     same = "n/a" if len(sums) < 2 else max(sums) - min(sums) <= 1e-9 * max(abs(v) for v in sums)
-    return {"replicas_consistent": same, "param_checksums": ",".join(f"{v:.10g}" for v in sums),
-            "worker_nodes": len(set(nodes)), "worker_node_ids": ",".join(str(n)[:12] for n in nodes)}
+    return {
+        "replicas_consistent": same,
+        "param_checksums": ",".join(f"{v:.10g}" for v in sums),
+        "worker_nodes": len(set(nodes)),
+        "worker_node_ids": ",".join(str(n)[:12] for n in nodes),
+    }
 
 
 def peak_memory(per_rank: list) -> tuple[dict, dict]:
@@ -56,8 +70,10 @@ def peak_memory(per_rank: list) -> tuple[dict, dict]:
     peaks = [p for p in per_rank if p is not None]
     if not peaks:
         return {}, {}
-    return ({"peak_rss_mb": max(peaks)},
-            {"peak_rss_mb_by_rank": ",".join("?" if p is None else f"{p:.0f}" for p in per_rank)})
+    return (
+        {"peak_rss_mb": max(peaks)},
+        {"peak_rss_mb_by_rank": ",".join("?" if p is None else f"{p:.0f}" for p in per_rank)},
+    )
 
 
 def beside_figures(reads: list, nodes: list) -> tuple[dict, dict]:
@@ -81,17 +97,24 @@ def beside_figures(reads: list, nodes: list) -> tuple[dict, dict]:
         busy, steal, daemons = first["busy"] / wall, first["steal"] / wall, max(0.0, first["ray"] - siblings) / wall
         own = sum(r["own"] / (r["all"] / r["cpus"]) for r in rs)
         per[node] = (max(0.0, busy - own - daemons), steal, daemons, own, first["seconds"], first["cpus"])
-    metrics = {"beside_cores": max(v[0] for v in per.values()), "steal_cores": max(v[1] for v in per.values()),
-               "ray_daemon_cores": max(v[2] for v in per.values()),
-               "beside_s": min(v[4] for v in per.values())}  # the window read: too short, and a tick is a lot
-    tag = "; ".join(f"node {str(n)[:12]}: {o:.2f} cores of other work, {st:.2f} stolen, Ray and this job {d:.2f}, "
-                    f"the trial's own {w:.2f} of {c} CPUs, over {sec:.1f} s" for n, (o, st, d, w, sec, c) in per.items())
+    metrics = {
+        "beside_cores": max(v[0] for v in per.values()),
+        "steal_cores": max(v[1] for v in per.values()),
+        "ray_daemon_cores": max(v[2] for v in per.values()),
+        "beside_s": min(v[4] for v in per.values()),
+    }  # the window read: too short, and a tick is a lot
+    tag = "; ".join(
+        f"node {str(n)[:12]}: {o:.2f} cores of other work, {st:.2f} stolen, Ray and this job {d:.2f}, "
+        f"the trial's own {w:.2f} of {c} CPUs, over {sec:.1f} s"
+        for n, (o, st, d, w, sec, c) in per.items()
+    )
     return metrics, {"beside": tag}
 
 
 def failures_tag(failures: list[dict]) -> str:
     """Each failure of the worker group and what was done about it, oldest first, with the attempt it ended and the
     processes the trial had then ("attempt 1 (pids 21786): what -> decision | ...")."""
+
     def said(f: dict) -> str:
         where = f"attempt {f['attempt']}" if "attempt" in f else ""
         if f.get("pids"):

@@ -19,18 +19,25 @@ def read_prices(path: Path | None) -> dict | None:
     try:
         prices = json.loads(Path(path).read_text())
     except OSError as e:
-        raise UserError(f"--prices {path}: {e.strerror or e}; give a JSON file such as {{\"cpu\": 0.10, \"H200\": 3.72}}.") from None
+        raise UserError(
+            f'--prices {path}: {e.strerror or e}; give a JSON file such as {{"cpu": 0.10, "H200": 3.72}}.'
+        ) from None
     except ValueError as e:
-        raise UserError(f"--prices {path} is not JSON ({e}); give an object such as {{\"cpu\": 0.10}}.") from None
-    if not isinstance(prices, dict) or not prices or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in prices.values()):
-        raise UserError(f"--prices {path}: give an object of node type -> US dollars an hour (numbers >= 0), such as "
-                        "{\"cpu\": 0.10, \"H200\": 3.72}; a node's type is its accelerator type, else cpu.")
+        raise UserError(f'--prices {path} is not JSON ({e}); give an object such as {{"cpu": 0.10}}.') from None
+    if (
+        not isinstance(prices, dict)
+        or not prices
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in prices.values())
+    ):
+        raise UserError(
+            f"--prices {path}: give an object of node type -> US dollars an hour (numbers >= 0), such as "
+            '{"cpu": 0.10, "H200": 3.72}; a node\'s type is its accelerator type, else cpu.'
+        )
     return {str(k): float(v) for k, v in prices.items()}
 
 
 def node_type(resources: dict) -> str:
-    return next((k[len(ACCELERATOR):] for k in sorted(resources) if k.startswith(ACCELERATOR)), "cpu")
+    return next((k[len(ACCELERATOR) :] for k in sorted(resources) if k.startswith(ACCELERATOR)), "cpu")
 
 
 WHOLE = "its nodes, whole, for its wall time (no other trial holds a node while it runs)"

@@ -195,9 +195,15 @@ class TrialSink:
         """A failure of the worker group, and what Ray Train's policy (raylab/failure.py) did about it, with the
         attempt it ended (1 is the first; 0: none had begun its loop) and the worker processes that had said hello
         by then (the newest are that attempt's)."""
-        self.tries.failures.append({"time": now, "what": what, "decision": decision,
-                                    "attempt": len(self.tries.attempts),
-                                    "pids": [pid for pid, _ in self.workers.processes]})
+        self.tries.failures.append(
+            {
+                "time": now,
+                "what": what,
+                "decision": decision,
+                "attempt": len(self.tries.attempts),
+                "pids": [pid for pid, _ in self.workers.processes],
+            }
+        )
 
     def failures(self):
         return list(self.tries.failures)

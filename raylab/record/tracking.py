@@ -31,6 +31,8 @@ def user() -> str:
     import getpass
 
     return os.environ.get("MLFLOW_TRACKING_USERNAME") or getpass.getuser()
+
+
 MAX_TAG = 5000  # MLflow allows 8000 characters in a tag value; leave room
 
 
@@ -98,8 +100,10 @@ class Tracker:
             exp = self.client.get_experiment_by_name(name or "Default")
         except Exception as e:  # noqa: BLE001 - any failure here means the store is unusable
             first = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-            raise UserError(f"cannot reach the MLflow tracking store {self.uri} ({first}); start the server "
-                            "or pass another --tracking-uri (e.g. sqlite:///mlflow.db).") from None
+            raise UserError(
+                f"cannot reach the MLflow tracking store {self.uri} ({first}); start the server "
+                "or pass another --tracking-uri (e.g. sqlite:///mlflow.db)."
+            ) from None
         finally:
             for k, v in saved.items():
                 os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
@@ -108,8 +112,10 @@ class Tracker:
         if exp is None:
             return self.client.create_experiment(name)
         if exp.lifecycle_stage == "deleted":
-            raise UserError(f"MLflow experiment '{name}' is deleted; restore it (mlflow experiments restore) "
-                            "or choose another --experiment.")
+            raise UserError(
+                f"MLflow experiment '{name}' is deleted; restore it (mlflow experiments restore) "
+                "or choose another --experiment."
+            )
         return exp.experiment_id
 
     # Every write goes through _write: sent now, or kept (with all later writes) while the server is away.
@@ -123,9 +129,12 @@ class Tracker:
                     if not self.remote or not outage(e):
                         raise
                     first = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
-                    print(f"raylab: the MLflow server {self.uri} cannot be reached ({first}); keeping its metrics "
-                          f"here and sending them when it is back (tried every {PENDING_EVERY_S:g} s)",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"raylab: the MLflow server {self.uri} cannot be reached ({first}); keeping its metrics "
+                        f"here and sending them when it is back (tried every {PENDING_EVERY_S:g} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             self.pending.append(op)
             if self._retry is None or not self._retry.is_alive():
                 self._retry = threading.Thread(target=self._retry_loop, daemon=True)
@@ -136,15 +145,23 @@ class Tracker:
 
         kind, run_id, args = op[0], self.ids.get(op[1], op[1]), op[2]
         if kind == "create_run":
-            tags = {**args["tags"], **({PARENT: self.ids.get(args["tags"][PARENT], args["tags"][PARENT])}
-                                       if PARENT in args["tags"] else {})}
-            run = self.client.create_run(args["experiment_id"], run_name=args["name"], tags=tags,
-                                         start_time=args["start_time"])
+            tags = {
+                **args["tags"],
+                **(
+                    {PARENT: self.ids.get(args["tags"][PARENT], args["tags"][PARENT])} if PARENT in args["tags"] else {}
+                ),
+            }
+            run = self.client.create_run(
+                args["experiment_id"], run_name=args["name"], tags=tags, start_time=args["start_time"]
+            )
             self.ids[op[1]] = run.info.run_id
         elif kind == "log_batch":
-            self.client.log_batch(run_id, metrics=[Metric(*m) for m in args.get("metrics", [])],
-                                  params=[Param(*p) for p in args.get("params", [])],
-                                  tags=[RunTag(*t) for t in args.get("tags", [])])
+            self.client.log_batch(
+                run_id,
+                metrics=[Metric(*m) for m in args.get("metrics", [])],
+                params=[Param(*p) for p in args.get("params", [])],
+                tags=[RunTag(*t) for t in args.get("tags", [])],
+            )
         elif kind == "update_run":
             self.client.update_run(run_id, **args)
         elif kind == "set_terminated":
@@ -152,8 +169,11 @@ class Tracker:
         elif kind == "log_artifact":
             self.client.log_artifact(run_id, args["path"], args.get("artifact_path"))
         elif kind == "comparison_view":
-            self.client.set_experiment_tag(args["experiment_id"], f"mlflow.sharedViewState.{VIEW}",
-                                           json.dumps(comparison_view(run_id, args["time_ms"])))
+            self.client.set_experiment_tag(
+                args["experiment_id"],
+                f"mlflow.sharedViewState.{VIEW}",
+                json.dumps(comparison_view(run_id, args["time_ms"])),
+            )
         else:
             raise ValueError(f"unknown tracking write {kind}")
 
@@ -171,8 +191,11 @@ class Tracker:
                 self.pending.pop(0)
                 sent += 1
             if sent:
-                print(f"raylab: the MLflow server {self.uri} is back; sent the {sent} write(s) kept meanwhile",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"raylab: the MLflow server {self.uri} is back; sent the {sent} write(s) kept meanwhile",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return True
 
     def _retry_loop(self) -> None:
@@ -201,8 +224,12 @@ class Tracker:
                 files.mkdir(exist_ok=True)
                 op[2]["path"] = str(Path(shutil.copy(op[2]["path"], files)).resolve())
         path.write_text(json.dumps({"tracking_uri": self.uri, "ids": self.ids, "writes": self.pending}))
-        print(f"raylab: the MLflow server {self.uri} did not come back; {len(self.pending)} write(s) are saved in "
-              f"{path}. Send them when it is up: raylab upload {path}", file=sys.stderr, flush=True)
+        print(
+            f"raylab: the MLflow server {self.uri} did not come back; {len(self.pending)} write(s) are saved in "
+            f"{path}. Send them when it is up: raylab upload {path}",
+            file=sys.stderr,
+            flush=True,
+        )
         return path
 
     def upload(self, path: Path) -> int:
@@ -217,12 +244,25 @@ class Tracker:
         return len(data["writes"])
 
     def start_run(self, name: str, params: dict, tags: dict, parent: str | None = None) -> str:
-        tags = {USER: user(), **tags, ROLE: "trial" if parent else "parent",
-                **({PARENT: self.ids.get(parent, parent)} if parent else {})}
+        tags = {
+            USER: user(),
+            **tags,
+            ROLE: "trial" if parent else "parent",
+            **({PARENT: self.ids.get(parent, parent)} if parent else {}),
+        }
         placeholder = f"pending-{uuid.uuid4().hex}"
-        self._write(["create_run", placeholder, {"experiment_id": self.experiment_id, "name": name,
-                                                 "tags": {k: str(v) for k, v in tags.items()},
-                                                 "start_time": int(time.time() * 1000)}])
+        self._write(
+            [
+                "create_run",
+                placeholder,
+                {
+                    "experiment_id": self.experiment_id,
+                    "name": name,
+                    "tags": {k: str(v) for k, v in tags.items()},
+                    "start_time": int(time.time() * 1000),
+                },
+            ]
+        )
         run_id = self.ids.get(placeholder, placeholder)
         self.log_params(run_id, params)
         return run_id
@@ -234,20 +274,30 @@ class Tracker:
     def parent_run(self, ref: str):
         """The parent run of an invocation: its id, or 'last' (the experiment's latest); UserError if none."""
         if ref == "last":
-            runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{ROLE}` = 'parent'",
-                                           order_by=["attributes.start_time DESC"], max_results=1)
+            runs = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{ROLE}` = 'parent'",
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            )
             if not runs:
-                raise UserError("--resume last: this experiment has no raylab invocation to resume; check "
-                                "--experiment and --tracking-uri.")
+                raise UserError(
+                    "--resume last: this experiment has no raylab invocation to resume; check "
+                    "--experiment and --tracking-uri."
+                )
             return runs[0]
         try:
             run = self.client.get_run(ref)
         except Exception:  # noqa: BLE001 - unknown id
-            raise UserError(f"--resume {ref}: no such run in {self.uri}; give a parent run id from "
-                            "`raylab compare` or the MLflow UI, or 'last'.") from None
+            raise UserError(
+                f"--resume {ref}: no such run in {self.uri}; give a parent run id from "
+                "`raylab compare` or the MLflow UI, or 'last'."
+            ) from None
         if run.data.tags.get(ROLE) != "parent":
-            raise UserError(f"--resume {ref}: that run is a trial, not an invocation; give its parent run "
-                            f"({run.data.tags.get(PARENT, 'see the MLflow UI')}).")
+            raise UserError(
+                f"--resume {ref}: that run is a trial, not an invocation; give its parent run "
+                f"({run.data.tags.get(PARENT, 'see the MLflow UI')})."
+            )
         return run
 
     def log_params(self, run_id: str, params: dict) -> None:
@@ -281,15 +331,18 @@ class Tracker:
 
     def show_in_ui(self, parent_id: str) -> None:
         """Points the experiment's comparison view (ui_hint's link) at this invocation's trials."""
-        self._write(["comparison_view", parent_id, {"experiment_id": self.experiment_id,
-                                                    "time_ms": int(time.time() * 1000)}])
+        self._write(
+            ["comparison_view", parent_id, {"experiment_id": self.experiment_id, "time_ms": int(time.time() * 1000)}]
+        )
 
     def ui_hint(self, experiment: str) -> str:
         page = f"/#/experiments/{self.experiment_id}/runs?{VIEW_QUERY}"
         if self.uri.startswith(("http://", "https://")):
             return f"MLflow UI (this invocation's trials and charts): {self.uri.rstrip('/')}{page}"
-        return (f"MLflow UI: mlflow ui --host 127.0.0.1 --backend-store-uri {self.uri}  then open http://127.0.0.1:5000{page} "
-                f"(experiment '{experiment}': this invocation's trials and charts)")
+        return (
+            f"MLflow UI: mlflow ui --host 127.0.0.1 --backend-store-uri {self.uri}  then open http://127.0.0.1:5000{page} "
+            f"(experiment '{experiment}': this invocation's trials and charts)"
+        )
 
 
 # The MLflow UI's comparison view of the latest invocation: a saved view (experiment tag
@@ -299,9 +352,13 @@ class Tracker:
 VIEW = "raylab-latest"
 VIEW_QUERY = f"workflowType=machine_learning&viewStateShareKey={VIEW}&compareRunsMode=CHART"
 VIEW_CHARTS = [  # (chart type, metric, x axis: "step" = epoch, or a metric logged per epoch)
-    ("BAR", "samples_per_sec", None), ("BAR", "step_time_p50_ms", None),
-    ("LINE", "val_accuracy", "step"), ("LINE", "val_accuracy", "elapsed_s"),
-    ("BAR", "time_to_target_s", None), ("LINE", "val_loss", "elapsed_s"), ("BAR", "startup_s", None),
+    ("BAR", "samples_per_sec", None),
+    ("BAR", "step_time_p50_ms", None),
+    ("LINE", "val_accuracy", "step"),
+    ("LINE", "val_accuracy", "elapsed_s"),
+    ("BAR", "time_to_target_s", None),
+    ("LINE", "val_loss", "elapsed_s"),
+    ("BAR", "startup_s", None),
 ]
 
 
@@ -309,21 +366,59 @@ def comparison_view(parent_id: str, time_ms: int) -> dict:
     section = "raylab-compare"
     charts = []
     for i, (kind, metric, x) in enumerate(VIEW_CHARTS):
-        chart = {"uuid": f"raylab-{i}", "type": kind, "metricSectionId": section, "isGenerated": False,
-                 "deleted": False, "runsCountToCompare": 100, "metricKey": metric, "displayName": metric}
+        chart = {
+            "uuid": f"raylab-{i}",
+            "type": kind,
+            "metricSectionId": section,
+            "isGenerated": False,
+            "deleted": False,
+            "runsCountToCompare": 100,
+            "metricKey": metric,
+            "displayName": metric,
+        }
         if kind == "LINE":
-            chart.update(selectedMetricKeys=[metric], lineSmoothness=0, xAxisScaleType="linear", scaleType="linear",
-                         range={}, xAxisKey="step" if x == "step" else "metric",
-                         selectedXAxisMetricKey="" if x == "step" else x, yAxisKey="metric", yAxisExpressions=[],
-                         ignoreOutliers=False, useGlobalXaxisKey=False, useGlobalLineSmoothing=True)
+            chart.update(
+                selectedMetricKeys=[metric],
+                lineSmoothness=0,
+                xAxisScaleType="linear",
+                scaleType="linear",
+                range={},
+                xAxisKey="step" if x == "step" else "metric",
+                selectedXAxisMetricKey="" if x == "step" else x,
+                yAxisKey="metric",
+                yAxisExpressions=[],
+                ignoreOutliers=False,
+                useGlobalXaxisKey=False,
+                useGlobalLineSmoothing=True,
+            )
         else:
             chart["dataAccessKey"] = metric
         charts.append(chart)
-    state = {"searchFilter": f"tags.`{PARENT}` = '{parent_id}'", "orderByKey": "tags.`mlflow.runName`",
-             "orderByAsc": True, "startTime": "ALL", "lifecycleFilter": "Active", "datasetsFilter": [],
-             "modelVersionFilter": "All Runs", "compareRunCharts": charts,
-             "compareRunSections": [{"uuid": section, "name": "raylab: the latest invocation", "display": True,
-                                     "isReordered": True, "deleted": False}],
-             "isAccordionReordered": True, "hideEmptyCharts": True, "runsHiddenMode": "SHOW_ALL"}
-    return {"name": "raylab: the latest invocation", "createdAt": time_ms, "updatedAt": time_ms,
-            "state": json.dumps(state)}
+    state = {
+        "searchFilter": f"tags.`{PARENT}` = '{parent_id}'",
+        "orderByKey": "tags.`mlflow.runName`",
+        "orderByAsc": True,
+        "startTime": "ALL",
+        "lifecycleFilter": "Active",
+        "datasetsFilter": [],
+        "modelVersionFilter": "All Runs",
+        "compareRunCharts": charts,
+        "compareRunSections": [
+            {
+                "uuid": section,
+                "name": "raylab: the latest invocation",
+                "display": True,
+                "isReordered": True,
+                "deleted": False,
+            }
+        ],
+        "isAccordionReordered": True,
+        "hideEmptyCharts": True,
+        "runsHiddenMode": "SHOW_ALL",
+    }
+    return {
+        "name": "raylab: the latest invocation",
+        "createdAt": time_ms,
+        "updatedAt": time_ms,
+        "state": json.dumps(state),
+    }

@@ -10,10 +10,12 @@ from raylab.errors import UserError
 
 
 def check_sqlite(uri: str) -> None:
-    path = Path(urlparse(uri).path if uri.startswith("sqlite:////") else uri[len("sqlite:///"):])
+    path = Path(urlparse(uri).path if uri.startswith("sqlite:////") else uri[len("sqlite:///") :])
     if not path.parent.is_dir():
-        raise UserError(f"the MLflow store {uri} is in a directory that does not exist ({path.parent}); "
-                        "create it or pass another --tracking-uri.")
+        raise UserError(
+            f"the MLflow store {uri} is in a directory that does not exist ({path.parent}); "
+            "create it or pass another --tracking-uri."
+        )
 
 
 def check_local_store(uri: str) -> bool:
@@ -33,5 +35,7 @@ def check_scheme(uri: str) -> None:
     scheme = urlparse(uri).scheme
     known = sorted(k for k in _tracking_store_registry._registry if k)
     if scheme and len(scheme) > 1 and scheme not in known:  # one letter: a Windows drive, i.e. a path
-        raise UserError(f"the MLflow tracking URI {uri} has scheme '{scheme}', which MLflow has no store for; "
-                        f"use one of {', '.join(s + '://' for s in known if s not in ('file',))} or a path.")
+        raise UserError(
+            f"the MLflow tracking URI {uri} has scheme '{scheme}', which MLflow has no store for; "
+            f"use one of {', '.join(s + '://' for s in known if s not in ('file',))} or a path."
+        )

@@ -69,8 +69,14 @@ def rate_of(precision: str | None, float32_matmul: str | None) -> str:
     return "tf32" if float32_matmul == "tf32" else "fp32"
 
 
-def vendor_utilization(device: str, names: list[str | None], precision: str | None, float32_matmul: str | None,
-                       replicas: int, achieved_tflops: float | None) -> tuple[dict, dict]:
+def vendor_utilization(
+    device: str,
+    names: list[str | None],
+    precision: str | None,
+    float32_matmul: str | None,
+    replicas: int,
+    achieved_tflops: float | None,
+) -> tuple[dict, dict]:
     """(metrics, tags) of a trial on an accelerator (device "gpu" or "tpu") the table knows: vendor_peak_tflops and
     vendor_utilization, with the tag vendor_peak naming the device and rate; ({}, {}) on a CPU, on an unknown
     device, without a count of the work, or where the vendor gives no rate for its precision."""
@@ -84,6 +90,10 @@ def vendor_utilization(device: str, names: list[str | None], precision: str | No
     named = next(n for n in names if known(n) is not None)
     guessed = re.fullmatch(r"h\d00|v100", named.strip().lower()) is not None  # Ray's type: no form factor
     peak = rates[rate] * max(replicas, 1)
-    return ({"vendor_peak_tflops": peak, "vendor_utilization": achieved_tflops / peak},
-            {"vendor_peak": f"{label} {rate} {rates[rate]:g} TFLOP/s a device (vendor, dense)"
-                            + (f"; node type {named} does not say the form factor: the SXM figures" if guessed else "")})
+    return (
+        {"vendor_peak_tflops": peak, "vendor_utilization": achieved_tflops / peak},
+        {
+            "vendor_peak": f"{label} {rate} {rates[rate]:g} TFLOP/s a device (vendor, dense)"
+            + (f"; node type {named} does not say the form factor: the SXM figures" if guessed else "")
+        },
+    )

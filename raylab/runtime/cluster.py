@@ -30,8 +30,12 @@ PREEMPTION_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
 # What Ray Train does per run that raylab does not use (read in Ray 2.60's ray/train/v2): its Prometheus metrics
 # callbacks (driver side), JSON logs of the controller and workers under the session directory, and print()
 # patched through Train's logger (worker output reaches the driver either way). Off where the user has not set them.
-TRAIN_OFF = ("RAY_TRAIN_METRICS_ENABLED", "RAY_TRAIN_ENABLE_CONTROLLER_STRUCTURED_LOGGING",
-             "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING", "RAY_TRAIN_ENABLE_PRINT_PATCH")
+TRAIN_OFF = (
+    "RAY_TRAIN_METRICS_ENABLED",
+    "RAY_TRAIN_ENABLE_CONTROLLER_STRUCTURED_LOGGING",
+    "RAY_TRAIN_ENABLE_WORKER_STRUCTURED_LOGGING",
+    "RAY_TRAIN_ENABLE_PRINT_PATCH",
+)
 _connected: list[bool] = []  # init_ray connected this command's driver (shut_down ends it)
 
 
@@ -50,16 +54,23 @@ def init_ray(address: str | None = None) -> None:
         # Workers' output still comes to the driver; the console sends it to each trial's log file.
         with stopping.held():  # a stop signal now waits until the cluster is whole (then shut_down() ends it)
             _connected.append(True)
-            ray.init(address=address or "local", log_to_driver=True, configure_logging=console.get().verbose,
-                     logging_level="WARNING", **extra)
+            ray.init(
+                address=address or "local",
+                log_to_driver=True,
+                configure_logging=console.get().verbose,
+                logging_level="WARNING",
+                **extra,
+            )
         console.get().take_worker_output()
         if owns_cluster():
             prune_sessions(Path(_ray.global_node().get_session_dir_path()))
     except Exception as e:  # noqa: BLE001 - connection, auth and start-up failures alike
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
-        raise UserError(f"cannot start or reach {where} ({first}); check RAY_ADDRESS / --address, "
-                        "or start one with `ray start --head`.") from None
+        raise UserError(
+            f"cannot start or reach {where} ({first}); check RAY_ADDRESS / --address, "
+            "or start one with `ray start --head`."
+        ) from None
 
 
 # Ray keeps every cluster's session directory (its logs: 3-8 MB for an invocation here) after the cluster ends;
@@ -78,7 +89,7 @@ def prune_sessions(session: Path) -> list[Path]:
     # (a session directory's name starts with the time it started: sorted names are oldest first)
     ours = sorted(d for d in session.parent.glob("session_2*") if (d / OWNED_MARK).exists() and d != session)
     removed = []
-    for old in ours[:max(len(ours) - (KEEP_SESSIONS - 1), 0)]:
+    for old in ours[: max(len(ours) - (KEEP_SESSIONS - 1), 0)]:
         pid = old.name.rsplit("_", 1)[-1]
         if pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
@@ -112,13 +123,17 @@ def reachable(address: str, timeout_s: float = 10.0) -> None:
 
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
-        raise UserError(f"the Ray address '{address}' is not HOST:PORT; give e.g. --address 127.0.0.1:6379, "
-                        "or 'auto' for the cluster `ray start` started here.")
+        raise UserError(
+            f"the Ray address '{address}' is not HOST:PORT; give e.g. --address 127.0.0.1:6379, "
+            "or 'auto' for the cluster `ray start` started here."
+        )
     try:
         socket.create_connection((host, int(port)), timeout=timeout_s).close()
     except OSError as e:
-        raise UserError(f"nothing answers at the Ray address {address} ({e.strerror or e}); start the cluster "
-                        "(`ray start --head`) or fix --address / RAY_ADDRESS.") from None
+        raise UserError(
+            f"nothing answers at the Ray address {address} ({e.strerror or e}); start the cluster "
+            "(`ray start --head`) or fix --address / RAY_ADDRESS."
+        ) from None
 
 
 def owns_cluster() -> bool:

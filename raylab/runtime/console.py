@@ -158,8 +158,9 @@ class Console:
             for line in filter(match, lines) if match is not None else ():
                 told(line)
 
-    def watch(self, path: Path, match: Callable[[str], bool] | None,
-              told: Callable[[str], object] | None = None) -> None:
+    def watch(
+        self, path: Path, match: Callable[[str], bool] | None, told: Callable[[str], object] | None = None
+    ) -> None:
         """`told(line)` for each line written to `path` (a trial's log) that `match`es: a worker's allocator aborting
         the process under --memory-cap-mb (raylab/failure.py allocator_abort), which the trial's failure policy
         waits for to name a lost worker's cause. match None: no longer."""
@@ -219,8 +220,10 @@ class Console:
         """A progress bar redrawn in place on a terminal; a plain line otherwise (the caller throttles)."""
         done, total = steps_done(p)
         eta = "" if left_s is None else f" {fmt_s(left_s)} left"
-        figures = (f"epoch {p['epoch']}/{p['epochs']} step {p['step']}/{p['steps']} "
-                   f"{p['samples_per_sec']:,.0f} samples/s loss {p['loss']:.4f}{eta}")
+        figures = (
+            f"epoch {p['epoch']}/{p['epochs']} step {p['step']}/{p['steps']} "
+            f"{p['samples_per_sec']:,.0f} samples/s loss {p['loss']:.4f}{eta}"
+        )
         if not self.tty:
             self.line(f"[{label}] {figures}")
             return
@@ -232,7 +235,7 @@ class Console:
         with self.lock:
             self.bars[slug(label)] = (text, short)
             # One trial: its full bar; several at once: a short one each, side by side.
-            shown = text if len(self.bars) == 1 else "  ".join(b[1] for b in self.bars.values())[:columns - 1]
+            shown = text if len(self.bars) == 1 else "  ".join(b[1] for b in self.bars.values())[: columns - 1]
             self.stream.write("\r\x1b[2K" + shown)
             self.stream.flush()
             self.bar_shown = True

@@ -48,7 +48,7 @@ def descendants(root: int) -> set[int]:
             stat = (p / "stat").read_text()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         children.setdefault(ppid, []).append(int(p.name))
     out, todo = set(), [root]
     while todo:
@@ -123,8 +123,10 @@ class Pinning:
             return
         need = len(live) * self.threads
         if need >= len(self.allowed):
-            self.why_not = (f"{len(live)} training process(es) x {self.threads} CPU(s) leave no CPU of the "
-                            f"{len(self.allowed)} for the rest of the cluster")
+            self.why_not = (
+                f"{len(live)} training process(es) x {self.threads} CPU(s) leave no CPU of the "
+                f"{len(self.allowed)} for the rest of the cluster"
+            )
             self.restore()
             return
         own, rest = self.allowed[-need:], set(self.allowed[:-need])
@@ -132,13 +134,15 @@ class Pinning:
         for pid in others:
             set_cpus(pid, rest)
         for i, pid in enumerate(live):
-            set_cpus(pid, set(own[i * self.threads:(i + 1) * self.threads]))
+            set_cpus(pid, set(own[i * self.threads : (i + 1) * self.threads]))
         self.pinned = live
         got = [span(cpus_of(pid)) for pid in live]
         moved = [pid for pid in others if alive(pid)]
         strays = sum(1 for pid in moved if not cpus_of(pid) <= rest)
-        self.done = (f"training processes on CPU {'; '.join(got)}; the cluster's {len(moved)} other processes "
-                     f"(the driver's) on CPU {span(rest)}" + (f", {strays} of them not moved" if strays else ""))
+        self.done = (
+            f"training processes on CPU {'; '.join(got)}; the cluster's {len(moved)} other processes "
+            f"(the driver's) on CPU {span(rest)}" + (f", {strays} of them not moved" if strays else "")
+        )
 
     def restore(self) -> None:
         """Every process below the driver (the driver too) back on the CPUs it started with."""

@@ -42,6 +42,8 @@ def check(cfg) -> dict[str, str]:
             raise UserError(f"--precision {cfg.precision}: {spec.name} cannot apply it ({reason}); {fix}.")
         fallen[spec.name] = reason
     if cfg.precision != "fp32" and cfg.plain:
-        raise UserError(f"--precision {cfg.precision} with --plain: the plain scripts run fp32, so the overhead "
-                        "ratio would compare two precisions; drop --plain or run fp32.")
+        raise UserError(
+            f"--precision {cfg.precision} with --plain: the plain scripts run fp32, so the overhead "
+            "ratio would compare two precisions; drop --plain or run fp32."
+        )
     return fallen

@@ -58,7 +58,8 @@ class TaskBuilder:
             raise NativeContractError(
                 f"the recipe's custom loss {spec.describe(name)} returned {returned(value)}, not {array}: a loss "
                 f"must be computed from y_pred in {language} (one value per example, or the batch mean) so that it "
-                "has gradients.")
+                "has gradients."
+            )
         return value
 
     def results(self, sums, n_or_steps: float, prefix: str) -> dict:
@@ -143,7 +144,8 @@ def built_report(task: Task, opt_class: str, args: dict, lr_probe: str, x_test_p
         "built_optimizer": f"{name}({shown})" if shown else name,
         "built_optimizer_class": opt_class,
         "built_lr_schedule": lr_probe,
-        "built_loss": task.describe()["loss"] + (f" weights {task.describe()['loss_weights']}" if task.loss_weights else ""),
+        "built_loss": task.describe()["loss"]
+        + (f" weights {task.describe()['loss_weights']}" if task.loss_weights else ""),
         "built_metrics": ",".join(task.metric_names()) or "none",
         "built_preprocess": _preprocess(task, x_test_prepared),
     }

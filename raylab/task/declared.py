@@ -199,9 +199,17 @@ class Task:
         pre = self.preprocess
         return {
             "loss": ",".join(f"{k}={v}" if k else v for k, v in losses.items()),
-            **({"loss_weights": ",".join(f"{k}={w:g}" for k, w in self.loss_weights.items())} if self.loss_weights else {}),
+            **(
+                {"loss_weights": ",".join(f"{k}={w:g}" for k, w in self.loss_weights.items())}
+                if self.loss_weights
+                else {}
+            ),
             "optimizer": opt.name if isinstance(opt, (Optimizer, Native)) else str(opt),
-            **({"lr": opt.lr, **{f"opt_{k}": v for k, v in opt.resolved().items()}} if isinstance(opt, Optimizer) else {}),
+            **(
+                {"lr": opt.lr, **{f"opt_{k}": v for k, v in opt.resolved().items()}}
+                if isinstance(opt, Optimizer)
+                else {}
+            ),
             "schedule": describe_schedule(self.schedule),
             "metrics": ",".join(self.metric_names()) or "none",
             "preprocess": describe_preprocess(pre),
@@ -245,22 +253,32 @@ def check(task: Task, target_names: tuple[str, ...]) -> None:
     named = set(target_names)
     for output, loss in task.losses().items():
         if output and output not in named:
-            raise UserError(f"the loss names output '{output}', but the data's targets are {sorted(named) or 'one array'}; "
-                            "name the outputs as the y_train dict's keys.")
+            raise UserError(
+                f"the loss names output '{output}', but the data's targets are {sorted(named) or 'one array'}; "
+                "name the outputs as the y_train dict's keys."
+            )
         if not isinstance(loss, Native) and canonical_loss(loss) not in LOSSES:
-            raise UserError(f"unknown loss '{loss}'; use one of {', '.join(LOSSES)} (or mse / mae), or Native(tf=..., torch=...).")
+            raise UserError(
+                f"unknown loss '{loss}'; use one of {', '.join(LOSSES)} (or mse / mae), or Native(tf=..., torch=...)."
+            )
     if named and not isinstance(task.loss, (dict, Native)):
-        raise UserError(f"the targets are named ({', '.join(target_names)}): give the loss as a dict, one loss per output.")
+        raise UserError(
+            f"the targets are named ({', '.join(target_names)}): give the loss as a dict, one loss per output."
+        )
     if task.loss_weights and set(task.loss_weights) - set(task.losses()):
-        raise UserError(f"loss_weights names {sorted(set(task.loss_weights) - set(task.losses()))}, which have no loss.")
+        raise UserError(
+            f"loss_weights names {sorted(set(task.loss_weights) - set(task.losses()))}, which have no loss."
+        )
     _check_optimizer(task.optimizer)
     _check_schedule(task.schedule)
     for output, name, spec in task.metric_specs():
         if output and output not in named:
             raise UserError(f"metric '{name}' names output '{output}', which the targets do not have.")
         if isinstance(spec, Metric) and spec.name not in METRICS:
-            raise UserError(f"unknown metric '{spec.name}'; use one of {', '.join(METRICS)} (or mae / mse / top_5_accuracy), "
-                            "or Native(tf=..., torch=...).")
+            raise UserError(
+                f"unknown metric '{spec.name}'; use one of {', '.join(METRICS)} (or mae / mse / top_5_accuracy), "
+                "or Native(tf=..., torch=...)."
+            )
 
 
 def _check_optimizer(opt) -> None:
@@ -271,7 +289,9 @@ def _check_optimizer(opt) -> None:
         raise UserError(f"unknown optimizer '{name}'; use one of {', '.join(OPTIMIZERS)} or Native(tf=..., torch=...).")
     extra = set(opt.args) - set(OPTIMIZERS[opt.name])
     if extra:
-        raise UserError(f"optimizer {opt.name} takes {', '.join(OPTIMIZERS[opt.name])}, not {', '.join(sorted(extra))}.")
+        raise UserError(
+            f"optimizer {opt.name} takes {', '.join(OPTIMIZERS[opt.name])}, not {', '.join(sorted(extra))}."
+        )
     if not (isinstance(opt.lr, (int, float)) and opt.lr > 0):
         raise UserError(f"the learning rate is {opt.lr}; it must be a positive number (e.g. --lr 1e-3).")
 

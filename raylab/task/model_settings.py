@@ -27,8 +27,12 @@ import math
 
 import numpy as np
 
-FAMILIES = {"LeCun": (1.0, "in"), "Glorot": (1.0, "avg"), "He": (math.sqrt(2.0), "in"),
-            "torch default": (1 / math.sqrt(3.0), "in")}  # std x sqrt(fan): the family's value
+FAMILIES = {
+    "LeCun": (1.0, "in"),
+    "Glorot": (1.0, "avg"),
+    "He": (math.sqrt(2.0), "in"),
+    "torch default": (1 / math.sqrt(3.0), "in"),
+}  # std x sqrt(fan): the family's value
 CLOSE = 0.08  # a family matches within 8% of its spread
 STD_TOLERANCE = 1.10  # two initial spreads differ when one is over 1.1x the other (and sampling: _unlike)
 KURTOSIS_FROM = 1000  # values a parameter needs for its distribution's shape to be told
@@ -43,12 +47,12 @@ def distribution(a: np.ndarray) -> str:
     if np.all(a == 1):
         return "ones"
     centred = a - a.mean()
-    var = float(np.mean(centred ** 2))
+    var = float(np.mean(centred**2))
     if var == 0:
         return "constant"
     if a.size < KURTOSIS_FROM:
         return "?"
-    kurtosis = float(np.mean(centred ** 4)) / var ** 2  # uniform 1.8, normal cut at 2 sigma 2.4, normal 3
+    kurtosis = float(np.mean(centred**4)) / var**2  # uniform 1.8, normal cut at 2 sigma 2.4, normal 3
     return "uniform" if kurtosis < 2.1 else "truncated normal" if kurtosis < 2.75 else "normal"
 
 
@@ -57,8 +61,9 @@ def family(std: float, fan_in: int | None, fan_out: int | None) -> str:
     if not fan_in or not fan_out:
         return ""
     fans = {"in": fan_in, "avg": (fan_in + fan_out) / 2}
-    return "/".join(name for name, (value, fan) in FAMILIES.items()
-                    if abs(std * math.sqrt(fans[fan]) / value - 1) <= CLOSE)
+    return "/".join(
+        name for name, (value, fan) in FAMILIES.items() if abs(std * math.sqrt(fans[fan]) / value - 1) <= CLOSE
+    )
 
 
 def summary(norms: list, dropouts: list, weights: list) -> str:
@@ -75,12 +80,15 @@ def summary(norms: list, dropouts: list, weights: list) -> str:
     init: dict = {}
     for name, a, fan_in, fan_out in weights:
         a = np.asarray(a).ravel()
-        a = a[::max(1, a.size // SAMPLE)].astype(np.float64)  # a large tensor's spread from an even sample
+        a = a[:: max(1, a.size // SAMPLE)].astype(np.float64)  # a large tensor's spread from an even sample
         std = float(a.std())
         key = "x".join(map(str, sorted((fan_in, fan_out)))) if fan_in else str(a.size)
         init.setdefault(key, []).append([_round(std), distribution(a), family(std, fan_in, fan_out), name, a.size])
-    out = {"norm": [[*k, *v] for k, v in grouped.items()], "dropout": [[k, *v] for k, v in dropped.items()],
-           "init": init}
+    out = {
+        "norm": [[*k, *v] for k, v in grouped.items()],
+        "dropout": [[k, *v] for k, v in dropped.items()],
+        "init": init,
+    }
     text = json.dumps(out, separators=(",", ":"))
     for entries in init.values():  # over the tag limit: each shape's first parameter named, then no spreads
         for e in entries[1:]:
@@ -129,12 +137,14 @@ def compare(settings: dict[str, str]) -> tuple[list[str], list[str]]:
     _inits(read, differences, apart)
     if differences:
         lines += [f"  ! model settings: {d}" for d in differences]
-        lines.append("    (set the same value in each framework's model: docs/comparing.md, \"Model settings\")")
+        lines.append('    (set the same value in each framework\'s model: docs/comparing.md, "Model settings")')
     else:
         counts = next(iter(read.values()))
-        lines.append(f"    model settings: alike ({len(counts['norm'])} normalization setting(s), "
-                     f"{len(counts['dropout'])} dropout rate(s), {sum(map(len, counts['init'].values()))} "
-                     "initial parameter spreads compared)")
+        lines.append(
+            f"    model settings: alike ({len(counts['norm'])} normalization setting(s), "
+            f"{len(counts['dropout'])} dropout rate(s), {sum(map(len, counts['init'].values()))} "
+            "initial parameter spreads compared)"
+        )
     if apart:
         lines.append(f"    model settings not lined up one to one: {'; '.join(apart)}")
     return lines, differences
@@ -143,18 +153,29 @@ def compare(settings: dict[str, str]) -> tuple[list[str], list[str]]:
 def _norms(read: dict, differences: list, apart: list) -> None:
     for kind in sorted({g[0] for s in read.values() for g in s["norm"]}):
         per = {t: sorted((tuple(g[1:]) for g in s["norm"] if g[0] == kind), key=repr) for t, s in read.items()}
-        shown = [(t, " ".join(f"{eps:g}" + ("" if decay is None else f"/{decay:g}") + f" ({name})"
-                              for eps, decay, _, name in gs)) for t, gs in per.items()]
+        shown = [
+            (
+                t,
+                " ".join(
+                    f"{eps:g}" + ("" if decay is None else f"/{decay:g}") + f" ({name})" for eps, decay, _, name in gs
+                ),
+            )
+            for t, gs in per.items()
+        ]
         if _differ({t: [(eps, decay, n) for eps, decay, n, _ in gs] for t, gs in per.items()}, kind, apart):
             decays = any(decay is not None for gs in per.values() for _, decay, _, _ in gs)
-            differences.append(f"{kind} epsilon{'/decay' if decays else ''}: " + ", ".join(f"{t} {v}" for t, v in shown))
+            differences.append(
+                f"{kind} epsilon{'/decay' if decays else ''}: " + ", ".join(f"{t} {v}" for t, v in shown)
+            )
 
 
 def _dropouts(read: dict, differences: list, apart: list) -> None:
     per = {t: sorted(tuple(g) for g in s["dropout"]) for t, s in read.items()}
     if _differ({t: [(rate, n) for rate, n, _ in gs] for t, gs in per.items()}, "dropout", apart):
-        differences.append("dropout rate: " + ", ".join(
-            f"{t} " + " ".join(f"{r:g} ({name})" for r, _, name in v) for t, v in per.items()))
+        differences.append(
+            "dropout rate: "
+            + ", ".join(f"{t} " + " ".join(f"{r:g} ({name})" for r, _, name in v) for t, v in per.items())
+        )
 
 
 def _differ(values: dict, what: str, apart: list) -> bool:

@@ -61,8 +61,16 @@ class Recipe:
 
     def task(self, outputs: tuple[str, ...] = ()) -> Task:
         """What the workers build, as declared (outputs: the data's named targets, in order)."""
-        return Task(models=self.models, loss=self.loss, optimizer=self.optimizer, schedule=self.schedule,
-                    metrics=self.metrics, loss_weights=self.loss_weights, preprocess=self.preprocess, outputs=outputs)
+        return Task(
+            models=self.models,
+            loss=self.loss,
+            optimizer=self.optimizer,
+            schedule=self.schedule,
+            metrics=self.metrics,
+            loss_weights=self.loss_weights,
+            preprocess=self.preprocess,
+            outputs=outputs,
+        )
 
     def with_batch(self, batch: int | None) -> "Recipe":
         """The recipe at another batch size (--batch): the global batch where it fixes one, else per replica."""

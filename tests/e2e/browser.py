@@ -23,16 +23,23 @@ CHARTS = ("samples_per_sec", "step_time_p50_ms", "val_accuracy")
 def browser():
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and driver):
-        pytest.fail("headless Chromium is not installed: run the tests with scripts/test.sh (it installs chromium and "
-                    "chromium-driver with apt) or apt-get install chromium chromium-driver")
+        pytest.fail(
+            "headless Chromium is not installed: run the tests with scripts/test.sh (it installs chromium and "
+            "chromium-driver with apt) or apt-get install chromium chromium-driver"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
     options = Options()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--window-size=1600,1000", "--disable-dev-shm-usage",
-                "--disable-gpu"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--window-size=1600,1000",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+    ):
         options.add_argument(arg)
     return webdriver.Chrome(service=Service(driver), options=options)
 

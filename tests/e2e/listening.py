@@ -30,7 +30,7 @@ def listening() -> list[tuple[str, int, int]]:
             if f[3] == "0A":  # LISTEN
                 ip, port = f[1].split(":")
                 raw = bytes.fromhex(ip)
-                raw = raw[::-1] if len(raw) == 4 else b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                raw = raw[::-1] if len(raw) == 4 else b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
                 inodes[f[9]] = (str(ipaddress.ip_address(raw)), int(port, 16))
     out = []
     for proc in Path("/proc").iterdir():

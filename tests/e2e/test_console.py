@@ -26,7 +26,7 @@ RAY_TRAIN_STARTS = 2  # the quiet run's two trials (the verbose run: test_consol
 SECONDS = 85
 
 ROOT = Path(__file__).resolve().parents[2]
-RECIPE = '''
+RECIPE = """
 import sys
 sys.path.insert(0, {recipes!r})
 from fashion import RECIPE
@@ -39,10 +39,12 @@ def broken_model():
 
 if __name__ == "__main__":
     main(RECIPE.variant(models={{**RECIPE.models, "torch": broken_model}}))
-'''
+"""
 # What other programs print: Ray's prefixes and log lines, absl/glog, Python warnings, MLflow's logging.
-FOREIGN = re.compile(r"pid=\d+|^\(\w+|^\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d|^[IWEF]\d{4} \d\d:|^E0000|"
-                     r"Warning:|warnings\.warn|INFO|absl|cuInit|oneDNN|Gloo|core_worker|Token authentication")
+FOREIGN = re.compile(
+    r"pid=\d+|^\(\w+|^\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d|^[IWEF]\d{4} \d\d:|^E0000|"
+    r"Warning:|warnings\.warn|INFO|absl|cuInit|oneDNN|Gloo|core_worker|Token authentication"
+)
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -51,8 +53,15 @@ def on_a_terminal(args: list[str], cwd: Path, timeout: float = 600) -> tuple[int
     leader, follower = pty.openpty()
     env = {**os.environ, "HOME": str(cwd / "home"), "COLUMNS": "160", "TERM": "xterm"}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen([sys.executable, *args], cwd=cwd, stdin=subprocess.DEVNULL, stdout=follower,
-                            stderr=follower, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        start_new_session=True,
+    )
     os.close(follower)
     chunks, deadline = [], time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -70,7 +79,9 @@ def on_a_terminal(args: list[str], cwd: Path, timeout: float = 600) -> tuple[int
         proc.kill()
         raise
     text = ANSI.sub("", b"".join(chunks).decode(errors="replace"))
-    return code, [line.split("\r")[-1] if line.split("\r")[-1] else line for line in text.replace("\r\n", "\n").split("\n")]
+    return code, [
+        line.split("\r")[-1] if line.split("\r")[-1] else line for line in text.replace("\r\n", "\n").split("\n")
+    ]
 
 
 def write_recipe(where: Path) -> Path:
@@ -86,8 +97,23 @@ def quiet(tmp_path_factory):
     on one node runs one trial at a time, and a --json summary): (exit code, the terminal's lines, its cwd)."""
     where = tmp_path_factory.mktemp("quiet")
     recipe = write_recipe(where)
-    code, lines = on_a_terminal([str(recipe), "--quick", "--compile", "off", "--trials", "torch:ddp,tf:none", "--workers", "1",
-                                 "--concurrency", "auto", "--json", str(where / "summary.json")], where)
+    code, lines = on_a_terminal(
+        [
+            str(recipe),
+            "--quick",
+            "--compile",
+            "off",
+            "--trials",
+            "torch:ddp,tf:none",
+            "--workers",
+            "1",
+            "--concurrency",
+            "auto",
+            "--json",
+            str(where / "summary.json"),
+        ],
+        where,
+    )
     return code, lines, where
 
 

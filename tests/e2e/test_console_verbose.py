@@ -21,7 +21,9 @@ def recipe(tmp_path):
 
 
 def test_verbose_console_shows_the_others_output(recipe, tmp_path):
-    code, lines = on_a_terminal([str(recipe), "--quick", "--compile", "off", "--trials", "torch:none", "--verbose"], tmp_path)
+    code, lines = on_a_terminal(
+        [str(recipe), "--quick", "--compile", "off", "--trials", "torch:none", "--verbose"], tmp_path
+    )
     shown = "\n".join(lines)
     assert code == 1, shown[-3000:]
     assert re.search(r"\(TrainController pid=\d+", shown), shown[-3000:]

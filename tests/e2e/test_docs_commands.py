@@ -63,8 +63,13 @@ def here(tmp_path_factory):
         for name, body in page_blocks((ROOT / page).read_text(), every=True)[1].items():
             (where / name).write_text(body)
     [export] = [argv for _, argv in COMMANDS if argv[-2:] == ["recipes/fashion.py", EXPORT_TO]]
-    done = subprocess.run([sys.executable, *export[1:-1], str(where / "fashion-parquet")], cwd=where,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, *export[1:-1], str(where / "fashion-parquet")],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return where
 
@@ -72,15 +77,22 @@ def here(tmp_path_factory):
 def test_the_pages_show_the_commands_a_user_runs():
     shown = [shlex.join(argv) for _, argv in COMMANDS]
     assert len(shown) >= 25, shown
-    for wanted in ("recipes/fashion.py --quick", "raylab compare --experiment fashion", "my_recipe.py --quick",
-                   "my_regression.py --quick", "raylab data export", "ray job submit", "--precision bf16"):
+    for wanted in (
+        "recipes/fashion.py --quick",
+        "raylab compare --experiment fashion",
+        "my_recipe.py --quick",
+        "my_regression.py --quick",
+        "raylab data export",
+        "ray job submit",
+        "--precision bf16",
+    ):
         assert any(wanted in line for line in shown), wanted
 
 
 def recipe_argv(argv: list[str], where: Path) -> list[str] | None:
     """The recipe command inside argv (after `python`, or after a `--`), its paths made this folder's."""
     if "--" in argv:
-        argv = argv[argv.index("--") + 1:]
+        argv = argv[argv.index("--") + 1 :]
     if not argv or Path(argv[0]).name != "python" or len(argv) < 2 or not argv[1].endswith(".py"):
         return None
     return [str(where / argv[1]), *(a.replace(EXPORT_TO, str(where / "fashion-parquet")) for a in argv[2:])]
@@ -90,8 +102,11 @@ def recipe_argv(argv: list[str], where: Path) -> list[str] | None:
 def test_every_command_the_pages_show_passes_raylabs_door(here, where_shown, argv, monkeypatch):
     monkeypatch.chdir(here)
     monkeypatch.setenv("HOME", str(here))
-    if argv[:3] == ["ray", "job", "submit"] or (len(argv) > 1 and argv[1].startswith("recipes/")) or \
-            (len(argv) > 1 and argv[1].endswith(".py") and not argv[1].startswith("bench/")):
+    if (
+        argv[:3] == ["ray", "job", "submit"]
+        or (len(argv) > 1 and argv[1].startswith("recipes/"))
+        or (len(argv) > 1 and argv[1].endswith(".py") and not argv[1].startswith("bench/"))
+    ):
         at_the_door(recipe_argv(argv, here))
         return
     if Path(argv[0]).name == "raylab" or argv[1:3] == ["-m", "raylab"]:

@@ -33,14 +33,40 @@ SECONDS = 40
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = ROOT / ".venv" / "bin" / "python"
 # The GPU cells of docs/hardware.md that torch and JAX can run, a step each (stream exports its Parquet first).
-CELLS = ["facts", "mlp", "axis", "mlp_bf16", "mlp_fp16", "cnn", "cnn_bf16", "cnn_fp16", "compile", "best", "profile",
-         "stream", "restart", "batch_max"]
+CELLS = [
+    "facts",
+    "mlp",
+    "axis",
+    "mlp_bf16",
+    "mlp_fp16",
+    "cnn",
+    "cnn_bf16",
+    "cnn_fp16",
+    "compile",
+    "best",
+    "profile",
+    "stream",
+    "restart",
+    "batch_max",
+]
 # What each step must ask for: the cell it stands for.
-ASKS = {"mlp": ["--repeats 2"], "axis": ["--device cpu"], "axis_peak": ["peak", "--device cpu"],
-        "axis_peak_gpu": ["peak", "--device gpu"], "mlp_bf16": ["--precision bf16"], "mlp_fp16": ["--precision fp16"],
-        "cnn": ["fashion_cnn.py"], "cnn_bf16": ["--precision bf16"], "cnn_fp16": ["--precision fp16"],
-        "compile": ["--compile on", "--compile-mode"], "best": ["--compile best", "--race-again"],
-        "profile": ["--profile"], "stream": ["--data"], "restart": ["restart.py"], "batch_max": ["--batch max"]}
+ASKS = {
+    "mlp": ["--repeats 2"],
+    "axis": ["--device cpu"],
+    "axis_peak": ["peak", "--device cpu"],
+    "axis_peak_gpu": ["peak", "--device gpu"],
+    "mlp_bf16": ["--precision bf16"],
+    "mlp_fp16": ["--precision fp16"],
+    "cnn": ["fashion_cnn.py"],
+    "cnn_bf16": ["--precision bf16"],
+    "cnn_fp16": ["--precision fp16"],
+    "compile": ["--compile on", "--compile-mode"],
+    "best": ["--compile best", "--race-again"],
+    "profile": ["--profile"],
+    "stream": ["--data"],
+    "restart": ["restart.py"],
+    "batch_max": ["--batch max"],
+}
 
 
 def script_env(home: Path, **more) -> dict:
@@ -58,12 +84,18 @@ exec {PYTHON} -c 'import json, sys; open(sys.argv[1], "a").write(json.dumps(sys.
 """)
     recorder.chmod(0o755)
     env = script_env(tmp_path, PYTHON=str(recorder), **({"DRY": "1"} if dry else {}))
-    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu.sh"), str(out)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu.sh"), str(out)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()]
     peaks = ["axis_peak"] + ([] if dry else ["axis_peak_gpu"])  # `raylab peak`, recorded, not run
-    assert [s[0] for s in steps] == CELLS[:2] + peaks + CELLS[2:11] + ["stream_export", "stream", "restart", "batch_max"]
+    assert [s[0] for s in steps] == CELLS[:2] + peaks + CELLS[2:11] + [
+        "stream_export",
+        "stream",
+        "restart",
+        "batch_max",
+    ]
     assert {s[0]: s[1] for s in steps if s[1] != "0"} == {}, done.stdout[-3000:]
     facts = (out / "facts.log").read_text()
     assert re.search(r"torch \S+ cuda \S+ jax \S+", facts) and re.search(r"^[0-9a-f]{40}$", facts, re.M), facts
@@ -92,4 +124,3 @@ def test_every_step_of_the_gpu_run_passes_raylabs_door(tmp_path, dry):
         assert cfg.device == ("cpu" if dry else "gpu"), (name, line)
         if name == "compile" and not dry:  # CUDA graphs are accepted on a GPU only
             assert "reduce-overhead" in line
-

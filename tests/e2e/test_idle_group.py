@@ -53,11 +53,34 @@ def test_an_idle_warm_group_that_loses_its_process_ends_and_its_next_trial_start
     gate = tmp_path / "gate"
     gate.mkdir()
     # A B B A: torch:none (A) and torch:ddp x2 (B) in warm groups of their own; each trial holds mid-epoch 2.
-    cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), "--quick", "--compile", "off",
-           "--trials", "torch:none,torch:ddp x2", "--repeats", "2", "--epochs", "2", "--steps-per-epoch", str(paced(40)),
-           "--tracking-uri", uri, "--experiment", "idle"]
-    driver = subprocess.Popen(cmd, cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)},
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "held_recipe.py"),
+        "--quick",
+        "--compile",
+        "off",
+        "--trials",
+        "torch:none,torch:ddp x2",
+        "--repeats",
+        "2",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        str(paced(40)),
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "idle",
+    ]
+    driver = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env={**env, "RAYLAB_TEST_GATE": str(gate)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     holds = Gate(gate)
     try:
         a = wait_for(lambda: pid_in(gate / "held-1"), 480, "A's first trial held")
@@ -73,8 +96,10 @@ def test_an_idle_warm_group_that_loses_its_process_ends_and_its_next_trial_start
             driver.wait(timeout=30)
     assert driver.returncode == 0, out[-3000:]
     exp = client.get_experiment_by_name("idle").experiment_id
-    trials = sorted((r for r in client.search_runs([exp]) if r.data.tags.get("raylab.role") == "trial"),
-                    key=lambda r: r.info.start_time)
+    trials = sorted(
+        (r for r in client.search_runs([exp]) if r.data.tags.get("raylab.role") == "trial"),
+        key=lambda r: r.info.start_time,
+    )
     assert [r.info.run_name for r in trials] == ["torch:none x1", "torch:ddp x2", "torch:ddp x2", "torch:none x1"]
     assert all(r.info.status == "FINISHED" and not r.data.metrics.get("restarts") for r in trials)
     starts = [(r.data.params.get("start"), r.data.params.get("group_index")) for r in trials]

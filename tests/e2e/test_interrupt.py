@@ -65,21 +65,49 @@ def stopped(tmp_path_factory) -> dict:
     uri, client = sqlite_store(tmp_path)
     gate = tmp_path / "gate"
     gate.mkdir()
-    cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), "--quick", "--compile", "off", "--trials", "torch:none",
-           "--workers", "1", "--epochs", "3", "--steps-per-epoch", str(paced(200)), "--tracking-uri", uri, "--experiment", "stopped"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "held_recipe.py"),
+        "--quick",
+        "--compile",
+        "off",
+        "--trials",
+        "torch:none",
+        "--workers",
+        "1",
+        "--epochs",
+        "3",
+        "--steps-per-epoch",
+        str(paced(200)),
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "stopped",
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env={**env, "RAYLAB_TEST_GATE": str(gate)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     watcher = Listeners(proc.pid)
     watcher.start()
     try:
+
         def first_epoch_logged():
             exp = client.get_experiment_by_name("stopped")
             runs = client.search_runs([exp.experiment_id]) if exp else []
             trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
             return trials and client.get_metric_history(trials[0].info.run_id, "val_accuracy") and runs
 
-        wait_for(lambda: (gate / "held-1").exists() and first_epoch_logged(), 480,
-                 "the trial's first epoch in MLflow, and the trial held mid-epoch 2")
+        wait_for(
+            lambda: (gate / "held-1").exists() and first_epoch_logged(),
+            480,
+            "the trial's first epoch in MLflow, and the trial held mid-epoch 2",
+        )
         watcher.stop()
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
@@ -117,8 +145,11 @@ def left_of(session: int, tmp: Path) -> list[str]:
     """The processes of a driver started in a session of its own: that session's, or any naming its temp dir."""
     out = subprocess.run(["ps", "-eo", "pid=,sid=,args="], capture_output=True, text=True, timeout=30).stdout
     rows = [line.split(None, 2) for line in out.splitlines() if line.strip()]
-    return [" ".join(r) for r in rows if len(r) == 3 and (r[1] == str(session) or str(tmp) in r[2])
-            and r[0] != str(os.getpid())]
+    return [
+        " ".join(r)
+        for r in rows
+        if len(r) == 3 and (r[1] == str(session) or str(tmp) in r[2]) and r[0] != str(os.getpid())
+    ]
 
 
 HELD = """
@@ -147,8 +178,15 @@ def test_a_sigterm_through_rays_failure_handler_during_ray_init_stops_without_an
     ray_tmp = Path(tempfile.mkdtemp(prefix="rl-", dir="/tmp"))
     env = {**user_env(tmp_path), "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": str(ROOT)}
     try:
-        done = subprocess.run([sys.executable, "-c", HELD], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=120, start_new_session=True)
+        done = subprocess.run(
+            [sys.executable, "-c", HELD],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            start_new_session=True,
+        )
         assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
         assert "stopped: stopped by SIGTERM while the Ray cluster started" in done.stdout, done.stdout
         assert done.stdout.rstrip().endswith("alive"), done.stdout

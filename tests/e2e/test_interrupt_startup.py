@@ -29,24 +29,45 @@ SECONDS = 80
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("phase, sig", [("import", "SIGTERM"), ("store", "SIGTERM"), ("ray", "SIGTERM"),
-                                        ("trial", "SIGTERM"), ("ray", "SIGHUP")])
+@pytest.mark.parametrize(
+    "phase, sig",
+    [("import", "SIGTERM"), ("store", "SIGTERM"), ("ray", "SIGTERM"), ("trial", "SIGTERM"), ("ray", "SIGHUP")],
+)
 def test_a_driver_stopped_during_its_start_up_leaves_nothing_running(tmp_path, phase, sig):
     """Stopped while held at `phase`, then let go on: a handler that deferred the stop acts as the phase ends."""
     ray_tmp = Path(tempfile.mkdtemp(prefix="rl-", dir="/tmp"))  # short: Ray's socket paths go under it
     gate = tmp_path / "gate"
     gate.mkdir()
-    env = {**user_env(tmp_path), "RAY_TMPDIR": str(ray_tmp),  # every Ray process names it
-           "PYTHONPATH": str(ROOT),  # the held recipe's module, in the workers too
-           "RAYLAB_TEST_PHASE": phase, "RAYLAB_TEST_PHASE_GATE": str(gate)}
+    env = {
+        **user_env(tmp_path),
+        "RAY_TMPDIR": str(ray_tmp),  # every Ray process names it
+        "PYTHONPATH": str(ROOT),  # the held recipe's module, in the workers too
+        "RAYLAB_TEST_PHASE": phase,
+        "RAYLAB_TEST_PHASE_GATE": str(gate),
+    }
     uri, client = sqlite_store(tmp_path)
-    cmd = [sys.executable, str(ROOT / "tests" / "e2e" / "phased.py"), "--quick", "--compile", "off", "--trials",
-           "torch:none", "--epochs", "50", "--tracking-uri", uri, "--experiment", "early"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        str(ROOT / "tests" / "e2e" / "phased.py"),
+        "--quick",
+        "--compile",
+        "off",
+        "--trials",
+        "torch:none",
+        "--epochs",
+        "50",
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "early",
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     before = startups.started_by_this_test()
     at = (gate / "held-1") if phase == "trial" else (gate / "at")
     try:
+
         def held():
             assert proc.poll() is None, f"the driver ended before it held at {phase}: {proc.stdout.read()[-3000:]}"
             return at.exists() and at.read_text().strip()

@@ -35,16 +35,36 @@ def free_port() -> int:
 @pytest.fixture
 def head(tmp_path):
     """A Ray head on loopback with its dashboard (the job server); stopped whatever happens."""
-    env = {**os.environ, "HOME": str(tmp_path / "home"), "PATH": f"{BIN}:{os.environ['PATH']}",
-           "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path / "home"),
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "token",
+    }
     env.pop("RAY_AUTH_TOKEN", None)
     (tmp_path / "home").mkdir()
-    subprocess.run([str(BIN / "ray"), "get-auth-token", "--generate"], env=env, check=True, capture_output=True,
-                   text=True, timeout=60)
+    subprocess.run(
+        [str(BIN / "ray"), "get-auth-token", "--generate"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     port, dash = free_port(), free_port()
-    start = [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-             "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
-             "--disable-usage-stats"]
+    start = [
+        str(BIN / "ray"),
+        "start",
+        "--head",
+        "--node-ip-address=127.0.0.1",
+        f"--port={port}",
+        "--num-cpus=2",
+        "--include-dashboard=true",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dash}",
+        "--disable-usage-stats",
+    ]
     try:
         subprocess.run(start, env=env, check=True, capture_output=True, text=True, timeout=120)
         yield env, f"http://127.0.0.1:{dash}"

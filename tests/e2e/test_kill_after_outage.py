@@ -38,13 +38,30 @@ def test_a_worker_killed_after_a_tracking_outage_restarts_its_trial_once(tmp_pat
     server = start_server(db, artifacts, port, log)
     gate = tmp_path / "gate"
     gate.mkdir()
-    cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), "--quick", "--compile", "off", "--trials",
-           "tf:none", "--repeats", "2", "--epochs", "3", "--steps-per-epoch", str(paced(200)), "--tracking-uri", uri,
-           "--experiment", "kill-after-outage"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "held_recipe.py"),
+        "--quick",
+        "--compile",
+        "off",
+        "--trials",
+        "tf:none",
+        "--repeats",
+        "2",
+        "--epochs",
+        "3",
+        "--steps-per-epoch",
+        str(paced(200)),
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "kill-after-outage",
+    ]
     errors = tmp_path / "driver.err"
     env = {**user_env(tmp_path, "MLFLOW_HTTP_REQUEST_MAX_RETRIES"), "RAYLAB_TEST_GATE": str(gate)}
-    driver = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=errors.open("w"),
-                              text=True, start_new_session=True)
+    driver = subprocess.Popen(
+        cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=errors.open("w"), text=True, start_new_session=True
+    )
     holds = Gate(gate)
     try:
         wait_for(lambda: pid_in(gate / "held-1"), 480, "the first trial held mid-epoch 2")
@@ -64,8 +81,10 @@ def test_a_worker_killed_after_a_tracking_outage_restarts_its_trial_once(tmp_pat
     assert driver.returncode == 0, out[-2000:] + err[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     exp = client.get_experiment_by_name("kill-after-outage").experiment_id
-    first, second = sorted((r for r in client.search_runs([exp]) if r.data.tags.get("raylab.role") == "trial"),
-                           key=lambda r: r.info.start_time)
+    first, second = sorted(
+        (r for r in client.search_runs([exp]) if r.data.tags.get("raylab.role") == "trial"),
+        key=lambda r: r.info.start_time,
+    )
     assert first.info.status == second.info.status == "FINISHED"
     assert not first.data.metrics.get("restarts"), first.data.tags.get("failures")
     failures = second.data.tags.get("failures", "")

@@ -40,8 +40,13 @@ def test_the_readmes_mlflow_ui_listens_on_loopback_only(tmp_path):
     command = re.search(r"^\.venv/bin/mlflow ui (.*?) &", readme, re.M).group(1)
     assert "--host 127.0.0.1" in command
     args = command.replace("$PWD", str(tmp_path)).replace("--port 5000", f"--port {port}").split()
-    server = subprocess.Popen([str(ROOT / ".venv" / "bin" / "mlflow"), "ui", *args], cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "mlflow"), "ui", *args],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         # Every socket the UI's processes listen on, read until it serves pages (its workers have bound by then) and
         # twice more after: a listener that comes late is still seen, and one off loopback at any read fails.

@@ -46,8 +46,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PORTS = (5000, 5001, 6379, 8265, 52365)
 TIMEOUT_S = 1200
 # The link the README gives, and the trials of the latest invocation it then shows: the submitted job's.
-UI_LINK = ("http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning&viewStateShareKey=raylab-latest"
-           "&compareRunsMode=CHART")
+UI_LINK = (
+    "http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning&viewStateShareKey=raylab-latest"
+    "&compareRunsMode=CHART"
+)
 LATEST_TRIALS = ("tf:mwms x2", "torch:ddp x2")
 FIRST_TRIALS = ("tf:none x1", "torch:none x1", "xla:single x1", "jax:none x1")  # the README's first run
 
@@ -98,8 +100,13 @@ def readme_script(root: Path = ROOT) -> tuple[str, dict[str, str], list[str]]:
 
 
 def copy_of_checkout(dest: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                            check=True, capture_output=True, text=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split("\0")
     for name in filter(None, listed):
         src = ROOT / name
         if src.is_file():
@@ -127,8 +134,12 @@ def port_busy(port: int) -> bool:
 
 def test_readme_parses_into_the_commands_a_user_runs():
     script, files, skipped = readme_script()
-    assert script.index("# README.md") < script.index("# docs/recipes.md") < script.index("# docs/data.md") < \
-        script.index("# docs/clusters.md")
+    assert (
+        script.index("# README.md")
+        < script.index("# docs/recipes.md")
+        < script.index("# docs/data.md")
+        < script.index("# docs/clusters.md")
+    )
     assert {"my_regression.py", "my_shards.py"} <= set(files) and "python my_regression.py --quick" in script
     assert "scripts/setup.sh" in script and "recipes/fashion.py --quick" in script
     assert "ray job submit" in script and "raylab compare" in script and "ray stop" in script
@@ -160,7 +171,9 @@ def run_as_a_user(tmp_path: Path, script: str, files: dict[str, str]) -> dict:
     while (busy := [p for p in PORTS if port_busy(p)]) and time.monotonic() < deadline:
         time.sleep(0.2)
     holders = sorted({(port, pid, title(pid)) for _, port, pid in listening() if port in busy})
-    assert not busy, f"ports {busy} are taken ({holders}); the README's commands need them free (stop what listens there)"
+    assert not busy, (
+        f"ports {busy} are taken ({holders}); the README's commands need them free (stop what listens there)"
+    )
     # The clone shares this checkout's .venv: it must be up to date here, so that the README's
     # scripts/setup.sh finds it ready in the clone and does not re-point the editable install at the clone.
     subprocess.run([str(ROOT / "scripts" / "setup.sh")], cwd=ROOT, check=True, capture_output=True, timeout=3600)
@@ -173,12 +186,18 @@ def run_as_a_user(tmp_path: Path, script: str, files: dict[str, str]) -> dict:
         (clone / name).write_text(body)
     (tmp_path / "readme.sh").write_text(script)
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if ".venv" not in p)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("RAY_", "MLFLOW_", "VIRTUAL_ENV", "PYTHON"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "MLFLOW_", "VIRTUAL_ENV", "PYTHON"))}
     env.update(HOME=str(home), PATH=path, RAY_USAGE_STATS_ENABLED="0")
     log = open(tmp_path / "readme.out", "w")  # written as it runs: what a timeout leaves is readable
-    proc = subprocess.Popen(["bash", str(tmp_path / "readme.sh")], cwd=clone, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["bash", str(tmp_path / "readme.sh")],
+        cwd=clone,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     ui = None
     try:
         proc.wait(timeout=TIMEOUT_S)
@@ -205,8 +224,11 @@ def run_as_a_user(tmp_path: Path, script: str, files: dict[str, str]) -> dict:
             proc.kill()
     moved = Path(editable_target()) != ROOT / "raylab"
     if moved:  # put it back for the rest of the suite before failing
-        subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
-                        "-e", str(ROOT)], check=True, timeout=600)
+        subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "-e", str(ROOT)],
+            check=True,
+            timeout=600,
+        )
     assert not moved, "the README's scripts/setup.sh reinstalled raylab from the clone"
     return {"code": proc.returncode, "out": (tmp_path / "readme.out").read_text(), "clone": clone, "ui": ui}
 
@@ -231,15 +253,20 @@ def test_readme_commands_run_as_written(readme_run):
     runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
     assert runs and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
-    families = {p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
-                for p in parents}
+    families = {
+        p.info.run_id: [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id] for p in parents
+    }
     # The first run (one trial per framework, --seconds 5), the tour (--quick: every kind), the submitted job
     first = [kids for kids in families.values() if sorted(r.info.run_name for r in kids) == sorted(FIRST_TRIALS)]
-    tour = [kids for kids in families.values() if {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <=
-            {r.info.run_name for r in kids}]
+    tour = [
+        kids
+        for kids in families.values()
+        if {"tf:mwms x2", "torch:ddp x2", "jax:dp x2"} <= {r.info.run_name for r in kids}
+    ]
     job = [kids for kids in families.values() if sorted(r.info.run_name for r in kids) == list(LATEST_TRIALS)]
-    assert len(parents) == 3 and len(first) == len(tour) == len(job) == 1, \
-        {p: [r.info.run_name for r in k] for p, k in families.items()}
+    assert len(parents) == 3 and len(first) == len(tour) == len(job) == 1, {
+        p: [r.info.run_name for r in k] for p, k in families.items()
+    }
     first_run_answers(out, first[0])
     first_run_shares_groups_across_kinds({r.info.run_name: r for r in tour[0]})
     first_run_is_each_framework_at_its_best(out, first[0] + tour[0] + job[0])
@@ -252,15 +279,20 @@ def docs_recipes_ran_as_the_pages_say(client, out: str) -> None:
     """docs/recipes.md's complete recipe trained in all three frameworks, its models' settings read alike (the
     report is fair: "parity: UNFAIR" is in no output, first_run_is_each_framework_at_its_best); docs/data.md's
     label-sorted .npy shards streamed, shuffled as a whole each pass, and learned."""
+
     def finished(name):
         runs = client.search_runs([client.get_experiment_by_name(name).experiment_id])
         trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
-        assert trials and all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+        assert trials and all(r.info.status == "FINISHED" for r in runs), [
+            (r.info.run_name, r.info.status) for r in runs
+        ]
         return trials
 
     assert sorted(r.info.run_name for r in finished("my_regression")) == ["jax:none x1", "tf:none x1", "torch:none x1"]
-    assert "    model settings: alike (1 normalization setting(s), 1 dropout rate(s), 8 initial parameter spreads " \
-           "compared)" in out, out[-3000:]
+    assert (
+        "    model settings: alike (1 normalization setting(s), 1 dropout rate(s), 8 initial parameter spreads "
+        "compared)" in out
+    ), out[-3000:]
     [shards] = finished("my_shards")
     assert shards.data.params["shuffle"] == "global" and shards.data.params["data"] == "npy", shards.data.params
     assert shards.data.metrics["val_accuracy"] > 0.6, shards.data.metrics  # chance: 0.25
@@ -295,8 +327,9 @@ def first_run_is_each_framework_at_its_best(out: str, trials: list) -> None:
         candidates = r.data.params["execution_candidates"]
         if re.match(r"(eager|tf\.function) [\d.]+ ms \(first step [\d.]+ s\); (inductor|xla) [\d.]+ ms", candidates):
             raced.add(r.info.run_name)
-            assert r.data.params["race_source"] == "raced" or \
-                r.data.params["race_source"].startswith("kept on this host since ")
+            assert r.data.params["race_source"] == "raced" or r.data.params["race_source"].startswith(
+                "kept on this host since "
+            )
         else:  # jax, torch_xla, and an invocation of tf:mwms alone: nothing to race
             assert len(get_strategy(r.data.params["trial"]).candidates("cpu")) == 1, (r.info.run_name, candidates)
             assert candidates.endswith("(its only candidate)"), (r.info.run_name, candidates)
@@ -308,12 +341,18 @@ def first_run_shares_groups_across_kinds(runs: dict) -> None:
     """The first run's 1-worker tf:mirrored, torch:ddp and jax:dp ran warm in the groups tf:none, torch:none and
     jax:none started, whose processes have the distributed kind's set-up (`group_setup`); torch:none there records
     no process group, since its steps use none."""
-    for first, second, setup in (("tf:none x1", "tf:mirrored x1", "tf:none x1"),
-                                 ("torch:none x1", "torch:ddp x1", "torch:ddp x1"),
-                                 ("jax:none x1", "jax:dp x1", "jax:dp x1")):
+    for first, second, setup in (
+        ("tf:none x1", "tf:mirrored x1", "tf:none x1"),
+        ("torch:none x1", "torch:ddp x1", "torch:ddp x1"),
+        ("jax:none x1", "jax:dp x1", "jax:dp x1"),
+    ):
         a, b = runs[first].data, runs[second].data
-        assert (a.params["start"], a.params["group_index"], b.params["start"], b.params["group_index"]) == \
-            ("cold", "0", "warm", "1"), (first, second)
+        assert (a.params["start"], a.params["group_index"], b.params["start"], b.params["group_index"]) == (
+            "cold",
+            "0",
+            "warm",
+            "1",
+        ), (first, second)
         assert a.tags["train_run"] == b.tags["train_run"] and a.tags["group_setup"] == b.tags["group_setup"] == setup
     assert runs["torch:none x1"].data.tags["comm_backend"] == "none"
     assert runs["torch:ddp x1"].data.tags["comm_backend"] == "gloo"

@@ -56,10 +56,31 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     # Two trials (torch:none's two repeats, in one warm group), each held mid-epoch 2 by its model
     # (bench/held_recipe.py): the first is let go on and finishes; the driver is SIGKILLed while the second
     # is held, past its first epoch's checkpoint. No race with the machine's speed: the second cannot end first.
-    first = subprocess.Popen([*recipe, "--quick", "--compile", "off", "--trials", "torch:none", "--repeats", "2",
-                              "--epochs", "4", "--steps-per-epoch", str(STEPS), "--checkpoint-every", "0", *where],
-                             cwd=tmp_path, env={**env, "RAYLAB_TEST_GATE": str(gate)}, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    first = subprocess.Popen(
+        [
+            *recipe,
+            "--quick",
+            "--compile",
+            "off",
+            "--trials",
+            "torch:none",
+            "--repeats",
+            "2",
+            "--epochs",
+            "4",
+            "--steps-per-epoch",
+            str(STEPS),
+            "--checkpoint-every",
+            "0",
+            *where,
+        ],
+        cwd=tmp_path,
+        env={**env, "RAYLAB_TEST_GATE": str(gate)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: (gate / "held-1").exists(), 480, "the first trial held mid-epoch 2")
         (gate / "release-1").touch()
@@ -80,8 +101,9 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
         before = {r.info.run_id: r for r in client.search_runs([exp])}
         assert sorted(r.info.status for r in before.values()) == ["FINISHED", "RUNNING", "RUNNING"]
 
-        resumed = subprocess.run([*recipe, "--resume", "last", *where], cwd=tmp_path, env=env,
-                                 capture_output=True, text=True, timeout=600)  # no gate: nothing is held
+        resumed = subprocess.run(
+            [*recipe, "--resume", "last", *where], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )  # no gate: nothing is held
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     finally:
         if first.poll() is None:
@@ -98,8 +120,10 @@ def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp
     # the two repeats ran in one warm group: the second in the processes the first started (docs/trials.md)
     a, b = sorted(trials, key=lambda r: int(r.data.params["group_index"]))
     assert [(r.data.params["start"], r.data.params["group_index"]) for r in (a, b)] == [("cold", "0"), ("warm", "1")]
-    assert before[a.info.run_id].data.tags["train_run"] == before[b.info.run_id].data.tags["train_run"], \
-        (before[a.info.run_id].data.tags, before[b.info.run_id].data.tags)
+    assert before[a.info.run_id].data.tags["train_run"] == before[b.info.run_id].data.tags["train_run"], (
+        before[a.info.run_id].data.tags,
+        before[b.info.run_id].data.tags,
+    )
     done_before = [r for r in trials if before[r.info.run_id].info.status == "FINISHED"]
     assert len(done_before) == 1 and done_before[0].info.end_time == before[done_before[0].info.run_id].info.end_time
     resumed_trial = next(r for r in trials if r not in done_before)

@@ -34,8 +34,9 @@ def test_a_short_soak_finishes_restarts_the_killed_trial_once_and_leaves_nothing
     out = tmp_path / "soak.json"
     # Every wait inside has a bound: the driver is SIGKILLed after 300 s, its processes are waited for 120 s,
     # the mlflow server 120 s; whatever is left of its HOME is SIGKILLed at the end, the server too.
-    code = soak.main(["--short", "--driver-timeout", "300", "--settle-s", "120", "--steps", str(paced(1000)),
-                      "--out", str(out)])
+    code = soak.main(
+        ["--short", "--driver-timeout", "300", "--settle-s", "120", "--steps", str(paced(1000)), "--out", str(out)]
+    )
     printed = capsys.readouterr().out
     found = json.loads(out.read_text())
     assert code == 0 and found["failures"] == [], printed[-4000:]

@@ -40,8 +40,20 @@ EPOCHS, STEPS = 3, 200  # held at step 300, mid-epoch 2, and after step 600, its
 
 
 def start_server(db: Path, artifacts: Path, port: int, log: Path) -> subprocess.Popen:
-    cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--backend-store-uri", f"sqlite:///{db}", "--artifacts-destination", str(artifacts)]
+    cmd = [
+        str(BIN / "mlflow"),
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--backend-store-uri",
+        f"sqlite:///{db}",
+        "--artifacts-destination",
+        str(artifacts),
+    ]
     server = subprocess.Popen(cmd, stdout=log.open("a"), stderr=subprocess.STDOUT, start_new_session=True)
     client = MlflowClient(tracking_uri=f"http://127.0.0.1:{port}")
 
@@ -69,14 +81,36 @@ def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch)
     client = MlflowClient(tracking_uri=uri)
     gate = tmp_path / "gate"
     gate.mkdir()
-    cmd = [sys.executable, str(ROOT / "bench" / "held_recipe.py"), "--quick", "--compile", "off", "--trials",
-           "torch:none", "--epochs", str(EPOCHS), "--steps-per-epoch", str(STEPS), "--tracking-uri", uri,
-           "--experiment", "outage"]
+    cmd = [
+        sys.executable,
+        str(ROOT / "bench" / "held_recipe.py"),
+        "--quick",
+        "--compile",
+        "off",
+        "--trials",
+        "torch:none",
+        "--epochs",
+        str(EPOCHS),
+        "--steps-per-epoch",
+        str(STEPS),
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "outage",
+    ]
     errors = tmp_path / "driver.err"
     held = {"RAYLAB_TEST_GATE": str(gate), "RAYLAB_TEST_LAST_AT": str(EPOCHS * STEPS)}
-    run = subprocess.Popen(cmd, cwd=tmp_path, env={**env, **held}, stdout=subprocess.PIPE,
-                           stderr=errors.open("w"), text=True, start_new_session=True)
+    run = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env={**env, **held},
+        stdout=subprocess.PIPE,
+        stderr=errors.open("w"),
+        text=True,
+        start_new_session=True,
+    )
     try:
+
         def first_epoch_logged():
             exp = client.get_experiment_by_name("outage")
             runs = client.search_runs([exp.experiment_id]) if exp else []
@@ -100,8 +134,9 @@ def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch)
         assert run.returncode == 0, out[-2000:] + err[-3000:]
         if LONG:  # the writes waited a minute at the end, then went to a file: send it as it says
             (pending,) = re.findall(r"raylab upload (\S+)", err)
-            sent = subprocess.run([str(BIN / "raylab"), "upload", pending], env=env, capture_output=True,
-                                  text=True, timeout=300)
+            sent = subprocess.run(
+                [str(BIN / "raylab"), "upload", pending], env=env, capture_output=True, text=True, timeout=300
+            )
             assert sent.returncode == 0, sent.stderr[-3000:]
         else:
             assert "is back" in err, err[-3000:]

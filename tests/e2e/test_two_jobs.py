@@ -27,23 +27,53 @@ SECONDS = 80  # measured 78-80 s (2026-12-06, the 2-core VM)
 
 # 3 s of steady steps (--seconds), at most 6,000 steps (torch's fashion MLP, 1 thread: about a thousand steps a
 # second here): each trial ends mid-epoch, at its own step
-TRIAL = ["--quick", "--trials", "torch:none", "--compile", "off", "--epochs", "3", "--steps-per-epoch", "2000",
-         "--seconds", "3"]
+TRIAL = [
+    "--quick",
+    "--trials",
+    "torch:none",
+    "--compile",
+    "off",
+    "--epochs",
+    "3",
+    "--steps-per-epoch",
+    "2000",
+    "--seconds",
+    "3",
+]
 
 
 @pytest.fixture(scope="module")
 def head(tmp_path_factory):
     """A Ray head on loopback with token authentication and no dashboard; the drivers' environment to reach it."""
     tmp = tmp_path_factory.mktemp("head")
-    env = {**os.environ, "HOME": str(tmp / "home"), "PATH": f"{BIN}:{os.environ['PATH']}",
-           "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token"}
+    env = {
+        **os.environ,
+        "HOME": str(tmp / "home"),
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "token",
+    }
     env.pop("RAY_AUTH_TOKEN", None)
     (tmp / "home").mkdir()
-    subprocess.run([str(BIN / "ray"), "get-auth-token", "--generate"], env=env, check=True, capture_output=True,
-                   text=True, timeout=60)
+    subprocess.run(
+        [str(BIN / "ray"), "get-auth-token", "--generate"],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     port = free_port()
-    start = [str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=2",
-             "--include-dashboard=false", "--disable-usage-stats"]
+    start = [
+        str(BIN / "ray"),
+        "start",
+        "--head",
+        "--node-ip-address=127.0.0.1",
+        f"--port={port}",
+        "--num-cpus=2",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+    ]
     try:
         subprocess.run(start, env=env, check=True, capture_output=True, text=True, timeout=120)
         token = (tmp / "home" / ".ray" / "auth_token").read_text().strip()
@@ -58,10 +88,26 @@ def job(head, where: Path, *more: str) -> tuple[subprocess.Popen, object]:
     env, address = head
     (where / "home").mkdir(parents=True)
     uri, client = sqlite_store(where)
-    cmd = [sys.executable, str(ROOT / "recipes" / "fashion.py"), *TRIAL, "--address", address, "--tracking-uri", uri,
-           "--experiment", "jobs", *more]
-    proc = subprocess.Popen(cmd, cwd=where, env={**env, "HOME": str(where / "home")}, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    cmd = [
+        sys.executable,
+        str(ROOT / "recipes" / "fashion.py"),
+        *TRIAL,
+        "--address",
+        address,
+        "--tracking-uri",
+        uri,
+        "--experiment",
+        "jobs",
+        *more,
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=where,
+        env={**env, "HOME": str(where / "home")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     return proc, client
 
 
@@ -76,8 +122,11 @@ def read_until(proc: subprocess.Popen, pattern: str, timeout: float) -> str:
 
 
 def trial_of(client):
-    [run] = [r for r in client.search_runs([client.get_experiment_by_name("jobs").experiment_id])
-             if r.data.tags.get("raylab.role") == "trial"]
+    [run] = [
+        r
+        for r in client.search_runs([client.get_experiment_by_name("jobs").experiment_id])
+        if r.data.tags.get("raylab.role") == "trial"
+    ]
     return run
 
 
@@ -104,13 +153,18 @@ def two_jobs(head, tmp_path_factory) -> dict:
 def test_a_second_job_waits_for_the_first_and_says_for_whom(two_jobs):
     (a_code, a_out, a_client), (b_code, b_out, b_client) = two_jobs["a"], two_jobs["b"]
     assert a_code == 0 and b_code == 0, (a_out[-3000:], b_out[-3000:])
-    assert re.search(r"^raylab: waiting for node \w{12}, held by job \w+'s invocation fashion \(\w+\) \(.+ on .+\), "
-                     r"(trial torch:none x1 )?since \d\d:\d\d:\d\d; this job goes on when it ends", b_out, re.M), \
-        b_out[-3000:]
+    assert re.search(
+        r"^raylab: waiting for node \w{12}, held by job \w+'s invocation fashion \(\w+\) \(.+ on .+\), "
+        r"(trial torch:none x1 )?since \d\d:\d\d:\d\d; this job goes on when it ends",
+        b_out,
+        re.M,
+    ), b_out[-3000:]
     a_run, b_run = trial_of(a_client), trial_of(b_client)
     # never at once: B's trial started after A's ended (both clocks are this machine's)
-    assert float(b_run.data.tags["trial_started"]) >= float(a_run.data.tags["trial_ended"]), \
-        (a_run.data.tags, b_run.data.tags)
+    assert float(b_run.data.tags["trial_started"]) >= float(a_run.data.tags["trial_ended"]), (
+        a_run.data.tags,
+        b_run.data.tags,
+    )
     assert a_run.data.tags["node_hold"].startswith("held: 1 node(s)"), a_run.data.tags
     assert re.match(r"held: 1 node\(s\) .* after waiting \d+ s for another job", b_run.data.tags["node_hold"])
     # each measured alone: next to no other work beside it, and fair
@@ -121,15 +175,24 @@ def test_a_second_job_waits_for_the_first_and_says_for_whom(two_jobs):
         m = run.data.metrics
         assert run.data.params["seconds"] == "3.0" and 3.0 <= m["steady_s"] < 4.0, (m["steady_s"], m["steps_trained"])
         assert m["steps_trained"] < 6000, m["steps_trained"]
-        assert re.search(r"^    length: each trial ended at 3 s of steady steps \(--seconds\), after torch:none x1 "
-                         r"[\d,]+ steps", out, re.M), out[-3000:]
+        assert re.search(
+            r"^    length: each trial ended at 3 s of steady steps \(--seconds\), after torch:none x1 "
+            r"[\d,]+ steps",
+            out,
+            re.M,
+        ), out[-3000:]
 
 
 def burner() -> int:
     """A plain process (not Ray's, not the trial's) burning one core for 10 minutes: its pid."""
     code = "import time\nend = time.time() + 600\nwhile time.time() < end: pass"
-    out = subprocess.run(["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!', sys.executable, code],
-                         capture_output=True, text=True, check=True, timeout=30)
+    out = subprocess.run(
+        ["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!', sys.executable, code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
     return int(out.stdout.strip())
 
 
@@ -143,9 +206,13 @@ def test_a_burner_beside_a_trial_is_recorded_and_the_verdict_says_so(head, two_j
     assert proc.returncode == 0, out[-3000:]
     run = trial_of(client)
     assert 0.6 <= run.data.metrics["beside_cores"] <= 1.4, run.data.tags["beside"]  # about the burner's core
-    assert re.match(r"node \w{12}: \d\.\d\d cores of other work, \d\.\d\d stolen, Ray and this job \d\.\d\d, the "
-                    r"trial's own \d\.\d\d of 2 CPUs, over [\d.]+ s$", run.data.tags["beside"]), run.data.tags
+    assert re.match(
+        r"node \w{12}: \d\.\d\d cores of other work, \d\.\d\d stolen, Ray and this job \d\.\d\d, the "
+        r"trial's own \d\.\d\d of 2 CPUs, over [\d.]+ s$",
+        run.data.tags["beside"],
+    ), run.data.tags
     assert "parity: UNFAIR (measured beside other work differ)" in out, out[-3000:]
-    assert re.search(r"! measured beside other work .*: torch:none x1 beside \d\.\d\d cores of other work", out), \
-        out[-3000:]
+    assert re.search(r"! measured beside other work .*: torch:none x1 beside \d\.\d\d cores of other work", out), out[
+        -3000:
+    ]
     assert re.search(r"^torch:none x1 \^", out, re.M), out[-3000:]  # the table marks it

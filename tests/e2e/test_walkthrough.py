@@ -18,8 +18,13 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.e2e.listening import loopback
-from tests.e2e.test_readme import LATEST_TRIALS, ROOT, page_blocks, run_as_a_user, \
-    the_ui_shows_the_latest_trials_and_charts
+from tests.e2e.test_readme import (
+    LATEST_TRIALS,
+    ROOT,
+    page_blocks,
+    run_as_a_user,
+    the_ui_shows_the_latest_trials_and_charts,
+)
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 2  # the submitted job's tf:mwms x2 and torch:ddp x2
@@ -49,8 +54,9 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
     runs = client.search_runs([client.get_experiment_by_name("fashion").experiment_id])
     parents = [r for r in runs if r.data.tags.get("raylab.role") == "parent"]
     trials = [r for r in runs if r.data.tags.get("raylab.role") == "trial"]
-    assert len(parents) == 1 and sorted(r.info.run_name for r in trials) == list(LATEST_TRIALS), \
-        [(r.info.run_name, r.data.tags.get("raylab.role")) for r in runs]
+    assert len(parents) == 1 and sorted(r.info.run_name for r in trials) == list(LATEST_TRIALS), [
+        (r.info.run_name, r.data.tags.get("raylab.role")) for r in runs
+    ]
     assert all(r.info.status == "FINISHED" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
     assert all(r.data.tags["mlflow.parentRunId"] == parents[0].info.run_id for r in trials)
     assert all(r.data.metrics["val_accuracy"] > 0.6 for r in trials), [r.data.metrics for r in trials]
@@ -63,22 +69,30 @@ def test_a_job_submitted_as_the_docs_write_it_races_trains_and_is_compared(walke
     assert ddp["execution_choice"] == "best" and ddp["race_source"] == "raced", ddp
     assert re.match(r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor [\d.]+ ms", ddp["execution_candidates"]), ddp
     # chosen on what its steps would spend in each (the first step, compilation, included), past the race's noise
-    assert re.match(r"\d+ steps: eager [\d.]+ s, inductor [\d.]+ s; a lead over the usual execution counts past "
-                    r"1\.\d\dx$", ddp["execution_projected"]), ddp
+    assert re.match(
+        r"\d+ steps: eager [\d.]+ s, inductor [\d.]+ s; a lead over the usual execution counts past "
+        r"1\.\d\dx$",
+        ddp["execution_projected"],
+    ), ddp
     assert mwms["execution_candidates"].endswith("(its only candidate)"), mwms
     assert "parity: fair" in out and "parity: UNFAIR" not in out, out[-3000:]
     # what the parity report compared of what the workers built: the models' settings and each framework's count of
     # the work a sample costs (TF's and torch's own counters, the same MLP: 409.1 kFLOP)
-    assert re.search(r"^    model settings: alike \(\d+ normalization setting\(s\), \d+ dropout rate\(s\), \d+ initial "
-                     r"parameter spreads compared\)$", out, re.M), out[-3000:]
+    assert re.search(
+        r"^    model settings: alike \(\d+ normalization setting\(s\), \d+ dropout rate\(s\), \d+ initial "
+        r"parameter spreads compared\)$",
+        out,
+        re.M,
+    ), out[-3000:]
     assert "    work per sample (forward and gradients, each framework's own counter): 409.1 kFLOP" in out, out[-3000:]
     assert re.search(r"^trial .* GFLOP/s", out, re.M), out[-3000:]
     # `raylab compare` through the MLflow server printed the job's trials, a row each: read from its own output (its
     # header names the caller's latest invocation; the job's end-of-run table, printed before it, does not)
-    header = re.search(r"^experiment 'fashion', run fashion [\d: -]+ \(\w{32}\), the latest invocation of yours \(",
-                       out, re.M)
+    header = re.search(
+        r"^experiment 'fashion', run fashion [\d: -]+ \(\w{32}\), the latest invocation of yours \(", out, re.M
+    )
     assert header, out[-3000:]
-    compared = out[header.start():]
+    compared = out[header.start() :]
     assert all(re.search(rf"^{re.escape(name)} +FINISHED", compared, re.M) for name in LATEST_TRIALS), compared[-3000:]
     assert "parity: fair" in compared and re.search(r"^chart: raylab-fashion\.png", compared, re.M), compared[-3000:]
     the_race_is_kept_listed_and_cleared(clone.parent / "home")
@@ -91,14 +105,23 @@ def the_race_is_kept_listed_and_cleared(home) -> None:
     import time
 
     def probes(*argv):
-        done = subprocess.run([str(ROOT / ".venv" / "bin" / "raylab"), "probes", *argv], capture_output=True,
-                              text=True, timeout=120, env={**os.environ, "HOME": str(home)})
+        done = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "raylab"), "probes", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "HOME": str(home)},
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         return done.stdout
 
     listed = probes("list")
-    assert re.search(rf"^race +\w+ +{time.strftime('%Y-%m-%d')} \d\d:\d\d:\d\d .*PyTorch, batch 32, fp32, cpu, 1 "
-                     r"thread\(s\), fashion's model: eager ", listed, re.M), listed
+    assert re.search(
+        rf"^race +\w+ +{time.strftime('%Y-%m-%d')} \d\d:\d\d:\d\d .*PyTorch, batch 32, fp32, cpu, 1 "
+        r"thread\(s\), fashion's model: eager ",
+        listed,
+        re.M,
+    ), listed
     assert "cleared 1 race answer(s)" in probes("clear", "race")
     assert "nothing kept in" in probes("list", "race")
 

@@ -107,8 +107,13 @@ LOST_STEPS = ["--quick", "--epochs", "3", "--steps-per-epoch", str(LOST_STEPS_N)
 LOST_WORKERS_TRIALS = "tf:mwms x2,torch:ps-sync x2,xla:ddp x2,jax:dp x2,torch:ddp x2"
 # torch:ddp x2 loses a worker in its second repeat, the second trial of its warm worker group (the restarted group
 # goes on with that trial, from its own checkpoint); jax:dp x2 in its first, and its second runs in the restarted group.
-LOST_WORKERS_PLAN = {"torch:ddp x2": [None, "worker"], "tf:mwms x2": ["worker", None],
-                     "torch:ps-sync x2": ["server", None], "xla:ddp x2": ["worker", None], "jax:dp x2": ["worker", None]}
+LOST_WORKERS_PLAN = {
+    "torch:ddp x2": [None, "worker"],
+    "tf:mwms x2": ["worker", None],
+    "torch:ps-sync x2": ["server", None],
+    "xla:ddp x2": ["worker", None],
+    "jax:dp x2": ["worker", None],
+}
 # tf:ps on its own: a lost tf:ps task takes TF's coordinator most of a minute to give up on (recovery_s 45-60 s
 # here), so both repeats lose one, a worker task and a ps task, and there is no uninterrupted twin.
 LOST_TF_PS_PLAN = {"tf:ps x2": ["tf-worker", "tf-ps"]}
@@ -119,18 +124,44 @@ def lost_workers(ray_cluster, tmp_path_factory, template_db):
     """Each planned process lost while its trial holds mid-epoch 2 (the held recipe: the fashion MLP, its models
     wrapped), whatever this machine's speed."""
     where = tmp_path_factory.mktemp("lost-workers")
-    return shared_run(where, template_db, "lost-workers", 8, held(where / "gate", LOST_STEPS_N),
-                      "--trials", LOST_WORKERS_TRIALS, *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
-                      kill=LOST_WORKERS_PLAN, seconds=600)
+    return shared_run(
+        where,
+        template_db,
+        "lost-workers",
+        8,
+        held(where / "gate", LOST_STEPS_N),
+        "--trials",
+        LOST_WORKERS_TRIALS,
+        *LOST_STEPS,
+        "--repeats",
+        "2",
+        "--checkpoint-every",
+        "0",
+        kill=LOST_WORKERS_PLAN,
+        seconds=600,
+    )
 
 
 @pytest.fixture(scope="package")
 def lost_tf_ps(ray_cluster, tmp_path_factory, template_db):
     """tf:ps's tasks lost while a worker task holds in its graph mid-epoch 2."""
     where = tmp_path_factory.mktemp("lost-tf-ps")
-    return shared_run(where, template_db, "lost-tf-ps", 2, held(where / "gate", LOST_STEPS_N),
-                      "--trials", "tf:ps x2", *LOST_STEPS, "--repeats", "2", "--checkpoint-every", "0",
-                      kill=LOST_TF_PS_PLAN, seconds=260)
+    return shared_run(
+        where,
+        template_db,
+        "lost-tf-ps",
+        2,
+        held(where / "gate", LOST_STEPS_N),
+        "--trials",
+        "tf:ps x2",
+        *LOST_STEPS,
+        "--repeats",
+        "2",
+        "--checkpoint-every",
+        "0",
+        kill=LOST_TF_PS_PLAN,
+        seconds=260,
+    )
 
 
 class Tee(io.StringIO):
@@ -174,8 +205,16 @@ class Ran:
         return self.err[-4000:]
 
 
-def shared_run(where: Path, template: Path, name: str, starts: int, recipe, *args, kill: dict | None = None,
-               seconds: float | None = None) -> Ran:
+def shared_run(
+    where: Path,
+    template: Path,
+    name: str,
+    starts: int,
+    recipe,
+    *args,
+    kill: dict | None = None,
+    seconds: float | None = None,
+) -> Ran:
     """Runs a recipe once for a whole module: its console captured (tests read `out` as they would capsys's),
     its start-ups charged to `name`, which declares `starts` of them and `seconds` of time. kill: a Killer's plan (killing.py) to carry
     out while it runs, {trial name: [victim per repeat]}, at each trial's hold mid-epoch 2: the recipe is then the

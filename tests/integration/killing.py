@@ -137,8 +137,11 @@ def no_train_workers_left(timeout: float = 60) -> bool:
 def leftovers() -> list[str]:
     """raylab's Ray processes still alive: trial workers, parameter servers, sinks."""
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, timeout=30).stdout
-    return [line for line in out.splitlines()
-            if line.startswith(("ray::RayTrainWorker", "ray::ParameterServer", "ray::TrialSink"))]
+    return [
+        line
+        for line in out.splitlines()
+        if line.startswith(("ray::RayTrainWorker", "ray::ParameterServer", "ray::TrialSink"))
+    ]
 
 
 def assert_nothing_left():

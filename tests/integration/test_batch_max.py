@@ -95,11 +95,25 @@ def test_batch_max_finds_the_largest_batch_under_the_cap_in_torch(run_recipe, ca
 
 def batch_max_finds_the_largest_batch_under_the_cap(run_recipe, capsys, trials: str) -> None:
     # 64 test items: evaluation runs in batches no larger than the training batch, here a few items
-    recipe = FASHION.variant(models={"torch": wide_torch, "tf": wide_tf, "jax": wide_jax}, batch_per_replica=2,
-                             quick_test=64)
-    code, summary, client = run_recipe(recipe, "--quick", "--trials", trials, "--batch", "max",
-                                       "--memory-cap-mb", "3000", "--epochs", "1", "--steps-per-epoch", "4",
-                                       "--max-failures", "0")
+    recipe = FASHION.variant(
+        models={"torch": wide_torch, "tf": wide_tf, "jax": wide_jax}, batch_per_replica=2, quick_test=64
+    )
+    code, summary, client = run_recipe(
+        recipe,
+        "--quick",
+        "--trials",
+        trials,
+        "--batch",
+        "max",
+        "--memory-cap-mb",
+        "3000",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "4",
+        "--max-failures",
+        "0",
+    )
     captured = capsys.readouterr()
     assert code == 0, [(t["trial"], t["status"], t.get("error")) for t in summary["trials"]] + [captured.err[-4000:]]
     assert len(summary["trials"]) == len(trials.split(",")), summary

@@ -55,13 +55,21 @@ def tf_model(keras=None):
             y.set_shape(x.shape)
             return y
 
-    return keras.Sequential([keras.Input((8,)), PythonOp(), keras.layers.Dense(32, activation="relu"),
-                             keras.layers.Dense(4)])
+    return keras.Sequential(
+        [keras.Input((8,)), PythonOp(), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(4)]
+    )
 
 
-RECIPE = Recipe(name="uncompilable", data=(X[:1536], Y[:1536], X[1536:], Y[1536:]),
-                models={"tf": tf_model, "torch": torch_model}, loss="sparse_categorical_crossentropy",
-                metrics=("accuracy",), optimizer=optimizer("adam", 1e-2), batch_per_replica=32, epochs=1)
+RECIPE = Recipe(
+    name="uncompilable",
+    data=(X[:1536], Y[:1536], X[1536:], Y[1536:]),
+    models={"tf": tf_model, "torch": torch_model},
+    loss="sparse_categorical_crossentropy",
+    metrics=("accuracy",),
+    optimizer=optimizer("adam", 1e-2),
+    batch_per_replica=32,
+    epochs=1,
+)
 
 
 @pytest.mark.timeout(600)
@@ -69,8 +77,9 @@ def test_best_runs_every_trial_where_a_compiled_candidate_fails_and_says_why(run
     """Two batch sizes of two frameworks: four races on the 2-CPU cluster, a CPU each, more than it holds at once.
     They go in waves of two (raylab/probes/race.py `waves`; started all at once, the last two waited 30 minutes for
     CPUs the first two held), and each batch's trials train in what its own race found."""
-    code, summary, client = run_recipe(RECIPE, "--trials", "torch:none,tf:none", "--compile", "best",
-                                       "--batch", "32,64")
+    code, summary, client = run_recipe(
+        RECIPE, "--trials", "torch:none,tf:none", "--compile", "best", "--batch", "32,64"
+    )
     out = capsys.readouterr().out
     assert code == 0, out[-3000:]
     runs = {t["trial"]: client.get_run(t["run_id"]) for t in summary["trials"]}
@@ -82,10 +91,12 @@ def test_best_runs_every_trial_where_a_compiled_candidate_fails_and_says_why(run
         assert torch_run.tags["execution"] == "eager" and tf_run.tags["execution"] == "tf.function"
         assert torch_run.params["execution_choice"] == tf_run.params["execution_choice"] == "best"
         # the usual execution timed, the compiled one failed on its own (not the race as a whole)
-        assert re.match(r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor failed: \w+",
-                        torch_run.params["execution_candidates"]), torch_run.params["execution_candidates"]
-        assert re.match(r"tf\.function [\d.]+ ms \(first step [\d.]+ s\); xla failed: \w+",
-                        tf_run.params["execution_candidates"]), tf_run.params["execution_candidates"]
+        assert re.match(
+            r"eager [\d.]+ ms \(first step [\d.]+ s\); inductor failed: \w+", torch_run.params["execution_candidates"]
+        ), torch_run.params["execution_candidates"]
+        assert re.match(
+            r"tf\.function [\d.]+ ms \(first step [\d.]+ s\); xla failed: \w+", tf_run.params["execution_candidates"]
+        ), tf_run.params["execution_candidates"]
         assert "the race failed" not in torch_run.params["execution_candidates"] + tf_run.params["execution_candidates"]
         assert float(torch_run.params["race_s"]) > 0 and torch_run.params["race_source"] == "raced"
         assert "execution_margin" not in torch_run.params  # nothing else ran to win against

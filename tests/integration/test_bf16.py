@@ -17,17 +17,34 @@ RAY_TRAIN_STARTS = 0  # the shared run's
 SECONDS = 60
 
 TRIALS = "torch:none,xla:single"  # this module's; test_bf16_tf_jax.py runs the same tests on its own
-APPLIED = {"tf:mirrored x1": "bf16", "torch:none x1": "bf16", "xla:single x1": "fp32", "jax:none x1": "bf16",
-           "jax:dp x2": "bf16"}
+APPLIED = {
+    "tf:mirrored x1": "bf16",
+    "torch:none x1": "bf16",
+    "xla:single x1": "fp32",
+    "jax:none x1": "bf16",
+    "jax:dp x2": "bf16",
+}
 
 
 def bf16_run(tmp_path_factory, template_db, trials: str):
     """The mnist recipe's MLP in bf16 where the framework runs it on this CPU and in fp32, recorded as a fallback,
     where it does not (xla on CPU)."""
     # one name a shared run (test_bf16_tf_jax.py's has other trials): a slice holding both counts each apart
-    return shared_run(tmp_path_factory.mktemp("mnist-bf16"), template_db, f"mnist-bf16 {trials}", len(trials.split(",")),
-                      load_recipe("mnist"), "--quick", "--trials", trials, "--set", "precision=bf16",
-                      "--precision-fallback", "fp32", seconds=27 * len(trials.split(",")))  # 76 s for 3 (2026-11-29)
+    return shared_run(
+        tmp_path_factory.mktemp("mnist-bf16"),
+        template_db,
+        f"mnist-bf16 {trials}",
+        len(trials.split(",")),
+        load_recipe("mnist"),
+        "--quick",
+        "--trials",
+        trials,
+        "--set",
+        "precision=bf16",
+        "--precision-fallback",
+        "fp32",
+        seconds=27 * len(trials.split(",")),
+    )  # 76 s for 3 (2026-11-29)
 
 
 @pytest.fixture(scope="module")

@@ -44,8 +44,11 @@ def test_a_loss_that_raises_fails_at_once_unrestarted_naming_the_function(run_re
         tags = run.data.tags
         assert tags["failure_kind"] == "error"
         assert tags["failure_where"].startswith(f"the recipe's `{fn}` (")
-        assert re.match(rf"ValueError: this loss is broken on purpose raised in the recipe's `{fn}` "
-                        r"\(.*test_failures.py:\d+\) on rank \d; not restarted", tags["error_summary"]), tags
+        assert re.match(
+            rf"ValueError: this loss is broken on purpose raised in the recipe's `{fn}` "
+            r"\(.*test_failures.py:\d+\) on rank \d; not restarted",
+            tags["error_summary"],
+        ), tags
         assert tags["failures"].endswith("-> not restarted: the trial's own code raised"), tags["failures"]
         assert "|" not in tags["failures"]  # one failure, no second attempt
         assert f"[{trial['trial']}] FAILED: ValueError: this loss is broken on purpose raised in the recipe's" in err
@@ -71,13 +74,33 @@ def test_a_process_group_that_cannot_form_fails_its_trial_and_frees_its_cpus(tmp
 
     uri, client = sqlite_store(tmp_path)
     env = {**user_env(tmp_path), "GLOO_SOCKET_IFNAME": "raylab-none"}  # the driver's cluster: every worker has it
-    done = subprocess.run([sys.executable, str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials",
-                           "torch:ddp x2,tf:none", "--steps-per-epoch", "20", "--fresh-processes", "--tracking-uri", uri,
-                           "--experiment", "no-group"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=420)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "recipes" / "fashion.py"),
+            "--quick",
+            "--trials",
+            "torch:ddp x2,tf:none",
+            "--steps-per-epoch",
+            "20",
+            "--fresh-processes",
+            "--tracking-uri",
+            uri,
+            "--experiment",
+            "no-group",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    runs = {r.info.run_name.split(" r")[0]: r for r in client.search_runs(
-        [client.get_experiment_by_name("no-group").experiment_id]) if r.data.tags.get("raylab.role") == "trial"}
+    runs = {
+        r.info.run_name.split(" r")[0]: r
+        for r in client.search_runs([client.get_experiment_by_name("no-group").experiment_id])
+        if r.data.tags.get("raylab.role") == "trial"
+    }
     failed, ran = runs["torch:ddp x2"], runs["tf:none x1"]
     assert failed.info.status == "FAILED" and "Unable to find address for: raylab-none" in done.stderr, done.stderr
     assert ran.info.status == "FINISHED", ran.data.tags

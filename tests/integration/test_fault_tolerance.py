@@ -36,7 +36,8 @@ def every_planned_process_was_lost_and_every_trial_finished(ran, plan):
     assert ran.code == 0, ran.tail()
     planned = sum(1 for victims in plan.values() for v in victims if v)
     assert len(ran.killer.killed_runs()) == planned, (  # a miss is the Killer's defect, not raylab's failure
-        f"DEFECT OF THE TEST: {planned} faults planned, these landed: {ran.killer.killed}")
+        f"DEFECT OF THE TEST: {planned} faults planned, these landed: {ran.killer.killed}"
+    )
     for trial in ran.summary["trials"]:
         run = ran.client.get_run(trial["run_id"])
         assert run.info.status == "FINISHED", trial

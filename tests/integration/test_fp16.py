@@ -26,7 +26,7 @@ SECONDS = 65
 FRAMEWORK = "torch"  # this module's; test_fp16_tf.py runs the same tests in TF
 TRIALS = {"tf": ["tf:none x1", "tf:mwms x2"], "torch": ["torch:none x1", "torch:ddp x2"]}
 MARKERS = 16
-INITIAL = {"tf": 2.0 ** 15, "torch": 2.0 ** 16}  # Keras' and torch's initial loss scales
+INITIAL = {"tf": 2.0**15, "torch": 2.0**16}  # Keras' and torch's initial loss scales
 
 
 def marked():
@@ -122,12 +122,31 @@ def fp16_run(tmp_path_factory, template_db, framework: str):
 
     where = tmp_path_factory.mktemp(f"fp16-{framework}")
     hits = where / "hits.txt"
-    recipe = Recipe(name="fp16_poison", data=marked,
-                    models={"tf": functools.partial(tf_model, str(hits)), "torch": functools.partial(torch_model, str(hits))},
-                    loss="sparse_categorical_crossentropy", optimizer=optimizer("adam", 5e-4, epsilon=1e-7),
-                    metrics=("accuracy",), preprocess=Scale(1 / 255), batch_per_replica=32, epochs=1)
-    ran = shared_run(where, template_db, f"fp16-{framework}", 2, recipe, "--trials", ",".join(TRIALS[framework]),
-                     "--precision", "fp16", "--steps-per-epoch", "96", seconds=50)
+    recipe = Recipe(
+        name="fp16_poison",
+        data=marked,
+        models={"tf": functools.partial(tf_model, str(hits)), "torch": functools.partial(torch_model, str(hits))},
+        loss="sparse_categorical_crossentropy",
+        optimizer=optimizer("adam", 5e-4, epsilon=1e-7),
+        metrics=("accuracy",),
+        preprocess=Scale(1 / 255),
+        batch_per_replica=32,
+        epochs=1,
+    )
+    ran = shared_run(
+        where,
+        template_db,
+        f"fp16-{framework}",
+        2,
+        recipe,
+        "--trials",
+        ",".join(TRIALS[framework]),
+        "--precision",
+        "fp16",
+        "--steps-per-epoch",
+        "96",
+        seconds=50,
+    )
     ran.hits = hits.read_text().split() if hits.exists() else []
     ran.framework = framework
     return ran
@@ -149,7 +168,7 @@ def test_fp16_trains_with_a_loss_scale_recorded(fp16):
         assert m["val_accuracy"] > 0.6, (name, m)  # training went on through the skipped steps
         skipped = int(m["skipped_steps"])
         # under 2,000 steps the scale never grows: it is halved once per skipped step, no more and no less
-        assert m["loss_scale"] == INITIAL[fw] / 2 ** skipped, (name, m["loss_scale"], skipped)
+        assert m["loss_scale"] == INITIAL[fw] / 2**skipped, (name, m["loss_scale"], skipped)
     assert "precision: fp16" in fp16.out
     assert f"fp16 loss scale (final, steps skipped): {fw}:none x1 {INITIAL[fw]:.0f}, 0 skipped" in fp16.out
 

@@ -28,9 +28,26 @@ def edges(ray_cluster, tmp_path_factory, template_db):
     (held after its last training step, before that epoch's checkpoint)."""
     where = tmp_path_factory.mktemp("edges")
     recipe = held(where / "gate", EDGE_STEPS, at_build=True, last_at=2 * EDGE_STEPS)
-    return shared_run(where, template_db, "edges", 1, recipe, "--quick", "--trials", "torch:none", "--repeats", "2",
-                      "--epochs", "2", "--steps-per-epoch", str(EDGE_STEPS), "--checkpoint-every", "0",
-                      kill={"torch:none x1": ["worker@build", "worker@last"]}, seconds=50)
+    return shared_run(
+        where,
+        template_db,
+        "edges",
+        1,
+        recipe,
+        "--quick",
+        "--trials",
+        "torch:none",
+        "--repeats",
+        "2",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        str(EDGE_STEPS),
+        "--checkpoint-every",
+        "0",
+        kill={"torch:none x1": ["worker@build", "worker@last"]},
+        seconds=50,
+    )
 
 
 def test_a_worker_lost_as_its_group_starts_or_after_its_last_step_restarts_once(edges):

@@ -53,15 +53,29 @@ def image_folder_run(tmp_path_factory, template_db, name: str, starts: int, *arg
         folder.mkdir(parents=True, exist_ok=True)
         Image.fromarray((img * 255).astype(np.uint8)).save(folder / f"{i}.png")
     stream = images(str(tmp_path / "scenes" / "train"), str(tmp_path / "scenes" / "test"), size=(28, 28), mode="L")
-    recipe = FASHION.variant(name="scene_images", data=stream, target_accuracy=None,
-                             optimizer=Native(tf=_keras_adam, torch=_torch_adam, name="adam-defaults"))
+    recipe = FASHION.variant(
+        name="scene_images",
+        data=stream,
+        target_accuracy=None,
+        optimizer=Native(tf=_keras_adam, torch=_torch_adam, name="adam-defaults"),
+    )
     return shared_run(tmp_path, template_db, name, starts, recipe, "--epochs", "3", *args, seconds=40 * starts)
 
 
 @pytest.fixture(scope="module")
 def image_folder(ray_cluster, tmp_path_factory, template_db):
-    return image_folder_run(tmp_path_factory, template_db, "image-folder", 1, "--trials", "torch:none", "--batch", "16",
-                            "--set", "precision=bf16")
+    return image_folder_run(
+        tmp_path_factory,
+        template_db,
+        "image-folder",
+        1,
+        "--trials",
+        "torch:none",
+        "--batch",
+        "16",
+        "--set",
+        "precision=bf16",
+    )
 
 
 def test_the_trial_ran_bf16_as_asked_and_says_so(image_folder):

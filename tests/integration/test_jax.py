@@ -19,8 +19,13 @@ RAY_TRAIN_STARTS = 0  # the shared run's
 SECONDS = 190
 
 TRIALS = ["tf:none x1 xla", "torch:none x1 inductor", "torch:ddp x2 inductor", "jax:none x1", "jax:dp x2"]
-EXECUTION = {"tf:none x1 xla": "xla", "torch:none x1 inductor": "inductor", "torch:ddp x2 inductor": "inductor",
-             "jax:none x1": "jit", "jax:dp x2": "jit"}
+EXECUTION = {
+    "tf:none x1 xla": "xla",
+    "torch:none x1 inductor": "inductor",
+    "torch:ddp x2 inductor": "inductor",
+    "jax:none x1": "jit",
+    "jax:dp x2": "jit",
+}
 
 
 def two_inputs(n: int, seed: int):
@@ -80,13 +85,31 @@ def parity(ray_cluster, tmp_path_factory, template_db):
 
     x, y = two_inputs(4096, 0)
     xt, yt = two_inputs(1024, 1)
-    recipe = Recipe(name="two_inputs", data=(x, y, xt, yt),
-                    models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
-                    loss="sparse_categorical_crossentropy", metrics=("accuracy", "top_3_accuracy"),
-                    optimizer=optimizer("adamw", 3e-3, weight_decay=0.01), schedule=Schedule("step", every=100, gamma=0.5),
-                    batch_per_replica=64, global_batch=64, epochs=3, warmup_steps=8)
-    return shared_run(tmp_path_factory.mktemp("jax-parity"), template_db, "jax-parity", 5, recipe, "--compile", "on",
-                      "--trials", ",".join(t.split()[0] + (" x2" if "x2" in t else "") for t in TRIALS), seconds=185)
+    recipe = Recipe(
+        name="two_inputs",
+        data=(x, y, xt, yt),
+        models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
+        loss="sparse_categorical_crossentropy",
+        metrics=("accuracy", "top_3_accuracy"),
+        optimizer=optimizer("adamw", 3e-3, weight_decay=0.01),
+        schedule=Schedule("step", every=100, gamma=0.5),
+        batch_per_replica=64,
+        global_batch=64,
+        epochs=3,
+        warmup_steps=8,
+    )
+    return shared_run(
+        tmp_path_factory.mktemp("jax-parity"),
+        template_db,
+        "jax-parity",
+        5,
+        recipe,
+        "--compile",
+        "on",
+        "--trials",
+        ",".join(t.split()[0] + (" x2" if "x2" in t else "") for t in TRIALS),
+        seconds=185,
+    )
 
 
 def test_a_recipe_from_the_docs_trains_in_jax_as_in_tf_and_torch(parity):
@@ -107,7 +130,10 @@ def test_a_recipe_from_the_docs_trains_in_jax_as_in_tf_and_torch(parity):
     assert "parity: fair" in parity.out
     line = next(x for x in parity.out.splitlines() if x.startswith("    execution (compiled): "))
     assert sorted(line.split(": ", 1)[1].split("; ")) == [
-        "inductor: torch:ddp x2 inductor, torch:none x1 inductor", "jit: jax:dp x2, jax:none x1", "xla: tf:none x1 xla"]
+        "inductor: torch:ddp x2 inductor, torch:none x1 inductor",
+        "jit: jax:dp x2, jax:none x1",
+        "xla: tf:none x1 xla",
+    ]
     accs = [parity.run(n).data.metrics["val_accuracy"] for n in TRIALS]
     assert max(accs) - min(accs) < 0.05, dict(zip(TRIALS, accs))
 

@@ -24,8 +24,18 @@ RAY_TRAIN_STARTS = 0  # every trial here is the shared run's
 SECONDS = 320  # measured 256 s (2026-12-06, the 2-core VM)
 
 FASHION = load_recipe("fashion")
-KINDS = ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2", "xla:single x1",
-         "xla:ddp x2", "torch:ps-async x2", "jax:none x1", "jax:dp x2"]
+KINDS = [
+    "tf:none x1",
+    "tf:mirrored x2",
+    "tf:mwms x2",
+    "torch:none x1",
+    "torch:ddp x2",
+    "xla:single x1",
+    "xla:ddp x2",
+    "torch:ps-async x2",
+    "jax:none x1",
+    "jax:dp x2",
+]
 EXPECTED_CLASS = {
     "tf:none": "_DefaultDistributionStrategy",
     "tf:mirrored": "MirroredStrategy",
@@ -63,12 +73,27 @@ def sum_and_count_tf(y, p):
 def matrix(ray_cluster, tmp_path_factory, template_db):
     from raylab import Native
 
-    recipe = FASHION.variant(metrics=("accuracy", Native(tf=sum_and_count_tf, torch=sum_and_count_torch,
-                                                         jax=sum_and_count_jax, name="hits")))
-    trials = ("tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2,"
-              "jax:none,jax:dp x2")
-    return shared_run(tmp_path_factory.mktemp("matrix"), template_db, "fashion-matrix", 10, recipe,
-                      "--quick", "--profile", "--ps", "2", "--trials", trials, seconds=460)
+    recipe = FASHION.variant(
+        metrics=("accuracy", Native(tf=sum_and_count_tf, torch=sum_and_count_torch, jax=sum_and_count_jax, name="hits"))
+    )
+    trials = (
+        "tf:none,tf:mirrored x2,tf:mwms x2,torch:none,torch:ddp x2,xla:single,xla:ddp x2,torch:ps-async x2,"
+        "jax:none,jax:dp x2"
+    )
+    return shared_run(
+        tmp_path_factory.mktemp("matrix"),
+        template_db,
+        "fashion-matrix",
+        10,
+        recipe,
+        "--quick",
+        "--profile",
+        "--ps",
+        "2",
+        "--trials",
+        trials,
+        seconds=460,
+    )
 
 
 def most_reads(steps: int, window: int) -> int:
@@ -87,14 +112,16 @@ def test_the_matrix_ran_every_kind_once_under_one_parent(matrix):
     assert matrix.code == 0, matrix.tail()
     assert [t["trial"] for t in matrix.summary["trials"]] == KINDS
     client, parent = matrix.client, matrix.summary["parent_run_id"]
-    children = client.search_runs([client.get_run(parent).info.experiment_id],
-                                  filter_string=f"tags.`mlflow.parentRunId` = '{parent}'")
+    children = client.search_runs(
+        [client.get_run(parent).info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{parent}'"
+    )
     assert len(children) == len(KINDS)  # one child per trial, never one per rank
     assert client.get_run(parent).info.status == "FINISHED"
 
 
-@pytest.mark.parametrize("name", ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2",
-                                  "jax:none x1", "jax:dp x2"])
+@pytest.mark.parametrize(
+    "name", ["tf:none x1", "tf:mirrored x2", "tf:mwms x2", "torch:none x1", "torch:ddp x2", "jax:none x1", "jax:dp x2"]
+)
 def test_trial_kind_trains_and_is_recorded(matrix, name):
     """Each trial learns (loss below chance, accuracy well above it), MLflow records what ran, and the loop
     reads back to the host once per window. (Every step, with --step-latency: test_recipes' cifar10 run.)"""
@@ -252,8 +279,9 @@ def test_the_parity_report_calls_unlike_executions_unfair_and_says_how_to_align_
     assert verdict and "execution" in verdict.group(1), out[-3000:]
     assert re.search(r"^  ! execution .*tf\.function: .*eager: .*xla: .*jit: .*--compile on", out, re.M), out[-3000:]
     # and so the answer by samples/s ranks nothing: what the verdict does not support is not ranked
-    assert re.search(r"^the answer, by samples/s .*\n  none ranked: the trials differ in .*execution", out, re.M), \
-        out[-3000:]
+    assert re.search(r"^the answer, by samples/s .*\n  none ranked: the trials differ in .*execution", out, re.M), out[
+        -3000:
+    ]
 
 
 def test_finished_trials_leave_no_checkpoints_and_the_end_says_so(matrix):

@@ -34,8 +34,19 @@ def out_of_host_memory_is_named_and_the_next_trial_runs(run_recipe, kind: str) -
     3 runs at 4096 and at 16384 and 32768). Without oneDNN's allocator (the machine of 2026-11-25) TF raises
     ResourceExhaustedError and the trial is named as torch's is. Here TF must end FAILED, named out of memory
     where TF raised, and its sweep's next batch must run."""
-    code, summary, client = run_recipe(CNN, "--trials", kind, "--batch", "4096,64", "--epochs", "1",
-                                       "--steps-per-epoch", "2", "--memory-cap-mb", "3000")
+    code, summary, client = run_recipe(
+        CNN,
+        "--trials",
+        kind,
+        "--batch",
+        "4096,64",
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "2",
+        "--memory-cap-mb",
+        "3000",
+    )
     assert code == 1
     by_name = {t["trial"]: t for t in summary["trials"]}
     failed = client.get_run(by_name[f"{kind} x1 b4096"]["run_id"])
@@ -43,8 +54,10 @@ def out_of_host_memory_is_named_and_the_next_trial_runs(run_recipe, kind: str) -
     assert failed.data.params["memory_cap_mb"] == "3000"
     if kind == "torch:none" or "failure_kind" in failed.data.tags:
         assert failed.data.tags["failure_kind"] == "out_of_memory"
-        assert re.search(r"out of host memory at batch 4096 per replica \(host peak RSS [\d,]+ MB\)",
-                         failed.data.tags["error_summary"]), failed.data.tags["error_summary"]
+        assert re.search(
+            r"out of host memory at batch 4096 per replica \(host peak RSS [\d,]+ MB\)",
+            failed.data.tags["error_summary"],
+        ), failed.data.tags["error_summary"]
     if kind == "torch:none":
         assert failed.data.metrics["restarts"] == 0
     ran = client.get_run(by_name[f"{kind} x1 b64"]["run_id"])

@@ -19,8 +19,17 @@ def test_plain_script_reads_back_once_per_window(framework, tmp_path):
     still learns and reports what it built."""
     recipe = load_recipe("fashion").variant(warmup_steps=8)
     ds = recipe.data().subset(4096, 1000)
-    cfg = Settings(trials=[TrialSpec(framework, "plain", 1)], epochs=2, threads=1, seed=0, quick=True,
-                    tracking_uri="", experiment="", steps_per_epoch=40, window=8)
+    cfg = Settings(
+        trials=[TrialSpec(framework, "plain", 1)],
+        epochs=2,
+        threads=1,
+        seed=0,
+        quick=True,
+        tracking_uri="",
+        experiment="",
+        steps_per_epoch=40,
+        window=8,
+    )
     result = run_plain(recipe, cfg, ds, framework, tmp_path, trace=True)
     steps = [s for _, _, s in result["trace"]]
     assert sum(steps) == 80 and len(result["epochs"]) == 2

@@ -14,9 +14,11 @@ import pytest
 
 from tests.integration.conftest import LOST_TF_PS_PLAN, held, shared_run
 from tests.integration.killing import assert_nothing_left
-from tests.integration.test_fault_tolerance import (a_lost_process_restarted_from_the_last_checkpoint,
-                                                    every_planned_process_was_lost_and_every_trial_finished,
-                                                    runs_by_trial)
+from tests.integration.test_fault_tolerance import (
+    a_lost_process_restarted_from_the_last_checkpoint,
+    every_planned_process_was_lost_and_every_trial_finished,
+    runs_by_trial,
+)
 
 pytestmark = pytest.mark.integration
 TIER = "full"
@@ -47,13 +49,30 @@ def killed_without_restarts(ray_cluster, tmp_path_factory, template_db):
     """torch:ps-sync x2 losing its server (killed through Ray) and tf:ps x2 losing its chief (SIGKILL) while the
     trial holds mid-epoch 2 (the held recipe), with --max-failures 0."""
     where = tmp_path_factory.mktemp("ps-kills")
-    return shared_run(where, template_db, "ps-kills", 2, held(where / "gate", 100), "--quick", "--epochs", "3",
-                      "--steps-per-epoch", "100", "--trials", "torch:ps-sync x2,tf:ps x2", "--max-failures", "0",
-                      kill={"torch:ps-sync x2": ["server-actor"], "tf:ps x2": ["tf-chief"]}, seconds=100)
+    return shared_run(
+        where,
+        template_db,
+        "ps-kills",
+        2,
+        held(where / "gate", 100),
+        "--quick",
+        "--epochs",
+        "3",
+        "--steps-per-epoch",
+        "100",
+        "--trials",
+        "torch:ps-sync x2,tf:ps x2",
+        "--max-failures",
+        "0",
+        kill={"torch:ps-sync x2": ["server-actor"], "tf:ps x2": ["tf-chief"]},
+        seconds=100,
+    )
 
 
-@pytest.mark.parametrize("name,expected", [("torch:ps-sync x2", "parameter server died mid-trial"),
-                                           ("tf:ps x2", "The actor died unexpectedly")])
+@pytest.mark.parametrize(
+    "name,expected",
+    [("torch:ps-sync x2", "parameter server died mid-trial"), ("tf:ps x2", "The actor died unexpectedly")],
+)
 def test_killing_a_server_or_the_chief_fails_the_trial_and_leaves_nothing(killed_without_restarts, name, expected):
     """Without restarts (--max-failures 0): FAILED at once, with the reason."""
     ran = killed_without_restarts

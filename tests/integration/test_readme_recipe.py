@@ -44,8 +44,9 @@ def readme_recipe() -> tuple[str, list[str]]:
                 end = next((k for k in range(j + 1, len(lines)) if lines[k].startswith("```")), None)
                 assert end is not None, f"docs/recipes.md: the python block after line {i + 1} ({FILE}) is not closed"
                 code, start = "\n".join(lines[j + 1 : end]) + "\n", end + 1
-    assert code is not None, (f"docs/recipes.md has no ```python block right after a line naming {FILE} "
-                              "(the 'Write your own recipe' section)")
+    assert code is not None, (
+        f"docs/recipes.md has no ```python block right after a line naming {FILE} (the 'Write your own recipe' section)"
+    )
     command = re.compile(rf"(?:^|[\s/])python3?\s+{re.escape(FILE)}(?P<args>(?:\s.*)?)$")
     fence = False
     for line in lines[start:]:
@@ -55,8 +56,9 @@ def readme_recipe() -> tuple[str, list[str]]:
         found = command.search(line.strip()) if fence else None
         if found and "--trials" in found["args"]:  # the first, `--quick`, runs in tests/e2e/test_readme.py
             return code, shlex.split(found["args"], comments=True)
-    raise AssertionError(f"docs/recipes.md has no command line `python {FILE} --trials ...` in a fenced block after "
-                         "the recipe")
+    raise AssertionError(
+        f"docs/recipes.md has no command line `python {FILE} --trials ...` in a fenced block after the recipe"
+    )
 
 
 def load(path):
@@ -95,11 +97,16 @@ def test_readme_recipe_runs_as_written(run_recipe, tmp_path, capsys):
         assert float(p["opt_momentum"]) == 0.9 and p["schedule"].startswith("cosine"), name
         assert p["preprocess"].startswith("none") and p["metrics"] == "mean_absolute_error", name
         assert tags["built_optimizer"].startswith("sgd(") and "momentum=0.9" in tags["built_optimizer"], name
-        assert tags["built_preprocess"].startswith("none") and raw_range in tags["built_preprocess"], \
-            f"{name}: {tags['built_preprocess']} (raw data: {raw_range})"  # nothing scaled the inputs
-        built.setdefault(t["workers"], set()).add((tags["built_optimizer"], tags["built_lr_schedule"], tags["built_loss"]))
-        figures.append(f"{name}: train_loss {losses[0]:.4f} -> {losses[-1]:.4f}, val MAE {mae:.4f} "
-                       f"(mean predictor {baseline_mae:.4f})")
+        assert tags["built_preprocess"].startswith("none") and raw_range in tags["built_preprocess"], (
+            f"{name}: {tags['built_preprocess']} (raw data: {raw_range})"
+        )  # nothing scaled the inputs
+        built.setdefault(t["workers"], set()).add(
+            (tags["built_optimizer"], tags["built_lr_schedule"], tags["built_loss"])
+        )
+        figures.append(
+            f"{name}: train_loss {losses[0]:.4f} -> {losses[-1]:.4f}, val MAE {mae:.4f} "
+            f"(mean predictor {baseline_mae:.4f})"
+        )
     for workers, same in built.items():  # TF and torch built the same task (the schedule's length depends on workers)
         assert len(same) == 1, f"x{workers}: {same}"
     with capsys.disabled():

@@ -27,8 +27,11 @@ def load_bench(name: str):
 
 def children(client, summary):
     exp = client.get_run(summary["parent_run_id"]).info.experiment_id
-    return client.search_runs([exp], filter_string=f"tags.`mlflow.parentRunId` = '{summary['parent_run_id']}'",
-                              order_by=["attributes.start_time ASC"])
+    return client.search_runs(
+        [exp],
+        filter_string=f"tags.`mlflow.parentRunId` = '{summary['parent_run_id']}'",
+        order_by=["attributes.start_time ASC"],
+    )
 
 
 def test_fashion_cnn_trains_through_raylab(run_recipe, capsys):
@@ -58,7 +61,7 @@ def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
         assert run.data.params["window"] == "1" and run.data.tags["step_timing"] == "per step (synced)"
         assert run.data.metrics["host_syncs"] == steps
     out = capsys.readouterr().out
-    table = out[out.index("trial  "):out.index("parity:")]
+    table = out[out.index("trial  ") : out.index("parity:")]
     row = table.splitlines()[2].split()
     assert row[0] == "torch:none" and row[3] == "eager"
     assert row[10:12] == ["-", "-"]  # val acc and val loss: not shown
@@ -69,12 +72,17 @@ def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
 def test_plain_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
     """--plain --repeats 2: trial and plain script interleaved (A B B A), folded to medians, overhead shown; with
     --pin-cpus, each on a CPU of its own (the second trial in its warm group's same process, pinned again)."""
-    code, summary, client = run_recipe(load_recipe("fashion"), "--quick", "--trials", "torch:none",
-                                       "--plain", "--repeats", "2", "--pin-cpus")
+    code, summary, client = run_recipe(
+        load_recipe("fashion"), "--quick", "--trials", "torch:none", "--plain", "--repeats", "2", "--pin-cpus"
+    )
     assert code == 0, capsys.readouterr().err[-2000:]
     runs = children(client, summary)
     assert [(r.info.run_name, r.data.params["repeat"]) for r in runs] == [
-        ("torch:none x1", "1"), ("torch:plain x1", "1"), ("torch:plain x1", "2"), ("torch:none x1", "2")]
+        ("torch:none x1", "1"),
+        ("torch:plain x1", "1"),
+        ("torch:plain x1", "2"),
+        ("torch:none x1", "2"),
+    ]
     plain = [r for r in runs if r.info.run_name == "torch:plain x1"]
     assert all(r.info.status == "FINISHED" and r.data.tags["parameters"] == "101770" for r in plain)
     assert all(r.data.metrics["samples_per_sec"] > 0 and r.data.metrics["wall_s"] > 0 for r in plain)
@@ -84,13 +92,15 @@ def test_plain_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
         assert r.data.params["pin_cpus"] == "True"
         assert r.data.tags["cpu_pinning"].startswith(f"training processes on CPU {top}; the cluster's "), r.data.tags
     trial = next(r for r in runs if r.info.run_name == "torch:none x1")
-    phases = [trial.data.metrics[f"startup_{p}_s"]
-              for p in ("process", "workers", "imports", "setup", "data", "model", "other")]
+    phases = [
+        trial.data.metrics[f"startup_{p}_s"]
+        for p in ("process", "workers", "imports", "setup", "data", "model", "other")
+    ]
     assert abs(sum(phases) - trial.data.metrics["startup_s"]) < 0.05 * trial.data.metrics["startup_s"] + 0.01
     out = capsys.readouterr().out
     assert "torch:none x1 vs torch:plain x1: samples/s" in out and "targets wall <= 1.05x" in out
     assert "medians over repeats" in out and "parity: fair" in out
-    assert "torch:none x1: " in out[out.index("startup before the first step"):]
+    assert "torch:none x1: " in out[out.index("startup before the first step") :]
 
 
 def test_conv_bench_times_every_framework(ray_cluster, tmp_path, monkeypatch, capsys):
@@ -120,8 +130,9 @@ def test_step_benchmark_refuses_a_distributed_trial(ray_cluster, capsys):
     from raylab.cli import bench_main
 
     assert bench_main(load_bench("resunet"), ["--trials", "torch:ddp"]) == 2
-    assert ("resunet is a single-process step benchmark; it runs tf:none, torch:none, xla:single, jax:none, not "
-            "torch:ddp") in capsys.readouterr().err
+    assert (
+        "resunet is a single-process step benchmark; it runs tf:none, torch:none, xla:single, jax:none, not torch:ddp"
+    ) in capsys.readouterr().err
 
 
 def test_step_benchmark_on_gpu_needs_a_gpu_in_the_cluster(ray_cluster, tmp_path, capsys):
@@ -131,7 +142,9 @@ def test_step_benchmark_on_gpu_needs_a_gpu_in_the_cluster(ray_cluster, tmp_path,
     from raylab.cli import bench_main
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    assert bench_main(load_bench("conv_bench"), ["--trials", "torch:none", "--device", "gpu", "--tracking-uri", uri]) == 2
+    assert (
+        bench_main(load_bench("conv_bench"), ["--trials", "torch:none", "--device", "gpu", "--tracking-uri", uri]) == 2
+    )
     assert "torch:none x1 needs 1 GPUs but the Ray cluster has 0; use --device cpu" in capsys.readouterr().err
     exp = MlflowClient(tracking_uri=uri).get_experiment_by_name("conv_bench")
     assert exp is None or not MlflowClient(tracking_uri=uri).search_runs([exp.experiment_id])
@@ -145,8 +158,18 @@ def test_resunet_training_step_runs_in_torch_and_tf(ray_cluster, tmp_path, monke
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    code = bench_main(load_bench("resunet"), ["--quick", "--trials", "tf:none,torch:none,jax:none", "--tracking-uri", uri,
-                                              "--json", str(tmp_path / "s.json")])
+    code = bench_main(
+        load_bench("resunet"),
+        [
+            "--quick",
+            "--trials",
+            "tf:none,torch:none,jax:none",
+            "--tracking-uri",
+            uri,
+            "--json",
+            str(tmp_path / "s.json"),
+        ],
+    )
     assert code == 0, capsys.readouterr().err[-2000:]
     trials = json.loads((tmp_path / "s.json").read_text())["trials"]
     client = MlflowClient(tracking_uri=uri)
@@ -161,10 +184,11 @@ def test_resunet_trains_masks_and_depth_in_every_framework(run_recipe, capsys):
     recipe = load_recipe("resunet_train")
     # Two threads a worker: one trial at a time has both cores, and the 30M-parameter step takes ~1 s an image
     # on one (as the recipe's docstring runs it).
-    code, summary, client = run_recipe(recipe, "--quick", "--trials", "tf:none,torch:none,xla:single,jax:none",
-                                       "--threads", "2")
+    code, summary, client = run_recipe(
+        recipe, "--quick", "--trials", "tf:none,torch:none,xla:single,jax:none", "--threads", "2"
+    )
     assert code == 0, capsys.readouterr().err[-2000:]
-    foreground = float(recipe.data()[3]["mask"][:recipe.quick_test].mean())  # all-foreground's IoU on them
+    foreground = float(recipe.data()[3]["mask"][: recipe.quick_test].mean())  # all-foreground's IoU on them
     runs = children(client, summary)
     assert [r.info.run_name for r in runs] == ["tf:none x1", "torch:none x1", "xla:single x1", "jax:none x1"]
     for run in runs:
@@ -179,7 +203,11 @@ def test_resunet_trains_masks_and_depth_in_every_framework(run_recipe, capsys):
     assert "mask iou" in out and "parity: UNFAIR (execution differ)" in out, out
     # the four models' settings as each framework built them (BatchNorm epsilon 1e-3 and decay 0.9, the conv
     # kernels' initial spreads), read before the first step: alike (raylab/task/model_settings.py)
-    assert "    model settings: alike (1 normalization setting(s), 0 dropout rate(s), 105 initial parameter spreads " \
-           "compared)" in out, out
-    assert "  ! execution (compiled against not): tf.function: tf:none x1; eager: torch:none x1; xla: xla:single x1; " \
-           "jit: jax:none x1; run them all compiled with --compile on" in out
+    assert (
+        "    model settings: alike (1 normalization setting(s), 0 dropout rate(s), 105 initial parameter spreads "
+        "compared)" in out
+    ), out
+    assert (
+        "  ! execution (compiled against not): tf.function: tf:none x1; eager: torch:none x1; xla: xla:single x1; "
+        "jit: jax:none x1; run them all compiled with --compile on" in out
+    )

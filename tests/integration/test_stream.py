@@ -29,8 +29,12 @@ STEPS = LOST_STEPS_N  # per epoch, as LOST_STEPS
 def exported(tmp_path_factory):
     """Fashion-MNIST as Parquet, written by the real command a user runs."""
     out = tmp_path_factory.mktemp("stream") / "fashion-parquet"
-    done = subprocess.run([sys.executable, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"),
-                           str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "raylab", "data", "export", str(ROOT / "recipes" / "fashion.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert f"--data {out}" in done.stdout
     return out
@@ -71,10 +75,22 @@ def streamed(ray_cluster, tmp_path_factory, template_db, sorted_by_label):
     interval, calibrated in steps, comes out below one window, so it is a window on a machine of any speed): the
     lost worker's trial resumes from a window end of epoch 2, past batches it then skips over."""
     where = tmp_path_factory.mktemp("streamed")
-    return shared_run(where, template_db, "streamed", 6, held(where / "gate", LOST_STEPS_N),
-                      "--trials", "tf:none,tf:mwms x2,torch:ddp x2,xla:single,jax:none,jax:dp x2", *LOST_STEPS,
-                      "--checkpoint-every", "0.0001", "--data", str(sorted_by_label), kill={"torch:ddp x2": ["worker"]},
-                      seconds=380)
+    return shared_run(
+        where,
+        template_db,
+        "streamed",
+        6,
+        held(where / "gate", LOST_STEPS_N),
+        "--trials",
+        "tf:none,tf:mwms x2,torch:ddp x2,xla:single,jax:none,jax:dp x2",
+        *LOST_STEPS,
+        "--checkpoint-every",
+        "0.0001",
+        "--data",
+        str(sorted_by_label),
+        kill={"torch:ddp x2": ["worker"]},
+        seconds=380,
+    )
 
 
 def test_a_label_sorted_file_trains_in_every_framework_like_in_memory(streamed, lost_workers):
@@ -83,8 +99,12 @@ def test_a_label_sorted_file_trains_in_every_framework_like_in_memory(streamed, 
     jax; the 0.01 comparison of every trial on whole epochs is bench/studies/stream.py parity's; here 600 steps of batch 32)
     though the file is sorted by label: each worker's split was shuffled whole every pass, and says so."""
     assert streamed.code == 0, streamed.tail()
-    memory = {name: run for name, runs in runs_by_trial(lost_workers).items() for restarted, run in runs
-              if not restarted and name in ("tf:mwms x2", "torch:ddp x2", "jax:dp x2")}
+    memory = {
+        name: run
+        for name, runs in runs_by_trial(lost_workers).items()
+        for restarted, run in runs
+        if not restarted and name in ("tf:mwms x2", "torch:ddp x2", "jax:dp x2")
+    }
     accs = {}
     for trial in streamed.summary["trials"]:
         run = streamed.client.get_run(trial["run_id"])
@@ -122,7 +142,10 @@ def test_streamed_trials_read_early_agree_on_what_was_built_and_print_no_ray_lin
         run = streamed.client.get_run(trial["run_id"])
         m = run.data.metrics
         assert m["stream_read_early"] == 1 and m["stream_first_wait_s"] >= 0 and m["stream_first_chunk_s"] > 0, m
-        assert m["stream_passes"] >= (1 if m.get("restarts") else 3), (trial["trial"], m)  # 600 steps, 256 or 128 a pass
+        assert m["stream_passes"] >= (1 if m.get("restarts") else 3), (
+            trial["trial"],
+            m,
+        )  # 600 steps, 256 or 128 a pass
         # rank 0 read the test split before the train split's first pass, and evaluated from memory
         assert run.data.tags["test_input"].startswith("read once as the worker started"), run.data.tags
         built.add(run.data.tags["built_preprocess"])

@@ -42,29 +42,43 @@ def test_parquet_as_pandas_writes_it_is_delivered_as_contiguous_batches(ray_clus
         (tmp_path / split).mkdir()
         x = rng.normal(size=(n, 20)).astype(np.float32)
         for i, part in enumerate(np.array_split(np.arange(n), 4)):
-            pd.DataFrame({"features": list(x[part]), "a": part.astype(np.int32), "b": part * 2.0, "c": part * 3.0,
-                          "label": part % 5}).to_parquet(tmp_path / split / f"part-{i}.parquet")
+            pd.DataFrame(
+                {
+                    "features": list(x[part]),
+                    "a": part.astype(np.int32),
+                    "b": part * 2.0,
+                    "c": part * 3.0,
+                    "label": part % 5,
+                }
+            ).to_parquet(tmp_path / split / f"part-{i}.parquet")
     for inputs, width in (("features", 20), (stacked("a", "b", "c"), 3)):
-        opened = open_stream(parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test"), inputs=inputs,
-                                     targets="label"))
+        opened = open_stream(
+            parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test"), inputs=inputs, targets="label")
+        )
         assert (opened.info.train_items, opened.info.test_items) == (1000, 200)
         train = opened.datasets["train"]
-        reader = Reader(lambda: train.iter_batches(batch_size=chunk_rows(64), batch_format="pyarrow"),
-                        opened.info.names())
-        delivery = Delivery(reader, 64, 0, lambda c: opened.info.split(c), lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]),
-                            total=2 * (1000 // 64))
+        reader = Reader(
+            lambda: train.iter_batches(batch_size=chunk_rows(64), batch_format="pyarrow"), opened.info.names()
+        )
+        delivery = Delivery(
+            reader,
+            64,
+            0,
+            lambda c: opened.info.split(c),
+            lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]),
+            total=2 * (1000 // 64),
+        )
         batches = [delivery.next() for _ in range(2 * (1000 // 64))]
         assert all(x.shape == (64, width) and len(y) == 64 for x, y in batches)
         if width == 3:  # each row's own a, b, c side by side, and its own label
-            rows = np.concatenate([x for x, _ in batches[:1000 // 64]])
+            rows = np.concatenate([x for x, _ in batches[: 1000 // 64]])
             assert (rows[:, 1] == 2 * rows[:, 0]).all() and (rows[:, 2] == 3 * rows[:, 0]).all()
             assert len(set(rows[:, 0].tolist())) == len(rows)  # every row of the pass once
             assert all((y == x[:, 0] % 5).all() for x, y in batches)
         assert delivery.passes == 2
 
 
-def test_rank0_reads_the_test_split_once_ahead_and_again_only_where_it_is_too_large(ray_cluster, tmp_path,
-                                                                                     monkeypatch):
+def test_rank0_reads_the_test_split_once_ahead_and_again_only_where_it_is_too_large(ray_cluster, tmp_path, monkeypatch):
     """Rank 0's test split, read by Ray Data (no Ray Train start-up): TestRead reads it on its own thread while the
     train reader waits (TEST_READ), and evaluations cut the kept rows into whole batches of 512 without reading
     again; where the first chunk says the split will not fit the read-ahead, nothing is kept and every evaluation
@@ -120,17 +134,22 @@ def test_files_come_in_a_new_order_every_pass_each_rows_columns_together(ray_clu
             np.save(tmp_path / split / "x" / f"part-{i}.npy", ids[:, None] * np.array([1.0, 2.0], np.float32))
             np.save(tmp_path / split / "y" / f"part-{i}.npy", ids)
             pd.DataFrame({"x": list(ids[:, None] * np.array([1.0, 2.0])), "y": ids}).to_parquet(
-                tmp_path / split / "parquet" / f"part-{i}.parquet")
+                tmp_path / split / "parquet" / f"part-{i}.parquet"
+            )
     paths = {split: {c: str(tmp_path / split / c) for c in "xy"} for split in ("train", "test")}
-    for stream in (npy(paths["train"], paths["test"]), parquet(train=str(tmp_path / "train" / "parquet"),
-                                                              test=str(tmp_path / "test" / "parquet"))):
+    for stream in (
+        npy(paths["train"], paths["test"]),
+        parquet(train=str(tmp_path / "train" / "parquet"), test=str(tmp_path / "test" / "parquet")),
+    ):
         assert "new seeded order every pass" in stream.order
         train = open_stream(stream, seed=3).datasets["train"]
         orders = set()
         for _ in range(3):
             batches = list(train.iter_batches(batch_size=None, batch_format="numpy"))
-            x, y = (np.concatenate([np.stack(list(b[k])) if b[k].dtype == object else b[k] for b in batches])
-                    for k in ("x", "y"))
+            x, y = (
+                np.concatenate([np.stack(list(b[k])) if b[k].dtype == object else b[k] for b in batches])
+                for k in ("x", "y")
+            )
             assert sorted(y.tolist()) == list(range(60)) and (x[:, 0] == y).all() and (x[:, 1] == 2 * y).all()
             orders.add(tuple(y[::10].tolist()))  # the files' first rows, in the order read
         assert len(orders) > 1, (stream.name, orders)
@@ -154,8 +173,8 @@ def test_export_turns_an_image_folder_into_parquet_of_the_same_pixels(ray_cluste
     recipe = tmp_path / "pngs_recipe.py"
     recipe.write_text(f"""from raylab.data import stream
 from recipes.fashion import RECIPE as FASHION
-RECIPE = FASHION.variant(name="pngs", data=stream.images({str(tmp_path / 'pngs' / 'train')!r},
-                         {str(tmp_path / 'pngs' / 'test')!r}, size=(10, 12)))
+RECIPE = FASHION.variant(name="pngs", data=stream.images({str(tmp_path / "pngs" / "train")!r},
+                         {str(tmp_path / "pngs" / "test")!r}, size=(10, 12)))
 """)
     out = tmp_path / "exported"
     assert data_main(["export", str(recipe), str(out)]) == 0

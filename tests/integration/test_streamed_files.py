@@ -23,8 +23,12 @@ FASHION = load_recipe("fashion")
 
 
 def export(recipe: str, out) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "raylab", "data", "export", str(ROOT / "recipes" / recipe), str(out)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "raylab", "data", "export", str(ROOT / "recipes" / recipe), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_export_refuses_a_directory_that_is_not_empty(tmp_path):

@@ -45,11 +45,20 @@ def broken_torch_model():
     return Broken()
 
 
-def test_a_trials_own_error_fails_it_unrestarted_and_the_next_trial_runs_in_its_recorded_fallback(run_recipe,
-                                                                                                   capsys):
+def test_a_trials_own_error_fails_it_unrestarted_and_the_next_trial_runs_in_its_recorded_fallback(run_recipe, capsys):
     recipe = FASHION.variant(models={**FASHION.models, "torch": broken_torch_model})
-    code, summary, client = run_recipe(recipe, "--quick", "--compile", "off", "--trials", "torch:none,xla:single",
-                                       "--precision", "bf16", "--precision-fallback", "fp32")
+    code, summary, client = run_recipe(
+        recipe,
+        "--quick",
+        "--compile",
+        "off",
+        "--trials",
+        "torch:none,xla:single",
+        "--precision",
+        "bf16",
+        "--precision-fallback",
+        "fp32",
+    )
     out, err = capsys.readouterr()
     assert code == 1, err[-3000:]  # a trial failed: the invocation says so
     failed, ran = children(client, summary)
@@ -66,17 +75,34 @@ def test_a_trials_own_error_fails_it_unrestarted_and_the_next_trial_runs_in_its_
     assert "xla:single x1 runs fp32, not bf16: " in out
 
 
-def test_plain_and_pinned_from_the_command_line_with_utilization_against_the_measured_peak(run_recipe, capsys,
-                                                                                             tmp_path, monkeypatch):
+def test_plain_and_pinned_from_the_command_line_with_utilization_against_the_measured_peak(
+    run_recipe, capsys, tmp_path, monkeypatch
+):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))  # the peak raylab keeps for this host: this test's alone
-    peak = subprocess.run([str(Path(sys.executable).parent / "raylab"), "peak", "--frameworks", "torch",
-                           "--precision", "fp32", "--size", "512", "--seconds", "1"],
-                          env={**os.environ, "HOME": str(home)}, capture_output=True, text=True, timeout=300)
+    peak = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "raylab"),
+            "peak",
+            "--frameworks",
+            "torch",
+            "--precision",
+            "fp32",
+            "--size",
+            "512",
+            "--seconds",
+            "1",
+        ],
+        env={**os.environ, "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert peak.returncode == 0, peak.stderr[-2000:]
-    code, summary, client = run_recipe(FASHION, "--quick", "--compile", "off", "--trials", "torch:none", "--plain",
-                                       "--pin-cpus")
+    code, summary, client = run_recipe(
+        FASHION, "--quick", "--compile", "off", "--trials", "torch:none", "--plain", "--pin-cpus"
+    )
     assert code == 0, capsys.readouterr().err[-3000:]
     trial, plain = children(client, summary)
     assert (trial.info.run_name, plain.info.run_name) == ("torch:none x1", "torch:plain x1")

@@ -26,8 +26,11 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    nodes = {"head": c.head_node, "cpu": c.add_node(num_cpus=1, resources=T4_HOST),
-             "tpu": c.add_node(num_cpus=1, resources=TPU_HOST)}
+    nodes = {
+        "head": c.head_node,
+        "cpu": c.add_node(num_cpus=1, resources=T4_HOST),
+        "tpu": c.add_node(num_cpus=1, resources=TPU_HOST),
+    }
     raylets = raylet_pids(nodes.values())
     try:
         c.wait_for_nodes(timeout=120)

@@ -18,16 +18,28 @@ FASHION = load_recipe("fashion")
 
 def child_runs(client, summary):
     parent = client.get_run(summary["parent_run_id"])
-    return client.search_runs([parent.info.experiment_id],
-                              filter_string=f"tags.`mlflow.parentRunId` = '{summary['parent_run_id']}'")
+    return client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{summary['parent_run_id']}'"
+    )
 
 
 @pytest.fixture(scope="module")
 def side_by_side(cluster, tmp_path_factory, template_db):
     """tf:none, torch:ddp x2 and tf:mwms x2 with --concurrency auto, once for the tests that read it: tf:none
     holds one node while torch:ddp x2 holds the other two."""
-    return shared_run(tmp_path_factory.mktemp("side-by-side"), template_db, "multinode-side-by-side", 3, FASHION,
-                      "--quick", "--trials", "tf:none,torch:ddp x2,tf:mwms x2", "--concurrency", "auto", seconds=100)
+    return shared_run(
+        tmp_path_factory.mktemp("side-by-side"),
+        template_db,
+        "multinode-side-by-side",
+        3,
+        FASHION,
+        "--quick",
+        "--trials",
+        "tf:none,torch:ddp x2,tf:mwms x2",
+        "--concurrency",
+        "auto",
+        seconds=100,
+    )
 
 
 def test_data_parallel_trials_span_nodes(side_by_side, cluster):
@@ -60,8 +72,9 @@ def test_tf_tpu_fails_clearly_on_a_host_without_a_real_tpu(run_recipe, cluster):
 def test_tf_tpu_fallback_runs_mirrored_and_records_it(run_recipe, cluster):
     """--tpu-fallback mirrored: it runs on the TPU host's worker as MirroredStrategy and says so everywhere."""
     _, node_ids = cluster
-    code, summary, client = run_recipe(FASHION, "--quick", "--trials", "tf:tpu", "--tpu-fallback", "mirrored",
-                                       "--tpu-type", "v4-8")
+    code, summary, client = run_recipe(
+        FASHION, "--quick", "--trials", "tf:tpu", "--tpu-fallback", "mirrored", "--tpu-type", "v4-8"
+    )
     assert code == 0, summary
     (trial,) = summary["trials"]
     assert trial["trial"] == "tf:mirrored x1 (asked tf:tpu)"
@@ -101,7 +114,7 @@ def test_concurrent_trials_hold_whole_nodes_of_their_own(side_by_side, cluster):
     overlapped = 0
     names = list(spans)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             (a0, a1, na, ta), (b0, b1, nb, tb) = spans[a], spans[b]
             if a0 < b1 and b0 < a1:
                 overlapped += 1

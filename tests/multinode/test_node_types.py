@@ -28,9 +28,27 @@ def two_types(cluster, tmp_path_factory, template_db):
     where = tmp_path_factory.mktemp("two-types")
     prices = where / "prices.json"
     prices.write_text(json.dumps({"cpu": 0.05, "T4": 0.35, "TPU-V4": 3.22}))
-    return shared_run(where, template_db, "multinode-two-types", 4, FASHION, "--quick", "--trials", "torch:none",
-                      "--accelerator-type", "T4,TPU-V4", "--prices", str(prices), "--concurrency", "auto",
-                      "--repeats", "2", "--set", "target_accuracy=0.5", seconds=110)
+    return shared_run(
+        where,
+        template_db,
+        "multinode-two-types",
+        4,
+        FASHION,
+        "--quick",
+        "--trials",
+        "torch:none",
+        "--accelerator-type",
+        "T4,TPU-V4",
+        "--prices",
+        str(prices),
+        "--concurrency",
+        "auto",
+        "--repeats",
+        "2",
+        "--set",
+        "target_accuracy=0.5",
+        seconds=110,
+    )
 
 
 def test_one_invocation_runs_each_trial_on_each_node_type_and_prices_it(two_types, cluster):
@@ -69,6 +87,8 @@ def test_an_accelerator_type_no_node_has_is_refused_before_any_worker_starts(run
     code, summary, client = run_recipe(FASHION, "--quick", "--trials", "torch:none", "--device", "cpu,cpu:A100")
     assert code == 2 and summary is None
     err = capsys.readouterr().err
-    assert ("torch:none x1 on cpu:A100 asks for nodes of accelerator type A100, but no node of the Ray cluster has "
-            "one (its types: T4, TPU-V4)") in err, err
+    assert (
+        "torch:none x1 on cpu:A100 asks for nodes of accelerator type A100, but no node of the Ray cluster has "
+        "one (its types: T4, TPU-V4)"
+    ) in err, err
     assert not client.search_runs([e.experiment_id for e in client.search_experiments()])  # nothing recorded

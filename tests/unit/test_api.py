@@ -17,8 +17,15 @@ import raylab
 from raylab import _moved
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC = ("raylab", "raylab.data", "raylab.data.stream", "raylab.data.scenes", "raylab.models",
-          "raylab.models.mlp", "raylab.models.resunet")
+PUBLIC = (
+    "raylab",
+    "raylab.data",
+    "raylab.data.stream",
+    "raylab.data.scenes",
+    "raylab.models",
+    "raylab.models.mlp",
+    "raylab.models.resunet",
+)
 
 
 def sections(text: str) -> dict[str, str]:
@@ -56,7 +63,7 @@ def test_every_moved_name_points_at_a_module_that_exists():
         assert f"`{old}`" in moved or f"`{old.rpartition('.')[0]}.*`" in moved, f"docs/api.md does not list {old}"
 
 
-OLD_RECIPE = '''
+OLD_RECIPE = """
 import numpy as np
 from raylab import stream
 import raylab.scenes
@@ -71,15 +78,16 @@ RECIPE = Recipe(name="old", data=stream.generator(items, 64, 16), models={}, los
                 optimizer=optimizer("sgd", 0.1), batch_per_replica=8, epochs=1)
 if __name__ == "__main__":
     main(RECIPE)
-'''
+"""
 
 
 def test_a_recipe_written_for_the_old_paths_runs_and_warns_once_per_old_name(tmp_path):
     """The script a user runs (Python's default filter shows a DeprecationWarning raised in __main__)."""
     recipe = tmp_path / "old_recipe.py"
     recipe.write_text(OLD_RECIPE)
-    out = subprocess.run([sys.executable, str(recipe), "--help"], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(recipe), "--help"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "--trials" in out.stdout
     warnings = re.findall(r"DeprecationWarning: (.*)", out.stderr)
@@ -90,24 +98,36 @@ def test_a_recipe_written_for_the_old_paths_runs_and_warns_once_per_old_name(tmp
 
 
 def test_old_framework_paths_and_python_m_raylab_plain(tmp_path):
-    script = ("import raylab.backends.torch, raylab.frameworks.torch as t, raylab.loop.worker as w, raylab.driver.protocol "
-              "as p; print(raylab.backends.torch.__name__, t.__name__, w.WorkerConfig.__module__, p.__name__)")
-    out = subprocess.run([sys.executable, "-W", "default::DeprecationWarning", "-c", script], capture_output=True,
-                         text=True, timeout=120)
+    script = (
+        "import raylab.backends.torch, raylab.frameworks.torch as t, raylab.loop.worker as w, raylab.driver.protocol "
+        "as p; print(raylab.backends.torch.__name__, t.__name__, w.WorkerConfig.__module__, p.__name__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "default::DeprecationWarning", "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["raylab.frameworks.torch.worker", "raylab.frameworks.torch", "raylab.loop.worker_config",
-                                  "raylab.compare.stats"]
+    assert out.stdout.split() == [
+        "raylab.frameworks.torch.worker",
+        "raylab.frameworks.torch",
+        "raylab.loop.worker_config",
+        "raylab.compare.stats",
+    ]
     assert "raylab.loop.worker moved to raylab.loop.worker_config" in out.stderr
     assert "raylab.driver.protocol moved to raylab.compare.stats" in out.stderr
     # `python -m raylab.plain SPEC` still runs the plain script (here it reads a spec that is not there).
-    out = subprocess.run([sys.executable, "-m", "raylab.plain", str(tmp_path / "spec.json")], capture_output=True,
-                         text=True, timeout=120)
-    assert "DeprecationWarning: python -m raylab.plain is deprecated; run python -m raylab.frameworks.plain" in out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "raylab.plain", str(tmp_path / "spec.json")], capture_output=True, text=True, timeout=120
+    )
+    assert (
+        "DeprecationWarning: python -m raylab.plain is deprecated; run python -m raylab.frameworks.plain" in out.stderr
+    )
     assert "frameworks/plain.py" in out.stderr and "FileNotFoundError" in out.stderr, out.stderr
 
 
 def test_the_new_paths_import_without_a_warning():
-    code = ("import warnings; warnings.simplefilter('error'); import raylab, raylab.data.stream, raylab.data.scenes, "
-            "raylab.models.mlp, raylab.frameworks.plain")
+    code = (
+        "import warnings; warnings.simplefilter('error'); import raylab, raylab.data.stream, raylab.data.scenes, "
+        "raylab.models.mlp, raylab.frameworks.plain"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

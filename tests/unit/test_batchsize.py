@@ -10,13 +10,16 @@ from raylab.errors import UserError
 from raylab.task.common import test_batches as eval_batches
 
 
-@pytest.mark.parametrize("limit_fits,start,shard,expected", [
-    (350, 32, 8192, (350, 351)),  # doubles to 512, bisects down to one item
-    (350, 1024, 8192, (350, 351)),  # the recipe's batch does not fit: halves, then bisects
-    (1, 64, 8192, (1, 2)),
-    (10_000, 32, 8192, (8192, None)),  # the shard is reached: nothing ran out
-    (0, 16, 8192, (0, 1)),  # not even one item
-])
+@pytest.mark.parametrize(
+    "limit_fits,start,shard,expected",
+    [
+        (350, 32, 8192, (350, 351)),  # doubles to 512, bisects down to one item
+        (350, 1024, 8192, (350, 351)),  # the recipe's batch does not fit: halves, then bisects
+        (1, 64, 8192, (1, 2)),
+        (10_000, 32, 8192, (8192, None)),  # the shard is reached: nothing ran out
+        (0, 16, 8192, (0, 1)),  # not even one item
+    ],
+)
 def test_bisect_finds_the_edge_to_one_item(limit_fits, start, shard, expected):
     tried = []
 
@@ -48,7 +51,7 @@ def test_evaluation_batches_hold_at_most_the_training_batch():
     assert sizes == [300, 300, 300, 100]
 
 
-SEARCH_UNDER_A_CAP = r'''
+SEARCH_UNDER_A_CAP = r"""
 import json, resource, sys
 import torch
 from raylab.probes.batchsize import bisect
@@ -74,7 +77,7 @@ def fits(batch):
 
 
 print(json.dumps({"edge": bisect(fits, 1, 1024), "tried": tried, "kinds": kinds}))
-'''
+"""
 
 
 def test_the_search_finds_the_edge_of_a_real_allocator_failure_in_one_process():

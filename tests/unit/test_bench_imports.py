@@ -70,7 +70,10 @@ def missing(script: Path) -> list[str]:
 def test_the_check_finds_a_moved_module_and_a_name_that_went(tmp_path):
     script = tmp_path / "old.py"
     script.write_text("from raylab.driver.stats import parity\nfrom raylab.compare.stats import no_such\n")
-    assert missing(script) == ["old.py:1: no module raylab.driver.stats", "old.py:2: raylab.compare.stats has no no_such"]
+    assert missing(script) == [
+        "old.py:1: no module raylab.driver.stats",
+        "old.py:2: raylab.compare.stats has no no_such",
+    ]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[str(p.relative_to(ROOT / "bench")) for p in SCRIPTS])
@@ -95,7 +98,12 @@ def test_every_bench_script_imports_as_a_module():
         "        bad.append(path + ': ' + traceback.format_exc(limit=2).splitlines()[-1])\n"
         "print('\\n'.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, *map(str, SCRIPTS)], capture_output=True, text=True, timeout=300,
-                         cwd=ROOT / "bench")
+    out = subprocess.run(
+        [sys.executable, "-c", code, *map(str, SCRIPTS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT / "bench",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == ""

@@ -22,8 +22,12 @@ BURN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
 
 def burner() -> int:
     """A plain process burning a core for 30 s, not this process's child (its shell has left): its pid."""
-    out = subprocess.run(["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!', sys.executable, BURN],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!', sys.executable, BURN],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(out.stdout.strip())
 
 
@@ -77,22 +81,42 @@ def test_a_child_of_the_worker_is_its_own_work():
 def test_ranks_on_one_node_add_their_own_work_and_each_node_is_said():
     # two ranks on node a: the first rank's read of this job's Ray processes holds the second rank's process (180
     # ticks of its own 200), which is the trial's own work, not upkeep
-    first = {"seconds": 2.0, "busy": 400, "steal": 0, "all": 400, "own": 200, "ray": 190, "own_main": 180,
-             "cpus": 2, "tick": 100}
+    first = {
+        "seconds": 2.0,
+        "busy": 400,
+        "steal": 0,
+        "all": 400,
+        "own": 200,
+        "ray": 190,
+        "own_main": 180,
+        "cpus": 2,
+        "tick": 100,
+    }
     second = {**first, "ray": 190}
     other = {"seconds": 2.5, "busy": 300, "steal": 40, "all": 400, "own": 100, "ray": 20, "cpus": 2, "tick": 100}
     metrics, tags = beside_figures([first, second, other], ["a", "a", "b"])
-    assert tags["beside"].startswith("node a: 0.00 cores of other work, 0.00 stolen, Ray and this job 0.05, the "
-                                     "trial's own 2.00")  # both ranks' own: the node's 2 cores
-    assert "node b: 0.90 cores of other work, 0.20 stolen, Ray and this job 0.10, the trial's own 0.50" in tags["beside"]
+    assert tags["beside"].startswith(
+        "node a: 0.00 cores of other work, 0.00 stolen, Ray and this job 0.05, the trial's own 2.00"
+    )  # both ranks' own: the node's 2 cores
+    assert (
+        "node b: 0.90 cores of other work, 0.20 stolen, Ray and this job 0.10, the trial's own 0.50" in tags["beside"]
+    )
     assert metrics == {"beside_cores": 0.9, "steal_cores": 0.2, "ray_daemon_cores": 0.1, "beside_s": 2.0}
     assert beside_figures([None], ["a"]) == ({}, {"beside": "not measured (no steady window, or no /proc to read)"})
     assert Beside().end() is None  # never begun: no window
 
 
 def row(trial: str, beside: float | None, steal: float = 0.0, **more) -> dict:
-    return {"trial": trial, "status": "FINISHED", "framework": trial.split(":")[0], "workers": 1,
-            "samples_per_sec": 1000.0, "beside_cores": beside, "steal_cores": steal, **more}
+    return {
+        "trial": trial,
+        "status": "FINISHED",
+        "framework": trial.split(":")[0],
+        "workers": 1,
+        "samples_per_sec": 1000.0,
+        "beside_cores": beside,
+        "steal_cores": steal,
+        **more,
+    }
 
 
 def test_the_verdict_is_not_fair_while_a_trial_measured_beside_other_work_is_compared():

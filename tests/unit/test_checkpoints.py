@@ -56,8 +56,11 @@ def test_a_checkpoint_that_does_not_fit_is_named_before_it_is_written(tmp_path, 
     assert checkpoint.room_for(str(d), "s3://bucket/runs") == pytest.approx(3.0)  # a URI's store: not looked at
     free = shutil.disk_usage(tmp_path).free
     monkeypatch.setattr(checkpoint, "ROOM_MARGIN_MB", free / 2**20)  # this disk, as if it were that full
-    with pytest.raises(checkpoint.NoRoomError, match=r"a checkpoint of 3 MB does not fit in .* MB free\); free some "
-                                                     r"space, point --storage elsewhere, or run with --max-failures 0"):
+    with pytest.raises(
+        checkpoint.NoRoomError,
+        match=r"a checkpoint of 3 MB does not fit in .* MB free\); free some "
+        r"space, point --storage elsewhere, or run with --max-failures 0",
+    ):
         checkpoint.room_for(str(d), str(tmp_path))
 
 

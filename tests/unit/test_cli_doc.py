@@ -23,7 +23,9 @@ def test_docs_cli_md_matches_help():
     page = (ROOT / "docs" / "cli.md").read_text()
     now = ref.reference()
     diff = "".join(difflib.unified_diff(page.splitlines(True), now.splitlines(True), "docs/cli.md", "--help", n=1))
-    assert page == now, f"docs/cli.md is out of date; run .venv/bin/python scripts/cli_reference.py > docs/cli.md\n{diff}"
+    assert page == now, (
+        f"docs/cli.md is out of date; run .venv/bin/python scripts/cli_reference.py > docs/cli.md\n{diff}"
+    )
     for _, typed, _ in ref._commands():  # every command has its section, with what it printed
         section = page.split(f"$ {typed}\n", 1)
         assert len(section) == 2 and section[1].startswith("usage:"), typed

@@ -15,12 +15,28 @@ from raylab.record.tracking import Tracker
 from raylab.errors import UserError
 
 RESULTS = {
-    "tf:none x1": dict(samples_per_sec=1234.4, step_time_p50_ms=25.0, step_time_p90_ms=31.0, startup_s=12.3,
-                       first_step_s=1.5, wall_s=88.0, val_accuracy=0.8765, val_loss=0.35),
-    "torch:ddp x2": dict(samples_per_sec=2345.6, step_time_p50_ms=26.0, step_time_p90_ms=35.0, startup_s=9.8,
-                         first_step_s=0.4, wall_s=60.0, val_accuracy=0.8712, val_loss=0.36),
+    "tf:none x1": dict(
+        samples_per_sec=1234.4,
+        step_time_p50_ms=25.0,
+        step_time_p90_ms=31.0,
+        startup_s=12.3,
+        first_step_s=1.5,
+        wall_s=88.0,
+        val_accuracy=0.8765,
+        val_loss=0.35,
+    ),
+    "torch:ddp x2": dict(
+        samples_per_sec=2345.6,
+        step_time_p50_ms=26.0,
+        step_time_p90_ms=35.0,
+        startup_s=9.8,
+        first_step_s=0.4,
+        wall_s=60.0,
+        val_accuracy=0.8712,
+        val_loss=0.36,
+    ),
 }
-ERROR = "Traceback (most recent call last):\n  File \"worker.py\", line 1\nRuntimeError: NCCL exploded"
+ERROR = 'Traceback (most recent call last):\n  File "worker.py", line 1\nRuntimeError: NCCL exploded'
 
 
 def populate(tracker: Tracker) -> str:
@@ -136,8 +152,9 @@ def test_chart_has_accuracy_against_wall_time(store, tmp_path):
     rows = trial_rows(tracker.client, tracker.experiment_id, parent)
     for i, row in enumerate(r for r in rows if r["status"] == "FINISHED"):
         for epoch in (1, 2, 3):
-            tracker.log_metrics(row["run_id"], {"elapsed_s": 10.0 * epoch + i, "val_accuracy": 0.5 + 0.1 * epoch},
-                                step=epoch)
+            tracker.log_metrics(
+                row["run_id"], {"elapsed_s": 10.0 * epoch + i, "val_accuracy": 0.5 + 0.1 * epoch}, step=epoch
+            )
     lines = curves(tracker.client, rows)
     assert [c["trial"] for c in lines] == ["tf:none x1", "torch:ddp x2"]  # the failed trial has no curve
     assert lines[0]["metric"] == "val_accuracy"
@@ -154,8 +171,10 @@ def test_chart_has_accuracy_against_wall_time(store, tmp_path):
 def test_an_input_bound_trial_is_flagged():
     from raylab.compare.table import format_table
 
-    rows = [{"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "input_wait_share": 0.35},
-            {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "input_wait_share": 0.02}]
+    rows = [
+        {"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "input_wait_share": 0.35},
+        {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "input_wait_share": 0.02},
+    ]
     table = format_table(rows)
     assert "input wait" in table and "35%" in table and "2%" in table
     assert "torch:ddp x2 !" in table and "tf:none x1 !" not in table
@@ -168,14 +187,17 @@ def test_peak_memory_is_the_largest_rank_and_every_rank_is_kept():
 
     assert peak_memory([812.4, None, 1530.0]) == ({"peak_rss_mb": 1530.0}, {"peak_rss_mb_by_rank": "812,?,1530"})
     assert peak_memory([None]) == ({}, {})  # nothing reported (an older worker): nothing claimed
-    rows = [{"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "peak_rss_mb": 1530.0},
-            {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "peak_rss_mb": 2571.6}]
+    rows = [
+        {"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "peak_rss_mb": 1530.0},
+        {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "peak_rss_mb": 2571.6},
+    ]
     table = format_table(rows)
     assert "peak RSS MB" in table and "1,530" in table and "2,572" in table
 
 
-def test_without_run_it_is_the_callers_own_latest_invocation_on_a_store_two_users_write_to(mlflow_uri, monkeypatch,
-                                                                                           capsys):
+def test_without_run_it_is_the_callers_own_latest_invocation_on_a_store_two_users_write_to(
+    mlflow_uri, monkeypatch, capsys
+):
     """Two users write to one store; each `raylab compare` without --run shows their own latest, says whose, and
     --user picks another's."""
     monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
@@ -191,8 +213,10 @@ def test_without_run_it_is_the_callers_own_latest_invocation_on_a_store_two_user
     assert shown["parent_run_id"] == alice and shown["user"] == "alice"
     assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--chart", "c.png"]) == 0
     assert f"({alice}), the latest invocation of yours (alice; --user or --run for another)" in capsys.readouterr().out
-    assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--user", "bob",
-                     "--format", "json"]) == 0
+    assert (
+        cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri, "--user", "bob", "--format", "json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["parent_run_id"] == bob
     monkeypatch.setenv("LOGNAME", "carol")  # no invocation of hers: one sentence naming whose is latest and the flags
     assert cli.main(["compare", "--experiment", "exp", "--tracking-uri", mlflow_uri]) == 2
@@ -206,8 +230,12 @@ def test_a_store_that_cannot_take_the_chart_still_prints_the_comparison_and_says
     tracker = Tracker(mlflow_uri, "exp")
     tracker.client.create_experiment("served", artifact_location="mlflow-artifacts:/served")
     populate(Tracker(mlflow_uri, "served"))
-    assert cli.main(["compare", "--experiment", "served", "--tracking-uri", mlflow_uri,
-                     "--chart", str(tmp_path / "c.png")]) == 0
+    assert (
+        cli.main(
+            ["compare", "--experiment", "served", "--tracking-uri", mlflow_uri, "--chart", str(tmp_path / "c.png")]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     assert "Traceback" not in out.err and "parity:" in out.out
     assert "not logged as an artifact of the parent run" in out.out and "--tracking-uri" in out.out
@@ -222,20 +250,35 @@ def test_the_charts_bars_start_at_zero_and_a_framework_has_one_colour_and_one_or
     from raylab.registry import frameworks
 
     def r(trial, sps, acc, **more):
-        return {"trial": trial, "framework": trial.split(":")[0], "status": "FINISHED", "samples_per_sec": sps,
-                "step_time_p50_ms": 1.0, "step_time_p90_ms": 1.5, "val_accuracy": acc, **more}
+        return {
+            "trial": trial,
+            "framework": trial.split(":")[0],
+            "status": "FINISHED",
+            "samples_per_sec": sps,
+            "step_time_p50_ms": 1.0,
+            "step_time_p90_ms": 1.5,
+            "val_accuracy": acc,
+            **more,
+        }
 
-    rows = [r("torch:none x1", 30000, 0.86, steady_s=9.0), r("jax:none x1", 40000, 0.87, steady_s=2.0),
-            r("torch:ddp x2", 20000, 0.85, steady_s=9.0, beside_cores=0.9), r("tf:none x1", 50000, 0.87, steady_s=9.0)]
-    lines = [{"trial": t, "framework": t.split(":")[0], "metric": "val_accuracy", "points": [(1.0, 0.8)]}
-             for t in ("torch:none x1", "torch:ddp x2", "tf:none x1")]
+    rows = [
+        r("torch:none x1", 30000, 0.86, steady_s=9.0),
+        r("jax:none x1", 40000, 0.87, steady_s=2.0),
+        r("torch:ddp x2", 20000, 0.85, steady_s=9.0, beside_cores=0.9),
+        r("tf:none x1", 50000, 0.87, steady_s=9.0),
+    ]
+    lines = [
+        {"trial": t, "framework": t.split(":")[0], "metric": "val_accuracy", "points": [(1.0, 0.8)]}
+        for t in ("torch:none x1", "torch:ddp x2", "tf:none x1")
+    ]
     data = chart_data(rows, lines)
     assert all(p["xlim"][0] == 0.0 for p in data["panels"] + data["more"])  # from zero, accuracy included
     assert data["panels"][2]["xlim"] == (0.0, 1.0)
     color = {fw.name: fw.color for fw in frameworks()}
     assert data["colors"] == [color["torch"], color["jax"], color["torch"], color["tf"]]
-    assert data["legend"] == [(fw.title, fw.color) for name in ("torch", "jax", "tf")
-                              for fw in frameworks() if fw.name == name]  # the bars' order, top to bottom
+    assert data["legend"] == [
+        (fw.title, fw.color) for name in ("torch", "jax", "tf") for fw in frameworks() if fw.name == name
+    ]  # the bars' order, top to bottom
     assert [c["color"] for c in data["curves"]] == [color["torch"], color["torch"], color["tf"]]
     assert data["curves"][0]["style"] != data["curves"][1]["style"]  # two torch trials told apart by line style
     assert data["names"] == ["torch:none x1", "jax:none x1 ~", "torch:ddp x2 ^", "tf:none x1"]

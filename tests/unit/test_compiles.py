@@ -32,9 +32,14 @@ def test_warmup_evaluation_and_late_compilations_apart_from_what_the_process_com
     watch.after_step()
     c.compile(0.5)  # a training step compiles again after the warm-up
     watch.after_step()
-    assert watch.figures() == {"compile_count_warmup": 1, "compile_time_warmup_s": 5.0, "compiles_after_warmup": 1,
-                               "compile_time_after_warmup_s": 0.5, "compile_count_eval": 1,
-                               "compile_time_eval_s": 1.0}
+    assert watch.figures() == {
+        "compile_count_warmup": 1,
+        "compile_time_warmup_s": 5.0,
+        "compiles_after_warmup": 1,
+        "compile_time_after_warmup_s": 0.5,
+        "compile_count_eval": 1,
+        "compile_time_eval_s": 1.0,
+    }
     assert watch.late_steps == [4]
 
 

@@ -98,8 +98,19 @@ def test_make_config_defaults(tmp_path):
     """The fashion recipe's defaults: 12 trials, 10 epochs, 1 thread, sqlite in the cwd, a note for tf:none."""
     cfg = config()
     assert [s.name for s in cfg.trials] == [
-        "tf:none x1", "tf:mirrored x1", "tf:mirrored x2", "tf:mwms x1", "tf:mwms x2", "torch:none x1", "torch:ddp x1",
-        "torch:ddp x2", "xla:single x1", "jax:none x1", "jax:dp x1", "jax:dp x2"]
+        "tf:none x1",
+        "tf:mirrored x1",
+        "tf:mirrored x2",
+        "tf:mwms x1",
+        "tf:mwms x2",
+        "torch:none x1",
+        "torch:ddp x1",
+        "torch:ddp x2",
+        "xla:single x1",
+        "jax:none x1",
+        "jax:dp x1",
+        "jax:dp x2",
+    ]
     assert (cfg.epochs, cfg.threads, cfg.seed, cfg.quick, cfg.device) == (10, 1, 0, False, "cpu")
     assert cfg.tracking_uri == f"sqlite:///{tmp_path / 'mlflow.db'}" and cfg.experiment == "fashion"
     assert len(cfg.notes) == 4 and cfg.json_path is None  # tf:none, torch:none, xla:single and jax:none skip workers=2
@@ -195,13 +206,21 @@ def _main_fails(capsys, argv) -> str:
         (["--device", "tpu"], "--device 'tpu': tpu is not a device raylab runs on; choose cpu or gpu"),
         (["--device", "gpu:H 100"], "accelerator type 'H 100' is not one Ray names"),
         (["--device", "gpu:"], "accelerator type '' is not one Ray names"),
-        (["--device", "gpu:H100", "--accelerator-type", "A100"], "either in --device (gpu:H100) or in --accelerator-type"),
+        (
+            ["--device", "gpu:H100", "--accelerator-type", "A100"],
+            "either in --device (gpu:H100) or in --accelerator-type",
+        ),
         (["--accelerator-type", ","], "--accelerator-type ',' is empty"),
         (["--seconds", "0", "--trials", "tf:none"], "--seconds is 0; give the seconds of steady steps"),
-        (["--seconds", "5", "--trials", "tf:none,torch:ddp", "--workers", "1,2"],
-         "--seconds ends a trial when its one training process has timed enough, and torch:ddp x2 train(s) in several"),
+        (
+            ["--seconds", "5", "--trials", "tf:none,torch:ddp", "--workers", "1,2"],
+            "--seconds ends a trial when its one training process has timed enough, and torch:ddp x2 train(s) in several",
+        ),
         (["--seconds", "5", "--trials", "tf:ps", "--workers", "1"], "tf:ps x1 train(s) in several processes"),
-        (["--seconds", "5", "--trials", "tf:none", "--plain"], "--plain runs its plain scripts over the trials' epochs"),
+        (
+            ["--seconds", "5", "--trials", "tf:none", "--plain"],
+            "--plain runs its plain scripts over the trials' epochs",
+        ),
     ],
 )
 def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
@@ -209,8 +228,10 @@ def test_recipe_main_bad_flags_exit_2(no_ray, capsys, argv, words):
     assert words in _main_fails(capsys, argv)
 
 
-@pytest.mark.parametrize("trial, module, extra", [("tf:none", "tensorflow", "tf"), ("torch:ddp x2", "torch", "torch"),
-                                                  ("xla:single", "torch_xla", "xla")])
+@pytest.mark.parametrize(
+    "trial, module, extra",
+    [("tf:none", "tensorflow", "tf"), ("torch:ddp x2", "torch", "torch"), ("xla:single", "torch_xla", "xla")],
+)
 def test_trial_of_a_framework_not_installed_exits_2_naming_the_extra(no_ray, capsys, monkeypatch, trial, module, extra):
     """An install without that framework (scripts/setup.sh torch has no TensorFlow): one line naming what to
     install, before Ray. (This Python has every framework: the probe is told one is missing.)"""
@@ -236,12 +257,19 @@ def test_without_tensorflow_a_tf_trial_exits_2_before_ray(tmp_path):
         if not entry.name.startswith(("tensorflow", "tf_keras", "keras", "tensorboard", "_tensorflow")):
             (view / entry.name).symlink_to(entry)
     env = {**os.environ, "PYTHONPATH": f"{view}{os.pathsep}{ROOT}"}
-    done = subprocess.run([sys.executable, "-S", str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials",
-                           "tf:none"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-S", str(ROOT / "recipes" / "fashion.py"), "--quick", "--trials", "tf:none"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines() == [
         "raylab: error: trial 'tf:none' needs TensorFlow, which is not installed in this Python; install it with "
-        "`scripts/setup.sh tf` (or `pip install -e '.[tf]'`)."]
+        "`scripts/setup.sh tf` (or `pip install -e '.[tf]'`)."
+    ]
 
 
 def test_recipe_main_missing_data_exit_2(no_ray, tmp_path, monkeypatch, capsys):
@@ -284,13 +312,21 @@ def test_the_hardware_axis_runs_each_trial_on_each_device_and_type_named_by_it()
     assert parse_hardware("cpu,gpu", "T4,A100-80G") == ["cpu:T4", "cpu:A100-80G", "gpu:T4", "gpu:A100-80G"]
     assert parse_hardware("gpu:H100,cpu") == ["gpu:H100", "cpu"]
     specs = expand_trials(["torch:none", "jax:none"], [1], [], hardware=parse_hardware("cpu,gpu:H100"))
-    assert [s.name for s in specs] == ["torch:none x1 on cpu", "jax:none x1 on cpu", "torch:none x1 on gpu:H100",
-                                       "jax:none x1 on gpu:H100"]
+    assert [s.name for s in specs] == [
+        "torch:none x1 on cpu",
+        "jax:none x1 on cpu",
+        "torch:none x1 on gpu:H100",
+        "jax:none x1 on gpu:H100",
+    ]
     assert [s.name for s in expand_trials(["torch:none"], [1], [], hardware=["gpu"])] == ["torch:none x1"]
     cfg = Settings(trials=specs, epochs=1, threads=1, seed=0, quick=True, tracking_uri="", experiment="x")
     on = cfg.on(specs[2])
     assert (on.device, on.accelerator_type, cfg.on(specs[0]).device, cfg.on(specs[0]).accelerator_type) == (
-        "gpu", "H100", "cpu", None)
+        "gpu",
+        "H100",
+        "cpu",
+        None,
+    )
     assert on.best is cfg.best and cfg.on(expand_trials(["torch:none"], [1], [])[0]) is cfg
 
 
@@ -300,9 +336,17 @@ def test_compile_axis_runs_each_kind_in_each_of_its_executions_once():
     from raylab.cli.expand import parse_compile
 
     notes = []
-    specs = expand_trials(["torch:none", "tf:none", "jax:none", "tf:mwms"], [1], notes, compiles=parse_compile("off,on", "default"))
-    assert [s.name for s in specs] == ["torch:none x1", "torch:none x1 inductor", "tf:none x1", "tf:none x1 xla",
-                                       "jax:none x1", "tf:mwms x1"]
+    specs = expand_trials(
+        ["torch:none", "tf:none", "jax:none", "tf:mwms"], [1], notes, compiles=parse_compile("off,on", "default")
+    )
+    assert [s.name for s in specs] == [
+        "torch:none x1",
+        "torch:none x1 inductor",
+        "tf:none x1",
+        "tf:none x1 xla",
+        "jax:none x1",
+        "tf:mwms x1",
+    ]
     assert [s.executes() for s in specs] == ["eager", "inductor", "tf.function", "xla", "jit", "tf.function"]
     assert [s.compiled() for s in specs] == [False, True, False, True, True, False]
     assert notes == ["tf:mwms has no 'on' execution in raylab (it runs tf.function): skipped"]
@@ -323,8 +367,7 @@ def test_compile_modes_are_their_own_trials_and_cuda_graphs_need_a_gpu():
         expand_trials(["tf:ps"], [1], [], compiles=["on"])
 
 
-@pytest.mark.parametrize("values,modes", [("yes", "default"), ("", "default"), ("on", "fast"),
-                                          ("off", "max-autotune")])
+@pytest.mark.parametrize("values,modes", [("yes", "default"), ("", "default"), ("on", "fast"), ("off", "max-autotune")])
 def test_bad_compile_flags_are_one_sentence(values, modes):
     from raylab.cli.expand import parse_compile
 

@@ -49,8 +49,9 @@ def test_the_raylets_worker_pool_notice_goes_to_the_driver_log_and_its_errors_st
         assert ray_worker.print_to_stdstream.raylab_original is before
         notice = "WARNING: 8 PYTHON worker processes have been started on node: n with address: a, which is 4x ..."
         ray_worker.print_to_stdstream({"lines": [notice], "pid": "raylet", "is_err": False}, ignore_prefix=False)
-        ray_worker.print_to_stdstream({"lines": ["a task was killed: out of memory"], "pid": "raylet",
-                                       "is_err": False}, ignore_prefix=False)
+        ray_worker.print_to_stdstream(
+            {"lines": ["a task was killed: out of memory"], "pid": "raylet", "is_err": False}, ignore_prefix=False
+        )
         c.close()
     finally:
         ray_worker.print_to_stdstream = before
@@ -87,26 +88,43 @@ def test_a_watched_trial_is_told_its_workers_allocator_aborts_and_nothing_else(t
     c.watch(a, allocator_abort, told.append)
     c.claim("10.0.0.1", 11, a)
     c.claim("10.0.0.1", 12, b)
-    c.write_batch(batch(11, "epoch 1", "terminate called after throwing an instance of 'std::bad_alloc'",
-                        "  what():  std::bad_alloc"))
+    c.write_batch(
+        batch(
+            11,
+            "epoch 1",
+            "terminate called after throwing an instance of 'std::bad_alloc'",
+            "  what():  std::bad_alloc",
+        )
+    )
     c.write_batch(batch(12, "F0000 00:00 pjrt_client.cc:1] Check failed: buffer_.IsConcrete()"))  # b is not watched
     c.watch(a, None)
     c.write_batch(batch(11, "terminate called after throwing an instance of 'std::bad_alloc'"))
     c.close()
-    assert told == ["(pid=11, ip=10.0.0.1) terminate called after throwing an instance of 'std::bad_alloc'",
-                    "(pid=11, ip=10.0.0.1)   what():  std::bad_alloc"]  # the sink keeps the first
+    assert told == [
+        "(pid=11, ip=10.0.0.1) terminate called after throwing an instance of 'std::bad_alloc'",
+        "(pid=11, ip=10.0.0.1)   what():  std::bad_alloc",
+    ]  # the sink keeps the first
     assert allocator_abort("F0000 00:00 pjrt_client.cc:1] Check failed: buffer_.IsConcrete()")
-    assert allocator_abort("[2026-11-27 06:54:57,748 E 7427 7533] logging.cc:118: Unhandled exception: St9bad_alloc. "
-                           "what(): std::bad_alloc")  # Ray's terminate handler, the worker of a TF probe at 640
+    assert allocator_abort(
+        "[2026-11-27 06:54:57,748 E 7427 7533] logging.cc:118: Unhandled exception: St9bad_alloc. "
+        "what(): std::bad_alloc"
+    )  # Ray's terminate handler, the worker of a TF probe at 640
     assert allocator_abort("[low_level_alloc.cc : 569] RAW: mmap error: 12")  # absl, then a SIGSEGV (TF at 608)
     assert not allocator_abort("epoch 1 done in 0.3s")
     line = abort_failure(told[0], 512, 2500)
     assert line.kind == "out_of_memory" and line.line.startswith(
-        "out of host memory at batch 512 per replica under --memory-cap-mb 2500: the worker's allocator aborted")
+        "out of host memory at batch 512 per replica under --memory-cap-mb 2500: the worker's allocator aborted"
+    )
     # A bare SIGSEGV (Ray's signal handler, nothing before it: TF at batch 584 under 2,500 MB) is named as likely.
     segv = "(pid=11, ip=10.0.0.1) *** SIGSEGV received at time=1764230097 on cpu 1 ***"
     assert allocator_abort(segv) and not allocator_abort("received SIGTERM, stopping")
     line = abort_failure(segv, 584, 2500)
-    assert line.kind == "out_of_memory" and line.line.startswith(
-        "likely out of host memory at batch 584 per replica under --memory-cap-mb 2500: the worker died of a "
-        "segmentation fault") and "SIGSEGV received" in line.line and "without --memory-cap-mb" in line.line
+    assert (
+        line.kind == "out_of_memory"
+        and line.line.startswith(
+            "likely out of host memory at batch 584 per replica under --memory-cap-mb 2500: the worker died of a "
+            "segmentation fault"
+        )
+        and "SIGSEGV received" in line.line
+        and "without --memory-cap-mb" in line.line
+    )

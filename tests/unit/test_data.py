@@ -101,7 +101,9 @@ def test_search_path_order(tmp_path, monkeypatch):
     """RAYLAB_DATA_DIR/<subdir>, then RAYLAB_DATA_DIR, then ~/.keras/datasets, then /usr/share/datasets."""
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(tmp_path / "d"))
     assert data.data_search_path("fm") == [
-        tmp_path / "d" / "fm", tmp_path / "d", tmp_path / "home" / ".keras" / "datasets" / "fm",
+        tmp_path / "d" / "fm",
+        tmp_path / "d",
+        tmp_path / "home" / ".keras" / "datasets" / "fm",
         data.readers.Path("/usr/share/datasets/fm"),
     ]
     monkeypatch.delenv("RAYLAB_DATA_DIR")
@@ -154,7 +156,11 @@ def test_fashion_mnist_reads_and_validates(fashion_root, monkeypatch):
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(fashion_root))
     ds = fashion_mnist()
     assert (ds.x_train.shape, ds.y_train.shape, ds.x_test.shape, ds.y_test.shape) == (
-        (60000, 28, 28), (60000,), (10000, 28, 28), (10000,))
+        (60000, 28, 28),
+        (60000,),
+        (10000, 28, 28),
+        (10000,),
+    )
     assert ds.x_train.dtype == np.uint8 and ds.y_test[:3].tolist() == [0, 1, 2] and ds.x_test.max() == 7
     assert ds.name == "fashion-mnist" and ds.source == str(fashion_root / "fashion-mnist") and not ds.synthetic
 

@@ -23,7 +23,9 @@ MARKS = [(b, 7 + b, b % 3, 5 + b, 9 + 2 * b, 200 + b) for b in range(6)]
 def no_system_datasets(monkeypatch):
     """Whatever this machine has under /usr/share/datasets stays out of these tests."""
     real = data.data_search_path
-    monkeypatch.setattr(data.readers, "data_search_path", lambda subdir: [p for p in real(subdir) if SYSTEM not in p.parents])
+    monkeypatch.setattr(
+        data.readers, "data_search_path", lambda subdir: [p for p in real(subdir) if SYSTEM not in p.parents]
+    )
 
 
 # --- MNIST ------------------------------------------------------------------------------
@@ -46,7 +48,11 @@ def test_mnist_reads_and_validates(mnist_root, monkeypatch):
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(mnist_root))
     ds = mnist()
     assert (ds.x_train.shape, ds.y_train.shape, ds.x_test.shape, ds.y_test.shape) == (
-        (60000, 28, 28), (60000,), (10000, 28, 28), (10000,))
+        (60000, 28, 28),
+        (60000,),
+        (10000, 28, 28),
+        (10000,),
+    )
     assert ds.x_train.dtype == np.uint8 and ds.x_train[0, 0, 0] == 3 and ds.x_test.max() == 4
     assert ds.y_train[:3].tolist() == [1, 2, 3] and ds.y_test[:3].tolist() == [2, 3, 4]
     assert (ds.name, ds.source, ds.synthetic, ds.note) == ("mnist", str(mnist_root / "mnist"), False, "")
@@ -126,7 +132,11 @@ def cifar_bin_root(tmp_path_factory) -> Path:
 def _check_cifar(ds: Dataset):
     """Shapes, NHWC placement of every marked pixel, and labels in file order."""
     assert (ds.x_train.shape, ds.y_train.shape, ds.x_test.shape, ds.y_test.shape) == (
-        (50000, 32, 32, 3), (50000,), (10000, 32, 32, 3), (10000,))
+        (50000, 32, 32, 3),
+        (50000,),
+        (10000, 32, 32, 3),
+        (10000,),
+    )
     assert ds.x_train.dtype == ds.y_train.dtype == ds.x_test.dtype == ds.y_test.dtype == np.uint8
     assert ds.x_train.flags.c_contiguous and ds.x_test.flags.c_contiguous
     for b, i, c, r, col, v in MARKS:
@@ -220,7 +230,11 @@ def test_cifar10_absent_is_deterministic_synthetic(tmp_path, monkeypatch):
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(tmp_path / "empty"))
     ds = cifar10()
     assert (ds.x_train.shape, ds.y_train.shape, ds.x_test.shape, ds.y_test.shape) == (
-        (50000, 32, 32, 3), (50000,), (10000, 32, 32, 3), (10000,))
+        (50000, 32, 32, 3),
+        (50000,),
+        (10000, 32, 32, 3),
+        (10000,),
+    )
     assert ds.x_train.dtype == ds.y_train.dtype == np.uint8
     assert set(np.unique(ds.y_train).tolist()) == set(range(10)) and ds.x_train.max() == 255
     assert ds.synthetic and ds.name == "cifar-10-synthetic"

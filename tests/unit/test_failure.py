@@ -31,8 +31,9 @@ def bad_loss():
 def test_a_recipe_error_names_the_recipe_function_and_is_not_restarted():
     f = classify(raised(bad_loss), rank=1, batch=64)
     assert f.kind == "error"
-    assert f.line.startswith("ValueError: the loss of this recipe is broken on purpose raised in the recipe's "
-                             "`bad_loss` (")
+    assert f.line.startswith(
+        "ValueError: the loss of this recipe is broken on purpose raised in the recipe's `bad_loss` ("
+    )
     assert "tests/unit/test_failure.py:" in f.line and f.where.startswith("the recipe's `bad_loss`")
     assert "on rank 1; not restarted" in f.line and "\n" not in f.line
 
@@ -57,16 +58,28 @@ def test_a_host_allocation_failure_is_out_of_host_memory_with_batch_and_peak():
     assert "MemoryError" in line and "not restarted" in line
 
 
-@pytest.mark.parametrize("text,where", [
-    ("[enforce fail at alloc_cpu.cpp:124] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
-     "allocate 4632608768 bytes. Error code 12 (Cannot allocate memory)", "host"),
-    ("OOM when allocating tensor with shape[2048,94,94,64] and type float on /job:localhost/replica:0/task:0/"
-     "device:CPU:0 by allocator cpu [Op:Conv2D]", "host"),
-    ("OOM when allocating tensor with shape[2048,94,94,64] and type float on /job:localhost/replica:0/task:0/"
-     "device:GPU:0 by allocator GPU_0_bfc", "device"),
-    ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes on TPU HBM", "device"),
-    ("the loss is nan", None),
-])
+@pytest.mark.parametrize(
+    "text,where",
+    [
+        (
+            "[enforce fail at alloc_cpu.cpp:124] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+            "allocate 4632608768 bytes. Error code 12 (Cannot allocate memory)",
+            "host",
+        ),
+        (
+            "OOM when allocating tensor with shape[2048,94,94,64] and type float on /job:localhost/replica:0/task:0/"
+            "device:CPU:0 by allocator cpu [Op:Conv2D]",
+            "host",
+        ),
+        (
+            "OOM when allocating tensor with shape[2048,94,94,64] and type float on /job:localhost/replica:0/task:0/"
+            "device:GPU:0 by allocator GPU_0_bfc",
+            "device",
+        ),
+        ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes on TPU HBM", "device"),
+        ("the loss is nan", None),
+    ],
+)
 def test_out_of_memory_is_told_from_its_message(text, where):
     assert out_of_memory(RuntimeError(text)) == where
 
@@ -76,12 +89,15 @@ def test_torch_cuda_oom_class_is_device_memory():
     assert out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "device"
 
 
-@pytest.mark.parametrize("exc", [
-    RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242"),
-    RuntimeError("Connection reset by peer"),
-    ConnectionResetError(104, "Connection reset by peer"),
-    BrokenPipeError(32, "Broken pipe"),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242"),
+        RuntimeError("Connection reset by peer"),
+        ConnectionResetError(104, "Connection reset by peer"),
+        BrokenPipeError(32, "Broken pipe"),
+    ],
+)
 def test_what_a_survivor_sees_of_a_lost_peer_is_left_to_the_restart_budget(exc):
     assert lost_peer(exc) and classify(exc, 0, 8) is None
 
@@ -135,8 +151,10 @@ def test_the_policy_ends_a_code_failure_at_once_and_restarts_a_lost_process():
     # a survivor that read its peer's death as its own error still restarts: a process was lost
     assert policy.make_decision(group_error(r0=code, r1=lost)) == FailureDecision.RETRY
     what = [(w, d) for _, w, d in sink.seen]
-    assert what[0] == ("ValueError: x raised in the recipe's `f` (r.py:1) on rank 0",
-                       "not restarted: the trial's own code raised")
+    assert what[0] == (
+        "ValueError: x raised in the recipe's `f` (r.py:1) on rank 0",
+        "not restarted: the trial's own code raised",
+    )
     assert what[1] == ("worker process lost (rank 1: ActorDiedError)", "restarted from the last checkpoint")
     # a survivor's own error beside its lost peer's is no code failure either: restarted
     gloo = RuntimeError("Connection closed by peer")
@@ -223,8 +241,10 @@ def test_a_onednn_primitive_failing_under_a_memory_cap_is_out_of_host_memory():
     without a cap reads as a lost peer (restartable): under a cap it is the allocation that failed."""
     import tensorflow as tf
 
-    text = ("Graph execution error: Operation received an exception:Status: 5, message: could not execute a "
-            "primitive, in file tensorflow/core/kernels/mkl/mkl_matmul_op_fused.cc:306")
+    text = (
+        "Graph execution error: Operation received an exception:Status: 5, message: could not execute a "
+        "primitive, in file tensorflow/core/kernels/mkl/mkl_matmul_op_fused.cc:306"
+    )
     error = tf.errors.AbortedError(None, None, text)
     assert classify(error, 0, 3, capped=True).kind == "out_of_memory"
     assert classify(error, 0, 3) is None  # an AbortedError without a cap: a lost peer, for a restart to decide

@@ -57,8 +57,9 @@ def test_restart_figures():
 def test_batches_after_a_restart_go_on_where_they_were(start):
     """n=20, batch 6: 3 batches a pass; starting at `start` gives the uninterrupted stream from there."""
     whole = [b.tolist() for b in itertools.islice(shuffled_batches(20, 6, torch.Generator().manual_seed(1)), 40)]
-    later = [b.tolist() for b in itertools.islice(shuffled_batches(20, 6, torch.Generator().manual_seed(1), start=start),
-                                                  10)]
+    later = [
+        b.tolist() for b in itertools.islice(shuffled_batches(20, 6, torch.Generator().manual_seed(1), start=start), 10)
+    ]
     assert later == whole[start : start + 10]
 
 

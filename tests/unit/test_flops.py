@@ -30,17 +30,29 @@ def counts(name: str, x, y, outputs=()) -> dict[str, float]:
     from raylab.frameworks.torch.task import TorchTask, to_tensors
 
     recipe, n = load_recipe(name), len(x)
-    jt, tt, ft = (JaxTask(recipe.task(outputs), 10), TorchTask(recipe.task(outputs), 10),
-                  TFTask(recipe.task(outputs), tf, keras, 10))
+    jt, tt, ft = (
+        JaxTask(recipe.task(outputs), 10),
+        TorchTask(recipe.task(outputs), 10),
+        TFTask(recipe.task(outputs), tf, keras, 10),
+    )
     jm = jt.build_model(0)
     jm.train()
-    return {"jax": jax_count(jt, jm, jnp.asarray(jt.inputs(x)), jnp.asarray(jt.targets(y))) / n,
-            "torch": torch_count(tt, tt.build_model(), to_tensors(tt.inputs(x)), to_tensors(tt.targets(y))) / n,
-            "tf": tf_count(ft, ft.build_model(), ft.inputs(x), ft.targets(y)) / n}
+    return {
+        "jax": jax_count(jt, jm, jnp.asarray(jt.inputs(x)), jnp.asarray(jt.targets(y))) / n,
+        "torch": torch_count(tt, tt.build_model(), to_tensors(tt.inputs(x)), to_tensors(tt.targets(y))) / n,
+        "tf": tf_count(ft, ft.build_model(), ft.inputs(x), ft.targets(y)) / n,
+    }
 
 
-@pytest.mark.parametrize("name,shape,classes", [("fashion", (4, 28, 28), 10), ("fashion_cnn", (4, 28, 28), 10),
-                                                ("cifar10", (4, 32, 32, 3), 10), ("residual_mlp", (4, 16), 4)])
+@pytest.mark.parametrize(
+    "name,shape,classes",
+    [
+        ("fashion", (4, 28, 28), 10),
+        ("fashion_cnn", (4, 28, 28), 10),
+        ("cifar10", (4, 32, 32, 3), 10),
+        ("residual_mlp", (4, 16), 4),
+    ],
+)
 def test_the_three_counters_agree_on_one_model(name, shape, classes):
     rng = np.random.default_rng(0)
     x, y = rng.random(shape, dtype=np.float32), rng.integers(0, classes, shape[0])
@@ -64,12 +76,18 @@ def test_jax_counts_a_strided_transposed_or_unpadded_convolutions_gradients_as_t
 
     rngs = nnx.Rngs(0)
     jax_layer, torch_layer = {
-        "transposed 2x2 stride 2": (nnx.ConvTranspose(8, 4, (2, 2), strides=(2, 2), padding="VALID", rngs=rngs),
-                                    torch.nn.ConvTranspose2d(8, 4, 2, stride=2)),
-        "3x3 stride 2 padded": (nnx.Conv(8, 4, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)), rngs=rngs),
-                                torch.nn.Conv2d(8, 4, 3, stride=2, padding=1)),
-        "1x1 stride 2": (nnx.Conv(8, 4, (1, 1), strides=(2, 2), padding="VALID", rngs=rngs),
-                         torch.nn.Conv2d(8, 4, 1, stride=2)),
+        "transposed 2x2 stride 2": (
+            nnx.ConvTranspose(8, 4, (2, 2), strides=(2, 2), padding="VALID", rngs=rngs),
+            torch.nn.ConvTranspose2d(8, 4, 2, stride=2),
+        ),
+        "3x3 stride 2 padded": (
+            nnx.Conv(8, 4, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)), rngs=rngs),
+            torch.nn.Conv2d(8, 4, 3, stride=2, padding=1),
+        ),
+        "1x1 stride 2": (
+            nnx.Conv(8, 4, (1, 1), strides=(2, 2), padding="VALID", rngs=rngs),
+            torch.nn.Conv2d(8, 4, 1, stride=2),
+        ),
         "3x3 unpadded": (nnx.Conv(8, 4, (3, 3), padding="VALID", rngs=rngs), torch.nn.Conv2d(8, 4, 3)),
     }[layer]
     graph, params, rest = nnx.split(jax_layer, nnx.Param, ...)

@@ -19,8 +19,13 @@ def _layout(tmp_path):
 
 def _leave(base, home, sessions):
     """What a test file leaves: a tmp dir, a long-lived fixture's dir, trial storage, a dead and a live session."""
-    for d in (base / "stream0", base / "template1", home / "ray_results" / "raylab-abc",
-              sessions / "session_2026-11-26_17-00-00_000001_1", sessions / "session_2026-11-26_17-00-01_000002_2"):
+    for d in (
+        base / "stream0",
+        base / "template1",
+        home / "ray_results" / "raylab-abc",
+        sessions / "session_2026-11-26_17-00-00_000001_1",
+        sessions / "session_2026-11-26_17-00-01_000002_2",
+    ):
         d.mkdir()
         (d / "f").write_bytes(b"x" * 100_000)
 

@@ -83,12 +83,15 @@ def framework_knowledge(path: Path) -> list[str]:
 
 def test_the_finder_sees_an_import_a_kind_and_a_prefix_test(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text('"""tf:mwms in prose is fine."""\nimport torch\nfrom keras import ops\n'
-                      'K = "tf:mwms x2"\nif k.startswith("xla:"):\n    pass\nhelp = "e.g. tf:none,torch:ddp"\n'
-                      'where = "tensorflow/python/distribute"\n')
+    module.write_text(
+        '"""tf:mwms in prose is fine."""\nimport torch\nfrom keras import ops\n'
+        'K = "tf:mwms x2"\nif k.startswith("xla:"):\n    pass\nhelp = "e.g. tf:none,torch:ddp"\n'
+        'where = "tensorflow/python/distribute"\n'
+    )
     found = [f.split(": ", 1)[1] for f in framework_knowledge(module)]
-    assert sorted(found) == sorted(["import torch", "from keras import", "'tf:mwms x2'", "'xla:'",
-                                    "'tensorflow/python/distribute'"])
+    assert sorted(found) == sorted(
+        ["import torch", "from keras import", "'tf:mwms x2'", "'xla:'", "'tensorflow/python/distribute'"]
+    )
 
 
 def test_outside_the_framework_packages_no_module_imports_a_framework_or_names_a_kind():

@@ -30,10 +30,13 @@ def _need(workers, per_worker):
 
 def swept_rows():
     common = {"node_types": None, "precision_applied": "fp32"}
-    return [row("torch:none x1 on cpu:T4", 100, hardware="cpu:T4", time_to_target_s=t, cost_to_target_usd=c,
-                **common) for t, c in ((10, 0.010), (11, 0.011))] + \
-           [row("torch:none x1 on cpu:L4", 50, hardware="cpu:L4", time_to_target_s=t, cost_to_target_usd=c,
-                **common) for t, c in ((12, 0.004), (13, 0.0041))]
+    return [
+        row("torch:none x1 on cpu:T4", 100, hardware="cpu:T4", time_to_target_s=t, cost_to_target_usd=c, **common)
+        for t, c in ((10, 0.010), (11, 0.011))
+    ] + [
+        row("torch:none x1 on cpu:L4", 50, hardware="cpu:L4", time_to_target_s=t, cost_to_target_usd=c, **common)
+        for t, c in ((12, 0.004), (13, 0.0041))
+    ]
 
 
 def test_the_table_and_the_parity_report_show_a_swept_axis_not_a_mismatch():

@@ -36,7 +36,8 @@ def write_models(root, width: int):
     (root / "mymodels").mkdir(exist_ok=True)
     (root / "mymodels" / "__init__.py").write_text("")
     (root / "mymodels" / "net.py").write_text(f"WIDTH = {width}\n")
-    (root / "mymodels" / "build.py").write_text(textwrap.dedent("""
+    (root / "mymodels" / "build.py").write_text(
+        textwrap.dedent("""
         import json
 
 
@@ -44,7 +45,8 @@ def write_models(root, width: int):
             from .net import WIDTH  # imported inside the builder, from a module of the user's own
 
             return json.dumps(WIDTH)
-        """))
+        """)
+    )
 
 
 def test_a_kept_race_answer_changes_with_raylab_and_with_a_model_module_the_builder_imports(tmp_path, monkeypatch):
@@ -54,10 +56,19 @@ def test_a_kept_race_answer_changes_with_raylab_and_with_a_model_module_the_buil
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     build = importlib.import_module("mymodels.build")
-    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "NodeManagerHostname": "h",
-                                                "Resources": {"CPU": 2.0, "accelerator_type:H200": 1.0}}])
-    recipe = SimpleNamespace(models={"torch": build.torch_model}, loss="ce", optimizer="adam", schedule=None,
-                             metrics=("accuracy",), preprocess=None)
+    monkeypatch.setattr(
+        ray,
+        "nodes",
+        lambda: [{"Alive": True, "NodeManagerHostname": "h", "Resources": {"CPU": 2.0, "accelerator_type:H200": 1.0}}],
+    )
+    recipe = SimpleNamespace(
+        models={"torch": build.torch_model},
+        loss="ce",
+        optimizer="adam",
+        schedule=None,
+        metrics=("accuracy",),
+        preprocess=None,
+    )
     cfg = SimpleNamespace(device="cpu", threads=1)
 
     def key():
@@ -86,7 +97,8 @@ def test_the_model_source_is_read_without_importing_what_it_names(tmp_path, monk
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text(
         "def torch_model(task):\n    from .net import Net\n    from ns.deep.layers import WIDTH\n    import torch\n"
-        "    return Net(WIDTH)\n")
+        "    return Net(WIDTH)\n"
+    )
     (tmp_path / "pkg" / "net.py").write_text("class Net:\n    pass\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()

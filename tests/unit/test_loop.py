@@ -15,8 +15,19 @@ from raylab.loop.report import HostReads
 
 
 def test_loop_state_survives_its_json_round_trip():
-    state = LoopState(epoch=2, step=64, sums=[1.5, 3.0, 4.0], epoch_s=1.25, done=448, reads=14, host_syncs=20,
-                      epochs=[{"epoch": 1, "val_accuracy": 0.8}], checkpoints=3, checkpoint_s=0.5, interval=64)
+    state = LoopState(
+        epoch=2,
+        step=64,
+        sums=[1.5, 3.0, 4.0],
+        epoch_s=1.25,
+        done=448,
+        reads=14,
+        host_syncs=20,
+        epochs=[{"epoch": 1, "val_accuracy": 0.8}],
+        checkpoints=3,
+        checkpoint_s=0.5,
+        interval=64,
+    )
     back = LoopState.from_json(json.loads(json.dumps(state.to_json())))
     assert back == state
     np.testing.assert_array_equal(back.epoch_sums(), [1.5, 3.0, 4.0])
@@ -86,10 +97,24 @@ def test_the_loop_profiles_rank_0s_first_steady_window_once(profile, rank, profi
         entered.append(logdir)
         yield
 
-    cfg = WorkerConfig(trial="t", short="none", task=None, shared=None, replicas=1, batch_per_replica=4,
-                       epochs=1, threads=1, seed=0, warmup_steps=8, trial_start=0.0, sink=None, profile=profile)
-    training = Training(64, lambda k: np.zeros(3), dict, lambda *a: {}, {}, lambda: None,
-                        step=StepContext(profile=capture))
+    cfg = WorkerConfig(
+        trial="t",
+        short="none",
+        task=None,
+        shared=None,
+        replicas=1,
+        batch_per_replica=4,
+        epochs=1,
+        threads=1,
+        seed=0,
+        warmup_steps=8,
+        trial_start=0.0,
+        sink=None,
+        profile=profile,
+    )
+    training = Training(
+        64, lambda k: np.zeros(3), dict, lambda *a: {}, {}, lambda: None, step=StepContext(profile=capture)
+    )
     loop = Loop(cfg, rank, training)
     assert loop.profiler(1) is None  # the first step: warm-up
     loop.own = 8  # the warm-up is done
@@ -100,18 +125,22 @@ def test_the_loop_profiles_rank_0s_first_steady_window_once(profile, rank, profi
     assert loop.profiler(32) is None  # one window per attempt
 
 
-@pytest.mark.parametrize("saver, checkpoint, every, said", [
-    (Saver(print, print), True, 600.0, "epoch ends and every 600 s"),
-    (Saver(print, print), True, 0.0, "epoch ends"),
-    (Saver(print, print), False, 600.0, "off (--max-failures 0)"),
-    (None, True, 600.0, "not supported by this trial"),
-])
+@pytest.mark.parametrize(
+    "saver, checkpoint, every, said",
+    [
+        (Saver(print, print), True, 600.0, "epoch ends and every 600 s"),
+        (Saver(print, print), True, 0.0, "epoch ends"),
+        (Saver(print, print), False, 600.0, "off (--max-failures 0)"),
+        (None, True, 600.0, "not supported by this trial"),
+    ],
+)
 def test_checkpointer_says_what_it_does(saver, checkpoint, every, said):
     cfg = SimpleNamespace(checkpoint=checkpoint, checkpoint_every_s=every, window=32)
     checkpointer = Checkpointer(cfg, 1, saver)  # rank 1: no Ray Train context needed to describe itself
     assert checkpointer.describe() == said
     assert checkpointer.figures(LoopState(checkpoints=2, checkpoint_s=1.0)) == (
-        {"checkpoints": 2, "checkpoint_s": 1.0} if checkpointer.on else {})
+        {"checkpoints": 2, "checkpoint_s": 1.0} if checkpointer.on else {}
+    )
     state, chrono = LoopState(done=96, interval=64), SimpleNamespace(warmup=5)
     assert checkpointer.due(state, 96, chrono, 50, 100) == (checkpointer.on and every > 0)
     assert not checkpointer.due(state, 96, chrono, 100, 100)  # an epoch's end checkpoints anyway
@@ -131,11 +160,25 @@ def _timed_loop(seconds, steps_per_epoch=100_000, epochs=3):
         return np.ones(3) * k
 
     results = []
-    cfg = WorkerConfig(trial="t", short="none", task=None, shared=None, replicas=1, batch_per_replica=4,
-                       epochs=epochs, threads=1, seed=0, warmup_steps=8, trial_start=0.0, sink=None, window=4,
-                       seconds=seconds)
-    training = Training(steps_per_epoch, train, dict, lambda sums, steps, prefix: results.append(steps) or {},
-                        {}, lambda: None)
+    cfg = WorkerConfig(
+        trial="t",
+        short="none",
+        task=None,
+        shared=None,
+        replicas=1,
+        batch_per_replica=4,
+        epochs=epochs,
+        threads=1,
+        seed=0,
+        warmup_steps=8,
+        trial_start=0.0,
+        sink=None,
+        window=4,
+        seconds=seconds,
+    )
+    training = Training(
+        steps_per_epoch, train, dict, lambda sums, steps, prefix: results.append(steps) or {}, {}, lambda: None
+    )
     loop = Loop(cfg, 1, training)
     loop.state, loop.host = LoopState(), HostReads(None)
     return loop, results

@@ -34,7 +34,7 @@ def test_a_non_finite_step_is_skipped_and_halves_the_scale(fused, reads):
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the update was skipped
     _step(model, scale, x, poison=False)
     assert not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # and training goes on
-    assert scale.figures() == {"loss_scale": 2.0 ** 15, "skipped_steps": 1}
+    assert scale.figures() == {"loss_scale": 2.0**15, "skipped_steps": 1}
     assert scale.reads == reads
 
     restored = LossScale(optimizer, torch.device("cpu"))

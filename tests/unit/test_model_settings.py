@@ -24,13 +24,18 @@ def read_all(models: dict) -> dict:
     from raylab.frameworks.tf.layers import model_settings as tf_read
     from raylab.frameworks.torch.layers import model_settings as torch_read
 
-    return {"tf:none x1": tf_read(models["tf"]()), "torch:none x1": torch_read(models["torch"]()),
-            "jax:none x1": jax_read(models["jax"](nnx.Rngs(0)))}
+    return {
+        "tf:none x1": tf_read(models["tf"]()),
+        "torch:none x1": torch_read(models["torch"]()),
+        "jax:none x1": jax_read(models["jax"](nnx.Rngs(0))),
+    }
 
 
 def verdict(settings: dict) -> tuple[list[str], list[str]]:
-    rows = [{"trial": t, "status": "FINISHED", "framework": t.split(":")[0], "workers": 1, "model_settings": s}
-            for t, s in settings.items()]
+    rows = [
+        {"trial": t, "status": "FINISHED", "framework": t.split(":")[0], "workers": 1, "model_settings": s}
+        for t, s in settings.items()
+    ]
     return parity.parity(rows)
 
 
@@ -82,13 +87,20 @@ def test_initial_spreads_name_their_family_and_distribution():
     assert distribution(rng.standard_normal(50)) == "?"  # too few values to tell
 
     a = summary([], [], [("w", glorot, fan_in, fan_out), ("b", np.zeros(fan_out), None, None)])
-    b = summary([], [], [("1.weight", torch_default.T, fan_in, fan_out),
-                         ("1.bias", rng.uniform(-1, 1, fan_out) / math.sqrt(fan_in), None, None)])
+    b = summary(
+        [],
+        [],
+        [
+            ("1.weight", torch_default.T, fan_in, fan_out),
+            ("1.bias", rng.uniform(-1, 1, fan_out) / math.sqrt(fan_in), None, None),
+        ],
+    )
     lines, differences = compare({"tf:none x1": a, "torch:none x1": b})
     assert differences == [
         "initial 100 parameter: tf:none x1 zeros (b), torch:none x1 std 0.03201 (1.bias)",
         "initial 100x300 parameter: tf:none x1 Glorot uniform, std 0.07046 (w), torch:none x1 torch default uniform, "
-        "std 0.03337 (1.weight)"], differences
+        "std 0.03337 (1.weight)",
+    ], differences
 
 
 def test_layers_in_other_numbers_are_compared_as_sets():
@@ -99,7 +111,8 @@ def test_layers_in_other_numbers_are_compared_as_sets():
     lines, differences = compare({"tf:none x1": three, "jax:none x1": two})
     assert not differences and "dropout layers tf:none x1 3, jax:none x1 2 (values compared as sets)" in lines[-1]
     assert compare({"tf:none x1": three, "jax:none x1": other})[1] == [
-        "dropout rate: tf:none x1 0.25 (a) 0.5 (c), jax:none x1 0.3 (drop_block) 0.5 (drop_dense)"]
+        "dropout rate: tf:none x1 0.25 (a) 0.5 (c), jax:none x1 0.3 (drop_block) 0.5 (drop_dense)"
+    ]
 
 
 def test_a_model_too_large_for_the_tag_keeps_its_layers_and_says_its_parameters_were_not_compared():

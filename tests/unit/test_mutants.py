@@ -15,7 +15,7 @@ def capability_rows() -> list[list[str]]:
     lines = (ROOT / "docs" / "testing.md").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| capability | default-tier test |"))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("| "):
             break
         rows.append([c.strip() for c in line.strip().strip("|").split("|")])

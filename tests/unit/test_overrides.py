@@ -18,16 +18,34 @@ def edited(*argv):
 
 def test_batch_sweep_runs_every_trial_at_each_size_and_names_it():
     _, cfg = edited("--trials", "tf:none,torch:ddp", "--workers", "1,2", "--batch", "32,256")
-    assert [s.name for s in cfg.trials] == ["tf:none x1 b32", "torch:ddp x1 b32", "torch:ddp x2 b32",
-                                            "tf:none x1 b256", "torch:ddp x1 b256", "torch:ddp x2 b256"]
+    assert [s.name for s in cfg.trials] == [
+        "tf:none x1 b32",
+        "torch:ddp x1 b32",
+        "torch:ddp x2 b32",
+        "tf:none x1 b256",
+        "torch:ddp x1 b256",
+        "torch:ddp x2 b256",
+    ]
     assert RECIPE.with_batch(256).per_replica(2) == 256  # weak scaling: per replica
     recipe, cfg = edited("--trials", "tf:none", "--batch", "64")  # one size: the recipe's batch, no suffix
     assert recipe.batch_per_replica == 64 and [s.name for s in cfg.trials] == ["tf:none x1"]
 
 
 def test_lr_optimizer_and_set_edit_the_task():
-    recipe, _ = edited("--optimizer", "sgd", "--lr", "0.1", "--set", "optimizer.momentum=0.9",
-                       "--set", "schedule.name=cosine", "--set", "schedule.warmup=50", "--set", "epochs=3")
+    recipe, _ = edited(
+        "--optimizer",
+        "sgd",
+        "--lr",
+        "0.1",
+        "--set",
+        "optimizer.momentum=0.9",
+        "--set",
+        "schedule.name=cosine",
+        "--set",
+        "schedule.warmup=50",
+        "--set",
+        "epochs=3",
+    )
     assert recipe.epochs == 3 and recipe.schedule == Schedule("cosine", warmup=50)
     assert (recipe.optimizer.name, recipe.optimizer.lr) == ("sgd", 0.1)
 
@@ -39,18 +57,21 @@ def test_set_optimizer_arguments_after_choosing_it():
     assert described["opt_epsilon"] == 1e-8 and described["lr"] == 0.003
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--batch", "32,x"], "--batch '32,x' is not a list of integers"),
-    (["--batch", "0"], "--batch '0' must list counts of at least 1"),
-    (["--lr", "-1"], "must be positive"),
-    (["--set", "epochs"], "is not FIELD=VALUE"),
-    (["--set", "models=none"], "not a field --set can change"),
-    (["--set", "epochs=three"], "epochs takes an integer"),
-    (["--set", "optimizer.momentum=0.9"], "adam takes lr, beta_1, beta_2, epsilon"),
-    (["--set", "schedule.period=3"], "a schedule has name, warmup"),
-    (["--set", "schedule.name=exponential"], "unknown schedule 'exponential'"),
-    (["--set", "loss=hinge"], "unknown loss 'hinge'"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--batch", "32,x"], "--batch '32,x' is not a list of integers"),
+        (["--batch", "0"], "--batch '0' must list counts of at least 1"),
+        (["--lr", "-1"], "must be positive"),
+        (["--set", "epochs"], "is not FIELD=VALUE"),
+        (["--set", "models=none"], "not a field --set can change"),
+        (["--set", "epochs=three"], "epochs takes an integer"),
+        (["--set", "optimizer.momentum=0.9"], "adam takes lr, beta_1, beta_2, epsilon"),
+        (["--set", "schedule.period=3"], "a schedule has name, warmup"),
+        (["--set", "schedule.name=exponential"], "unknown schedule 'exponential'"),
+        (["--set", "loss=hinge"], "unknown loss 'hinge'"),
+    ],
+)
 def test_bad_values_exit_2_with_one_line_before_ray(no_ray, argv, message, capsys):  # noqa: F811
     assert cli.recipe_main(RECIPE, ["--trials", "tf:none", *argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -71,22 +92,28 @@ def test_user_error_type():
 # --- a field that is both a flag and a --set key: --set reaches the run, the flag wins over it ---------------
 
 
-@pytest.mark.parametrize("argv, seed", [
-    (["--set", "seed=5"], 5),
-    (["--seed", "7", "--set", "seed=5"], 7),  # the flag wins, as --help says
-    (["--set", "seed=5", "--seed", "0"], 0),  # ...even when it names the recipe's own default
-    ([], RECIPE.seed),
-])
+@pytest.mark.parametrize(
+    "argv, seed",
+    [
+        (["--set", "seed=5"], 5),
+        (["--seed", "7", "--set", "seed=5"], 7),  # the flag wins, as --help says
+        (["--set", "seed=5", "--seed", "0"], 0),  # ...even when it names the recipe's own default
+        ([], RECIPE.seed),
+    ],
+)
 def test_set_seed_is_the_runs_seed_unless_the_flag_is_given(argv, seed):
     recipe, cfg = edited("--trials", "tf:none", *argv)
     assert cfg.seed == seed
 
 
-@pytest.mark.parametrize("argv, precision", [
-    (["--set", "precision=bf16"], "bf16"),
-    (["--precision", "fp32", "--set", "precision=bf16"], "fp32"),
-    ([], RECIPE.precision),
-])
+@pytest.mark.parametrize(
+    "argv, precision",
+    [
+        (["--set", "precision=bf16"], "bf16"),
+        (["--precision", "fp32", "--set", "precision=bf16"], "fp32"),
+        ([], RECIPE.precision),
+    ],
+)
 def test_set_precision_is_the_runs_precision_unless_the_flag_is_given(argv, precision):
     _, cfg = edited("--trials", "tf:none", *argv)
     assert cfg.precision == precision
@@ -96,16 +123,36 @@ def test_set_epochs_and_steps_hold_under_quick_as_their_flags_do():
     """--quick's 1 epoch and one pass are defaults: an explicit --set, like an explicit flag, overrides them."""
     _, cfg = edited("--trials", "tf:none", "--quick", "--set", "epochs=3", "--set", "steps_per_epoch=4")
     assert (cfg.epochs, cfg.steps_per_epoch) == (3, 4)
-    _, cfg = edited("--trials", "tf:none", "--set", "epochs=3", "--epochs", "2", "--set", "steps_per_epoch=4",
-                    "--steps-per-epoch", "0")
+    _, cfg = edited(
+        "--trials",
+        "tf:none",
+        "--set",
+        "epochs=3",
+        "--epochs",
+        "2",
+        "--set",
+        "steps_per_epoch=4",
+        "--steps-per-epoch",
+        "0",
+    )
     assert (cfg.epochs, cfg.steps_per_epoch) == (2, None)  # the flags win; 0 = one pass
 
 
 def test_set_batch_and_lr_reach_the_recipe_and_their_flags_win():
     recipe, _ = edited("--trials", "tf:none", "--set", "batch_per_replica=48", "--set", "optimizer.lr=0.02")
     assert (recipe.batch_per_replica, recipe.optimizer.lr) == (48, 0.02)
-    recipe, _ = edited("--trials", "tf:none", "--set", "batch_per_replica=48", "--batch", "16",
-                       "--set", "optimizer.lr=0.02", "--lr", "0.1")
+    recipe, _ = edited(
+        "--trials",
+        "tf:none",
+        "--set",
+        "batch_per_replica=48",
+        "--batch",
+        "16",
+        "--set",
+        "optimizer.lr=0.02",
+        "--lr",
+        "0.1",
+    )
     assert (recipe.batch_per_replica, recipe.optimizer.lr) == (16, 0.1)
 
 

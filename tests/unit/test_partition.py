@@ -16,9 +16,26 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def collect(tmp_path: Path, *more: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAYLAB_PARTITION_OUT": str(tmp_path / "partition.json")}
-    return subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "--full", "-p", "no:cacheprovider",
-                           "-p", "tests.partition_probe", *more], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "--full",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "tests.partition_probe",
+            *more,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_default_tier_and_the_slices_are_a_partition_of_every_collected_test(tmp_path):
@@ -40,5 +57,7 @@ def test_a_tier_that_is_no_tier_stops_the_collection_naming_the_file(tmp_path):
     finally:
         stray.unlink()
     assert done.returncode != 0
-    assert "tests/e2e/test_zz_no_tier_probe.py: TIER = 'other'; a test file's tier is one of ('default', 'full')" \
-        in done.stdout + done.stderr, done.stdout[-2000:] + done.stderr[-2000:]
+    assert (
+        "tests/e2e/test_zz_no_tier_probe.py: TIER = 'other'; a test file's tier is one of ('default', 'full')"
+        in done.stdout + done.stderr
+    ), done.stdout[-2000:] + done.stderr[-2000:]

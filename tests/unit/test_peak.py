@@ -43,7 +43,9 @@ def test_on_a_known_accelerator_the_vendors_dense_peak_for_the_precision_that_ra
     # bf16 on a T4 has no vendor rate: no figure rather than a wrong one; a TPU found from --tpu-type
     assert utilization("torch", "gpu", {**h200, "device_name": "Tesla T4"}, 1, 1, 1.0, {}) == ({}, {})
     assert utilization("xla", "tpu", {"precision_applied": "bf16"}, 1, 4, 110.0, {}, [None, "v4-8"])[0] == {
-        "vendor_peak_tflops": 1100.0, "vendor_utilization": 0.1}
+        "vendor_peak_tflops": 1100.0,
+        "vendor_utilization": 0.1,
+    }
 
 
 def test_every_frameworks_device_finds_its_row_nvl_pcie_and_tpu_lite_apart():
@@ -51,9 +53,19 @@ def test_every_frameworks_device_finds_its_row_nvl_pcie_and_tpu_lite_apart():
     a node type that does not say the form factor gets the SXM row, and the tag says so."""
     from raylab.record.vendor import known
 
-    assert [known(n)[0] for n in ("NVIDIA H100 NVL", "NVIDIA H200 NVL", "Tesla V100-PCIE-32GB", "TPU v5 lite",
-                                  "TPU v6 lite", "TPU v5", "TPU-V5P", "v5litepod-8")] == [
-        "H100 NVL", "H200 NVL", "V100 PCIe", "TPU v5e", "TPU v6e", "TPU v5p", "TPU v5p", "TPU v5e"]
+    assert [
+        known(n)[0]
+        for n in (
+            "NVIDIA H100 NVL",
+            "NVIDIA H200 NVL",
+            "Tesla V100-PCIE-32GB",
+            "TPU v5 lite",
+            "TPU v6 lite",
+            "TPU v5",
+            "TPU-V5P",
+            "v5litepod-8",
+        )
+    ] == ["H100 NVL", "H200 NVL", "V100 PCIe", "TPU v5e", "TPU v6e", "TPU v5p", "TPU v5p", "TPU v5e"]
     bf16 = {"precision_applied": "bf16"}
     metrics, tags = utilization("tf", "gpu", {**bf16, "device_name": "NVIDIA H200 NVL"}, 1, 1, 83.55, {})
     assert metrics["vendor_peak_tflops"] == 835.5 and "form factor" not in tags["vendor_peak"]
@@ -65,9 +77,14 @@ def test_every_frameworks_device_finds_its_row_nvl_pcie_and_tpu_lite_apart():
 def test_a_peak_measured_here_is_read_only_for_trials_whose_workers_ran_here(monkeypatch):
     import ray
 
-    nodes = [{"NodeID": "aaaa" * 14, "NodeManagerAddress": "10.0.0.1", "Resources": {"CPU": 8.0}},
-             {"NodeID": "bbbb" * 14, "NodeManagerAddress": "10.0.0.2",
-              "Resources": {"GPU": 1.0, "accelerator_type:H100": 1.0}}]
+    nodes = [
+        {"NodeID": "aaaa" * 14, "NodeManagerAddress": "10.0.0.1", "Resources": {"CPU": 8.0}},
+        {
+            "NodeID": "bbbb" * 14,
+            "NodeManagerAddress": "10.0.0.2",
+            "Resources": {"GPU": 1.0, "accelerator_type:H100": 1.0},
+        },
+    ]
     monkeypatch.setattr(ray, "nodes", lambda: nodes)
     monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.1")
     assert worker_nodes({"worker_node_ids": "aaaaaaaaaaaa"}) == ([], True)

@@ -17,9 +17,11 @@ CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 
 needs_two = pytest.mark.skipif(len(CPUS) < 2 or not pinning.affinity_supported(), reason="needs 2 CPUs and Linux")
 
 # a process with a second thread, and a child of its own: threads and grandchildren must follow
-SLEEPER = ("import subprocess, sys, threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start();"
-           " c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print(c.pid, flush=True);"
-           " time.sleep(60)")
+SLEEPER = (
+    "import subprocess, sys, threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start();"
+    " c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print(c.pid, flush=True);"
+    " time.sleep(60)"
+)
 
 
 def sleeper() -> tuple[subprocess.Popen, int]:
@@ -39,7 +41,9 @@ def test_a_training_process_gets_cpus_of_its_own_and_the_rest_get_the_others():
     try:
         pin.apply([trainer.pid])
         own, rest = {CPUS[-1]}, set(CPUS[:-1])
-        assert all(os.sched_getaffinity(int(t.name)) == own for t in (pinning.PROC / str(trainer.pid) / "task").iterdir())
+        assert all(
+            os.sched_getaffinity(int(t.name)) == own for t in (pinning.PROC / str(trainer.pid) / "task").iterdir()
+        )
         for pid in (other.pid, other_child, trainer_child, os.getpid()):  # a training process's own children too
             assert pinning.cpus_of(pid) == rest, pid
         assert pin.done.startswith(f"training processes on CPU {CPUS[-1]}; the cluster's ")
@@ -67,8 +71,10 @@ def test_no_cpu_to_spare_or_not_asked_leaves_every_process_alone():
         full = Pinning(True, threads=len(CPUS))
         full.apply([proc.pid])
         assert pinning.cpus_of(os.getpid()) == set(CPUS) and pinning.cpus_of(proc.pid) == set(CPUS)
-        assert full.end() == (f"not applied: 1 training process(es) x {len(CPUS)} CPU(s) leave no CPU of the "
-                              f"{len(CPUS)} for the rest of the cluster")
+        assert full.end() == (
+            f"not applied: 1 training process(es) x {len(CPUS)} CPU(s) leave no CPU of the "
+            f"{len(CPUS)} for the rest of the cluster"
+        )
         off = Pinning(False, threads=1)
         off.apply([proc.pid])
         assert off.end() == "off" and pinning.cpus_of(proc.pid) == set(CPUS)

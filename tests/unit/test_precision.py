@@ -28,25 +28,33 @@ def test_fp16_is_applied_by_torch_and_tf_with_loss_scaling_and_refused_elsewhere
         assert "parameter servers" in precision.why_not(kind, "fp16", "cpu"), kind
     assert all(precision.why_not(k, "fp32", "cpu") is None for k in ("tf:ps", "xla:single", "torch:ps-async"))
 
+
 def test_what_cannot_be_applied_stops_unless_a_fallback_is_asked():
-    with pytest.raises(UserError, match=r"--precision bf16: xla:single x1 cannot apply it \(torch_xla 2.9's autocast "
-                                        r"runs bf16 on a TPU only\); drop it from --trials, or add "
-                                        r"--precision-fallback fp32"):
+    with pytest.raises(
+        UserError,
+        match=r"--precision bf16: xla:single x1 cannot apply it \(torch_xla 2.9's autocast "
+        r"runs bf16 on a TPU only\); drop it from --trials, or add "
+        r"--precision-fallback fp32",
+    ):
         precision.check(config("--trials", "tf:none,torch:none,xla:single", "--precision", "bf16"))
     assert precision.check(config("--trials", "tf:none,torch:none", "--precision", "bf16")) == {}
-    fallen = precision.check(config("--trials", "tf:none,xla:single", "--precision", "bf16",
-                                    "--precision-fallback", "fp32"))
+    fallen = precision.check(
+        config("--trials", "tf:none,xla:single", "--precision", "bf16", "--precision-fallback", "fp32")
+    )
     assert list(fallen) == ["xla:single x1"]
     with pytest.raises(UserError, match="the plain scripts run fp32"):
         precision.check(config("--trials", "torch:none", "--precision", "bf16", "--plain"))
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["--precision", "fp16"], "xla:single x1 cannot apply it (xla:single has no fp16 step in raylab: torch_xla"),
-    (["--trials", "jax:none", "--precision", "fp16"], "jax:none x1 cannot apply it"),
-    (["--trials", "xla:single", "--precision", "bf16"], "xla:single x1 cannot apply it"),
-    (["--trials", "torch:ps-sync", "--set", "precision=bf16"], "torch:ps-sync x1 cannot apply it"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--precision", "fp16"], "xla:single x1 cannot apply it (xla:single has no fp16 step in raylab: torch_xla"),
+        (["--trials", "jax:none", "--precision", "fp16"], "jax:none x1 cannot apply it"),
+        (["--trials", "xla:single", "--precision", "bf16"], "xla:single x1 cannot apply it"),
+        (["--trials", "torch:ps-sync", "--set", "precision=bf16"], "torch:ps-sync x1 cannot apply it"),
+    ],
+)
 def test_refused_precision_exits_2_in_one_line_before_ray(no_ray, fashion_root, monkeypatch, capsys, argv, words):
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(fashion_root))
     line = _main_fails(capsys, ["--quick", *argv])

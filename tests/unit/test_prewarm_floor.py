@@ -45,8 +45,9 @@ def test_the_hook_imports_on_a_thread_and_never_raises(monkeypatch):
 
 
 def test_the_floor_is_kept_per_host_and_versions(tmp_path, monkeypatch):
-    saved = floor.save({"fit_entry_s": 5.0, "fit_total_s": 6.0, "import_tf_s": 6.5, "import_torch_s": 2.0},
-                       tmp_path / "kept.json")
+    saved = floor.save(
+        {"fit_entry_s": 5.0, "fit_total_s": 6.0, "import_tf_s": 6.5, "import_torch_s": 2.0}, tmp_path / "kept.json"
+    )
     figures = floor.load(saved)
     assert floor.floor_for("tf", figures) == 11.5 and floor.floor_for("torch", figures) == 7.0
     assert floor.floor_for("xla", figures) is None  # not measured: none recorded
@@ -55,4 +56,3 @@ def test_the_floor_is_kept_per_host_and_versions(tmp_path, monkeypatch):
     monkeypatch.setattr(floor, "identity", lambda: {**mine, "ray": "0.0.1"})  # other versions: not this floor
     assert floor.load(saved) is None
     assert floor.load(tmp_path / "missing.json") is None
-

@@ -17,8 +17,12 @@ def test_a_price_file_is_read_and_a_bad_one_refused_at_the_door(tmp_path):
     good = tmp_path / "prices.json"
     good.write_text(json.dumps({"cpu": 0.1, "H200": 3.72}))
     assert read_prices(good) == {"cpu": 0.1, "H200": 3.72} and read_prices(None) is None
-    for text, words in [("{", "is not JSON"), ("[]", "node type -> US dollars"), ('{"cpu": -1}', "numbers >= 0"),
-                        ('{"cpu": "cheap"}', "numbers >= 0")]:
+    for text, words in [
+        ("{", "is not JSON"),
+        ("[]", "node type -> US dollars"),
+        ('{"cpu": -1}', "numbers >= 0"),
+        ('{"cpu": "cheap"}', "numbers >= 0"),
+    ]:
         bad = tmp_path / "bad.json"
         bad.write_text(text)
         with pytest.raises(UserError, match=words):
@@ -38,12 +42,14 @@ def test_a_trial_costs_its_wall_time_on_the_nodes_it_held():
 
 
 def test_the_comparison_names_the_cheapest_trial_to_target_with_its_interval():
-    rows = [row("a:x x1", 100, time_to_target_s=t, cost_to_target_usd=c) for t, c in ((10, 0.010), (11, 0.011))] + \
-           [row("b:x x1", 50, time_to_target_s=t, cost_to_target_usd=c) for t, c in ((12, 0.004), (13, 0.0041))]
+    rows = [row("a:x x1", 100, time_to_target_s=t, cost_to_target_usd=c) for t, c in ((10, 0.010), (11, 0.011))] + [
+        row("b:x x1", 50, time_to_target_s=t, cost_to_target_usd=c) for t, c in ((12, 0.004), (13, 0.0041))
+    ]
     lines = stats.answer(stats.fold(rows))
     assert len(lines) == 2 and lines[-2].startswith("fastest to target: a:x x1, 10.5 s (reached in 2 of 2 repeat(s))")
-    assert lines[-1].startswith("cheapest to target: b:x x1, $0.00405 (reached in 2 of 2 repeat(s)); 2.59x cheaper "
-                                "than a:x x1, $0.0105 (95% CI"), lines[-1]
+    assert lines[-1].startswith(
+        "cheapest to target: b:x x1, $0.00405 (reached in 2 of 2 repeat(s)); 2.59x cheaper than a:x x1, $0.0105 (95% CI"
+    ), lines[-1]
     assert lines[-1].endswith("Welch's t on log dollars)")
 
 
@@ -52,7 +58,10 @@ def test_the_report_says_how_each_trial_was_billed():
     simulated cluster, whose nodes are one machine's, they are priced as what they stand for: said either way."""
     _, tags = cost({"cpu": 3.6}, [{"CPU": 2}], {"wall_s": 10.0}, simulated=True)
     assert tags == {"node_types": "cpu", "cost_split": SIMULATED}
-    rows = [row("a:x x1", 100, cost_usd=0.01, cost_split=SIMULATED), row("b:x x1", 100, cost_usd=0.02),
-            row("c:x x1", 100, cost_split=WHOLE)]
+    rows = [
+        row("a:x x1", 100, cost_usd=0.01, cost_split=SIMULATED),
+        row("b:x x1", 100, cost_usd=0.02),
+        row("c:x x1", 100, cost_split=WHOLE),
+    ]
     report = table.format_report(rows)
     assert f"cost (--prices): how each trial was billed:\n  {SIMULATED}: a:x x1\n  {WHOLE}: b:x x1\n" in report

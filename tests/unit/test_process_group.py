@@ -29,13 +29,18 @@ sys.stdout.buffer.write(pickle.dumps(get_strategy(sys.argv[1]).backend_config(sy
 """
 
 
-@pytest.mark.parametrize("kind,device,expected", [("torch:ddp", "cpu", "ProcessGroupConfig gloo False"),
-                                                  ("torch:ddp", "gpu", "ProcessGroupConfig nccl False"),
-                                                  ("xla:ddp", "cpu", "XLAConfig gloo False")])
+@pytest.mark.parametrize(
+    "kind,device,expected",
+    [
+        ("torch:ddp", "cpu", "ProcessGroupConfig gloo False"),
+        ("torch:ddp", "gpu", "ProcessGroupConfig nccl False"),
+        ("xla:ddp", "cpu", "XLAConfig gloo False"),
+    ],
+)
 def test_the_controller_unpickles_a_torch_trials_backend_without_importing_torch(kind, device, expected):
-    pickled = subprocess.run([sys.executable, "-c", DRIVER, kind, device], capture_output=True, timeout=180,
-                             cwd=ROOT, check=True).stdout
-    out = subprocess.run([sys.executable, "-c", CONTROLLER], input=pickled, capture_output=True, timeout=180,
-                         cwd=ROOT)
+    pickled = subprocess.run(
+        [sys.executable, "-c", DRIVER, kind, device], capture_output=True, timeout=180, cwd=ROOT, check=True
+    ).stdout
+    out = subprocess.run([sys.executable, "-c", CONTROLLER], input=pickled, capture_output=True, timeout=180, cwd=ROOT)
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert out.stdout.decode().split() == expected.split()

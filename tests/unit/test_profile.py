@@ -69,7 +69,9 @@ import sys
 sys.modules["tensorflow"] = None  # `import tensorflow` fails and find_spec finds none, as where it is not installed
 """
 
-_XLA_WINDOW = _NO_TENSORFLOW + """
+_XLA_WINDOW = (
+    _NO_TENSORFLOW
+    + """
 import os
 from pathlib import Path
 
@@ -90,6 +92,7 @@ with capture(False)(logdir, found):
 assert sys.modules["tensorflow"] is None  # nothing imported it, or tried and failed
 (logdir / "summary.txt").write_text(profile.summary("xla:single x1", found, (9, 11), 0.5, None))
 """
+)
 
 
 def test_the_xla_path_sums_its_trace_without_tensorflow(tmp_path):
@@ -101,8 +104,9 @@ def test_the_xla_path_sums_its_trace_without_tensorflow(tmp_path):
     if importlib.util.find_spec("torch_xla") is None:
         pytest.skip("torch_xla is not installed")
 
-    run = subprocess.run([sys.executable, "-c", _XLA_WINDOW, str(tmp_path)], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-c", _XLA_WINDOW, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert list((tmp_path / "xla").rglob("*.xplane.pb")) and (tmp_path / "xla_metrics.txt").is_file()
     text = (tmp_path / "summary.txt").read_text()
@@ -113,6 +117,7 @@ def test_the_xla_path_sums_its_trace_without_tensorflow(tmp_path):
 
 def _field(number: int, value) -> bytes:
     """One protobuf field on the wire: a varint (wire type 0) or bytes (type 2)."""
+
     def varint(n: int) -> bytes:
         out = b""
         while True:
@@ -136,9 +141,12 @@ def _xspace() -> bytes:
     def events(*spans):  # XEvent: metadata_id 1, offset_ps 2, duration_ps 3
         return b"".join(_field(4, _field(1, m) + _field(2, 5) + _field(3, ps)) for m, ps in spans)
 
-    lines = (_field(3, _field(1, 1) + _field(2, "python") + events((5, 10**9), (1, 10**9)))
-             + _field(3, _field(1, 2) + _field(2, "tf_XLAPjRtCpuClient/1")
-                      + events((1, 2 * 10**9), (1, 10**9), (2, 5 * 10**8), (3, 10**12), (4, 10**9))))
+    lines = _field(3, _field(1, 1) + _field(2, "python") + events((5, 10**9), (1, 10**9))) + _field(
+        3,
+        _field(1, 2)
+        + _field(2, "tf_XLAPjRtCpuClient/1")
+        + events((1, 2 * 10**9), (1, 10**9), (2, 5 * 10**8), (3, 10**12), (4, 10**9)),
+    )
     return _field(1, _field(1, 7) + _field(2, "/host:CPU") + lines + metadata)
 
 

@@ -16,8 +16,10 @@ from raylab.errors import UserError
 from raylab.registry import get_strategy
 from raylab.timing import side_by_side
 
-RACED = {"eager": {"step_ms": 1.0, "first_s": 0.01, "windows": 40},
-         "inductor": {"step_ms": 1.5, "first_s": 20.0, "windows": 40}}
+RACED = {
+    "eager": {"step_ms": 1.0, "first_s": 0.01, "windows": 40},
+    "inductor": {"step_ms": 1.5, "first_s": 20.0, "windows": 40},
+}
 
 
 def test_best_is_the_default_alone_and_a_trial_keeps_its_name_whatever_wins():
@@ -42,8 +44,14 @@ def test_each_kind_races_what_it_can_run_on_its_device():
 
 
 def test_a_choice_ranks_the_candidates_and_each_kind_takes_the_fastest_it_can_run():
-    choice = race.Choice({"tf.function": {"step_ms": 3.0, "first_s": 2.0, "windows": 9},
-                          "xla": {"step_ms": 1.0, "first_s": 4.0, "windows": 9}}, 12.5, "raced")
+    choice = race.Choice(
+        {
+            "tf.function": {"step_ms": 3.0, "first_s": 2.0, "windows": 9},
+            "xla": {"step_ms": 1.0, "first_s": 4.0, "windows": 9},
+        },
+        12.5,
+        "raced",
+    )
     assert choice.ranked() == ["xla", "tf.function"]
     assert choice.for_kind("tf:none", "cpu") == "xla"
     assert choice.for_kind("tf:mirrored", "cpu") == "tf.function"  # no XLA step in raylab's tf:mirrored
@@ -86,10 +94,12 @@ def test_side_by_side_times_each_run_in_turns_and_ranks_the_slower_second():
         def run(k):
             calls[label] += k
             time.sleep(pause * k)
+
         return run, 0.0
 
-    got = side_by_side({"fast": stepper("fast", 0.0002), "slow": stepper("slow", 0.004)}, budget_s=0.3, rounds=2,
-                       block_s=0.05)
+    got = side_by_side(
+        {"fast": stepper("fast", 0.0002), "slow": stepper("slow", 0.004)}, budget_s=0.3, rounds=2, block_s=0.05
+    )
     assert set(got) == {"fast", "slow"} and got["slow"]["step_ms"] > got["fast"]["step_ms"]
     assert got["fast"]["windows"] >= 2 and got["slow"]["windows"] >= 2 and min(calls.values()) > 0
 
@@ -100,25 +110,48 @@ def rows(**per_trial) -> list[dict]:
 
 
 def test_best_against_best_is_fair_and_forced_eager_against_jit_is_not():
-    fair = rows(**{"torch:none x1": {"framework": "torch", "execution": "eager", "compiled": "False",
-                                      "execution_margin": "1.33", "execution_candidates": "eager 1 ms; inductor 1.3 ms",
-                                      "optimizer_impl": "fused"},
-                   "jax:none x1": {"framework": "jax", "execution": "jit", "compiled": "True"}})
+    fair = rows(
+        **{
+            "torch:none x1": {
+                "framework": "torch",
+                "execution": "eager",
+                "compiled": "False",
+                "execution_margin": "1.33",
+                "execution_candidates": "eager 1 ms; inductor 1.3 ms",
+                "optimizer_impl": "fused",
+            },
+            "jax:none x1": {"framework": "jax", "execution": "jit", "compiled": "True"},
+        }
+    )
     lines, mismatches = parity.parity(fair)
     assert mismatches == []
-    assert any("each framework's best" in line and "eager (eager 1 ms; inductor 1.3 ms): torch:none x1" in line
-               and "jit (its only candidate): jax:none x1" in line for line in lines), lines
+    assert any(
+        "each framework's best" in line
+        and "eager (eager 1 ms; inductor 1.3 ms): torch:none x1" in line
+        and "jit (its only candidate): jax:none x1" in line
+        for line in lines
+    ), lines
     assert "    optimizer implementation: torch:none x1 fused" in lines
     forced = [{**r, "execution_choice": "forced"} for r in fair]
     assert "execution" in parity.parity(forced)[1]
-    mixed = fair + rows(**{"torch:ddp x1": {"framework": "torch", "execution": "eager", "compiled": "False",
-                                             "optimizer_impl": "per-tensor"}})
+    mixed = fair + rows(
+        **{
+            "torch:ddp x1": {
+                "framework": "torch",
+                "execution": "eager",
+                "compiled": "False",
+                "optimizer_impl": "per-tensor",
+            }
+        }
+    )
     assert "optimizer implementation" in parity.parity(mixed)[1]
 
 
 def test_the_table_says_what_won_and_by_how_much():
-    assert compare.shown_execution({"execution": "eager", "execution_choice": "best", "execution_margin": "1.329"}) \
+    assert (
+        compare.shown_execution({"execution": "eager", "execution_choice": "best", "execution_margin": "1.329"})
         == "eager best 1.33x"
+    )
     assert compare.shown_execution({"execution": "jit", "execution_choice": "best"}) == "jit best"
     assert compare.shown_execution({"execution": "inductor", "execution_choice": "forced"}) == "inductor"
 
@@ -139,8 +172,10 @@ def test_races_go_in_waves_the_cluster_holds_at_once():
 def test_a_kind_trains_in_what_its_steps_spend_least_in_and_past_the_races_noise():
     """A 20 s compile for a 25% faster step: a short trial stays eager, a long one compiles; a lead inside the
     windows' spread is no lead; each candidate's projected seconds are recorded."""
-    raced = {"eager": {"step_ms": 2.0, "first_s": 0.1, "windows": 40, "spread": 0.05},
-             "inductor": {"step_ms": 1.5, "first_s": 20.0, "windows": 40, "spread": 0.03}}
+    raced = {
+        "eager": {"step_ms": 2.0, "first_s": 0.1, "windows": 40, "spread": 0.05},
+        "inductor": {"step_ms": 1.5, "first_s": 20.0, "windows": 40, "spread": 0.03},
+    }
     choice = race.Choice(raced, 25.0, "raced")
     assert choice.for_kind("torch:none", "cpu") == "inductor"  # a step alone: the faster step
     assert choice.for_kind("torch:none", "cpu", steps=600) == "eager"  # 1.3 s against 20.9
@@ -151,7 +186,8 @@ def test_a_kind_trains_in_what_its_steps_spend_least_in_and_past_the_races_noise
     assert choice.projected("inductor", 601) == pytest.approx(20.9)
     params = choice.params("eager", ["eager", "inductor"], 600)
     assert params["execution_margin"] == round(choice.projected("inductor", 600) / choice.projected("eager", 600), 3)
-    assert params["execution_projected"] == ("600 steps: eager 1.3 s, inductor 20.9 s; a lead over the usual "
-                                             "execution counts past 1.05x")
+    assert params["execution_projected"] == (
+        "600 steps: eager 1.3 s, inductor 20.9 s; a lead over the usual execution counts past 1.05x"
+    )
     kept = race.Choice({"eager": RACED["eager"], "inductor": {"step_ms": 0.5, "first_s": 0.1}}, 0.0, "kept")
     assert kept.for_kind("torch:none", "cpu", steps=600) == "inductor"  # kept before spreads were: no noise known

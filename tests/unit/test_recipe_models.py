@@ -8,8 +8,15 @@ import pytest
 from tests.integration.conftest import load_recipe
 
 
-@pytest.mark.parametrize("name,shape,count", [("fashion_cnn", (2, 28, 28), 1_619_084), ("cifar10", (2, 32, 32, 3), 1_250_858),
-                                              ("fashion", (2, 28, 28), 101_770), ("mnist", (2, 28, 28), 101_770)])
+@pytest.mark.parametrize(
+    "name,shape,count",
+    [
+        ("fashion_cnn", (2, 28, 28), 1_619_084),
+        ("cifar10", (2, 32, 32, 3), 1_250_858),
+        ("fashion", (2, 28, 28), 101_770),
+        ("mnist", (2, 28, 28), 101_770),
+    ],
+)
 def test_every_framework_builds_the_same_model(name, shape, count):
     import jax
     import torch

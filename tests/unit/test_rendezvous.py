@@ -9,6 +9,7 @@ from raylab.frameworks import rendezvous
 def test_every_coordinator_address_is_picked_one_way():
     """rendezvous.address is the pick Ray Train makes for torch's process group, on the node that listens;
     jax's coordinator is rank 0's, TF's servers each worker's own."""
+
     class Group:
         def execute_single(self, rank, fn):
             return f"rank{rank}:{fn.__name__}"

@@ -42,16 +42,21 @@ def paired_layers(keras_net, torch_net):
     """(keras layer, torch module) for every layer with weights, matched by name."""
     from torch import nn
 
-    mods = {name.replace(".", "_"): m for name, m in torch_net.named_modules()
-            if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d))}
+    mods = {
+        name.replace(".", "_"): m
+        for name, m in torch_net.named_modules()
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d))
+    }
     layers = {layer.name: layer for layer in keras_net.layers if layer.weights}
     assert set(mods) == set(layers)
     return [(layers[name], mods[name]) for name in sorted(layers)]
 
 
 def test_module_import_loads_no_framework():
-    code = ("import sys, raylab.models.resunet; "
-            "print(sorted({'torch', 'tensorflow', 'keras', 'tf_keras'} & set(sys.modules)))")
+    code = (
+        "import sys, raylab.models.resunet; "
+        "print(sorted({'torch', 'tensorflow', 'keras', 'tf_keras'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -18,22 +18,32 @@ CLASSES, PER_CLASS, BATCH, CHUNK = 5, 2400, 64, 2048  # the issue's table: 12,00
 
 def sorted_table(passes: list | None = None):
     """start_pass() of the issue's table as Ray Data hands it, sorted by label, in 2,048-row chunks; row i's x is i."""
+
     def start_pass():
         if passes is not None:
             passes.append(len(passes))
         ids = np.arange(CLASSES * PER_CLASS)
-        return ({"x": ids[i:i + CHUNK], "y": ids[i:i + CHUNK] // PER_CLASS} for i in range(0, len(ids), CHUNK))
+        return ({"x": ids[i : i + CHUNK], "y": ids[i : i + CHUNK] // PER_CLASS} for i in range(0, len(ids), CHUNK))
+
     return start_pass
 
 
 def delivered(split_rows, passes: int = 2, seed: int = 0, look=None) -> tuple[Delivery, list]:
     steps = CLASSES * PER_CLASS // BATCH
-    delivery = Delivery(Reader(sorted_table(), ("x", "y")), BATCH, seed, lambda c: (c["x"], c["y"]),
-                        lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]), steps * passes, split_rows=split_rows,
-                        order="files in a new seeded order every pass", look=look)
+    delivery = Delivery(
+        Reader(sorted_table(), ("x", "y")),
+        BATCH,
+        seed,
+        lambda c: (c["x"], c["y"]),
+        lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]),
+        steps * passes,
+        split_rows=split_rows,
+        order="files in a new seeded order every pass",
+        look=look,
+    )
     batches = [delivery.next() for _ in range(steps * passes)]
     delivery.close()
-    return delivery, [batches[p * steps:(p + 1) * steps] for p in range(passes)]
+    return delivery, [batches[p * steps : (p + 1) * steps] for p in range(passes)]
 
 
 def classes_per_batch(batches) -> float:
@@ -95,13 +105,13 @@ def test_window_rows_fit_the_split_or_the_bytes():
 def test_sorted_first_chunks_are_told_from_shuffled_and_imbalanced_ones():
     y = np.arange(12000) // 2400
     look = SortedLook()
-    assert [look.add(y[i:i + CHUNK]) for i in range(0, 4 * CHUNK, CHUNK)] == [None, None, None, True]
+    assert [look.add(y[i : i + CHUNK]) for i in range(0, 4 * CHUNK, CHUNK)] == [None, None, None, True]
     look = SortedLook()
     assert look.add(np.random.default_rng(0).permutation(y)[:CHUNK]) is False  # a class came back at once
     rare = np.zeros(4 * CHUNK, np.int64)
     rare[[100, 5000]] = 1  # one in 4,000 rows: imbalanced, not sorted
     look = SortedLook()
-    assert [look.add(rare[i:i + CHUNK]) for i in range(0, 4 * CHUNK, CHUNK)][-1] is False
+    assert [look.add(rare[i : i + CHUNK]) for i in range(0, 4 * CHUNK, CHUNK)][-1] is False
     look = SortedLook()
     assert [look.add(np.zeros(CHUNK, np.int64)) for _ in range(4)][-1] is False  # one class: nothing to say
     assert SortedLook().add(np.linspace(0, 1, CHUNK)) is False  # a regression target is no class
@@ -123,8 +133,16 @@ def test_an_epoch_of_a_streamed_source_is_still_steps_per_epoch_whole_batches():
     """The window changes no count: a pass of 12,000 rows is 187 batches of 64, the 32 rows over dropped."""
     passes: list = []
     reader = Reader(sorted_table(passes), ("x", "y"))
-    deliveries = type("D", (), {"epochs": 2, "start": lambda self, total: Delivery(
-        reader, BATCH, 0, lambda c: (c["x"], c["y"]), lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]), total)})()
+    deliveries = type(
+        "D",
+        (),
+        {
+            "epochs": 2,
+            "start": lambda self, total: Delivery(
+                reader, BATCH, 0, lambda c: (c["x"], c["y"]), lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]), total
+            ),
+        },
+    )()
     source = StreamBatches(deliveries, steps_per_epoch=187)
     got = [source.next() for _ in range(2 * 187)]
     assert all(len(x) == BATCH for x, _ in got) and source.figures()["stream_passes"] == 2

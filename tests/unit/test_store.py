@@ -50,15 +50,21 @@ def test_raylab_probes_lists_what_is_kept_with_dates_and_clears_one_answer_one_p
     assert main(["probes", "list"]) == 0
     out = capsys.readouterr().out
     today = time.strftime("%Y-%m-%d")
-    for probe, key, about in (("race", "abc123", "PyTorch, batch 32"), ("floor", "startup", "Ray Train"),
-                              ("peak", "jax/cpu/fp32/1", "50.0 GFLOP/s")):
-        assert any(line.startswith(probe) and key in line and today in line and about in line
-                   for line in out.splitlines()), out
+    for probe, key, about in (
+        ("race", "abc123", "PyTorch, batch 32"),
+        ("floor", "startup", "Ray Train"),
+        ("peak", "jax/cpu/fp32/1", "50.0 GFLOP/s"),
+    ):
+        assert any(
+            line.startswith(probe) and key in line and today in line and about in line for line in out.splitlines()
+        ), out
     assert main(["probes", "clear", "race", "abc"]) == 0 and "cleared 1 race answer(s)" in capsys.readouterr().out
     assert [k for _, k, _ in store.entries("race")] == ["def456"]
     assert main(["probes", "clear", "race"]) == 0 and store.entries("race") == [] and len(store.entries()) == 2
     (kept.parent / "best-execution.json").write_text("{}")  # a file from before the store
-    assert main(["probes", "clear"]) == 0 and store.entries() == [] and not (kept.parent / "best-execution.json").exists()
+    assert (
+        main(["probes", "clear"]) == 0 and store.entries() == [] and not (kept.parent / "best-execution.json").exists()
+    )
     with pytest.raises(SystemExit) as bad:  # argparse: an unknown probe, its usage and exit 2
         main(["probes", "clear", "nope"])
     assert bad.value.code == 2 and "invalid choice: 'nope'" in capsys.readouterr().err

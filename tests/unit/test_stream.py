@@ -30,11 +30,17 @@ class NumberedPasses:
         self.started += 1
         n = self.sizes[min(p, len(self.sizes) - 1)]
         ids = p * 1000 + np.arange(n)
-        return ({"x": ids[i:i + self.chunk], "y": ids[i:i + self.chunk] % 7} for i in range(0, n, self.chunk))
+        return ({"x": ids[i : i + self.chunk], "y": ids[i : i + self.chunk] % 7} for i in range(0, n, self.chunk))
 
     def start(self, total: int):
-        return Delivery(Reader(self.start_pass, ("x", "y")), self.batch, 0, lambda c: (c["x"], c["y"]),
-                        lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]), total)
+        return Delivery(
+            Reader(self.start_pass, ("x", "y")),
+            self.batch,
+            0,
+            lambda c: (c["x"], c["y"]),
+            lambda xy, lo, hi: (xy[0][lo:hi], xy[1][lo:hi]),
+            total,
+        )
 
 
 def passes_of(batches) -> list[int]:
@@ -78,10 +84,15 @@ def test_arrow_columns_become_contiguous_arrays_and_uneven_rows_name_their_colum
     from ray.data.extensions import ArrowTensorArray
 
     x = np.arange(24, dtype=np.float32).reshape(4, 2, 3)
-    table = pa.table({"list": pa.array([list(r) for r in x[:, 0]]),
-                      "fixed": pa.FixedSizeListArray.from_arrays(pa.array(x[:, 0].ravel()), 3),
-                      "nested": pa.array([[list(a) for a in r] for r in x]),
-                      "tensor": ArrowTensorArray.from_numpy(x), "label": pa.array([1, 2, 3, 4], pa.int8())})
+    table = pa.table(
+        {
+            "list": pa.array([list(r) for r in x[:, 0]]),
+            "fixed": pa.FixedSizeListArray.from_arrays(pa.array(x[:, 0].ravel()), 3),
+            "nested": pa.array([[list(a) for a in r] for r in x]),
+            "tensor": ArrowTensorArray.from_numpy(x),
+            "label": pa.array([1, 2, 3, 4], pa.int8()),
+        }
+    )
     got = dense(table.slice(1), ["list", "fixed", "nested", "tensor", "label"])  # a slice: offsets respected
     for name in ("list", "fixed"):
         assert got[name].shape == (3, 3) and (got[name] == x[1:, 0]).all() and got[name].dtype == np.float32
@@ -118,8 +129,9 @@ def test_parquet_needs_a_directory_raylab_wrote(tmp_path):
         parquet(str(tmp_path / "absent"))
     with pytest.raises(UserError, match=f"no {MANIFEST} there"):
         parquet(str(tmp_path))
-    (tmp_path / MANIFEST).write_text(json.dumps({"name": "n", "inputs": ["a", "b"], "targets": "y",
-                                                 "train_items": 4, "test_items": 2}))
+    (tmp_path / MANIFEST).write_text(
+        json.dumps({"name": "n", "inputs": ["a", "b"], "targets": "y", "train_items": 4, "test_items": 2})
+    )
     stream = parquet(str(tmp_path))
     assert stream.inputs == ("a", "b") and (stream.train_items, stream.test_items) == (4, 2) and stream.streamed
     with pytest.raises(UserError, match="does not exist"):
@@ -147,11 +159,14 @@ def test_a_streamed_trial_leaves_a_cpu_to_ray_data():
     assert reservation(none, none.layout(1, 2), two_cpus, streamed=True) == (1, True)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--trials", "tf:ps", "--data", "{dir}"], "tf:ps reads in-memory data only"),
-    (["--trials", "torch:none", "--plain", "--data", "{dir}"], "--plain runs plain scripts on in-memory"),
-    (["--trials", "torch:none", "--data", "{dir}/absent"], "no such directory"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--trials", "tf:ps", "--data", "{dir}"], "tf:ps reads in-memory data only"),
+        (["--trials", "torch:none", "--plain", "--data", "{dir}"], "--plain runs plain scripts on in-memory"),
+        (["--trials", "torch:none", "--data", "{dir}/absent"], "no such directory"),
+    ],
+)
 def test_what_cannot_stream_exits_2_with_one_line_before_ray(no_ray, tmp_path, argv, message, capsys):  # noqa: F811
     import pandas as pd
 
@@ -171,8 +186,14 @@ def test_export_writes_parquet_shards_ray_data_reads_as_tensors(tmp_path):
     from raylab.cli.data import export
     from raylab.data import Dataset
 
-    ds = Dataset("tiny", np.arange(5 * 6, dtype=np.uint8).reshape(5, 2, 3), {"a": np.arange(5), "b": np.ones(5)},
-                 np.zeros((2, 2, 3), np.uint8), {"a": np.arange(2), "b": np.ones(2)}, source="arrays")
+    ds = Dataset(
+        "tiny",
+        np.arange(5 * 6, dtype=np.uint8).reshape(5, 2, 3),
+        {"a": np.arange(5), "b": np.ones(5)},
+        np.zeros((2, 2, 3), np.uint8),
+        {"a": np.arange(2), "b": np.ones(2)},
+        source="arrays",
+    )
     manifest = export(ds, tmp_path / "out", rows_per_file=2)
     assert manifest["targets"] == ["a", "b"] or manifest["targets"] == ("a", "b")
     files = sorted((tmp_path / "out" / "train").glob("*.parquet"))
@@ -190,11 +211,14 @@ def test_parquet_as_pandas_writes_it_is_checked_before_ray_starts(tmp_path):
     for split in ("train", "test"):
         (tmp_path / split).mkdir()
         pd.DataFrame({"features": list(np.zeros((4, 3), np.float32)), "label": np.arange(4)}).to_parquet(
-            tmp_path / split / "part-0.parquet")
+            tmp_path / split / "part-0.parquet"
+        )
     good = parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test"), inputs="features", targets="label")
     good.check()
     with pytest.raises(UserError, match="has no column 'feats'"):
         parquet(train=str(tmp_path / "train"), test=str(tmp_path / "test"), inputs="feats", targets="label").check()
-    pd.DataFrame({"features": [np.zeros(3), np.zeros(2)], "label": [0, 1]}).to_parquet(tmp_path / "test" / "part-0.parquet")
+    pd.DataFrame({"features": [np.zeros(3), np.zeros(2)], "label": [0, 1]}).to_parquet(
+        tmp_path / "test" / "part-0.parquet"
+    )
     with pytest.raises(UserError, match="part-0.parquet: column 'features': rows hold lists of different lengths"):
         good.check()

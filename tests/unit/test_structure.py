@@ -116,23 +116,40 @@ def test_the_imports_stack_few_levels():
     assert levels <= MAX_IMPORT_LEVELS, " -> ".join(chain)
 
 
-PRIVATE_RAY = ("ray._private", "ray._raylet", "ray.train._internal", "ray.train.v2._internal", "ray.data._internal",
-               "ray.util.state")
+PRIVATE_RAY = (
+    "ray._private",
+    "ray._raylet",
+    "ray.train._internal",
+    "ray.train.v2._internal",
+    "ray.data._internal",
+    "ray.util.state",
+)
 
 
 def private_ray_uses(text: str) -> list[int]:
     """Lines of a module that import or reach into Ray's private API (an import, or an attribute path)."""
-    return [i for i, line in enumerate(text.splitlines(), 1)
-            if not line.lstrip().startswith("#") and any(p in line for p in PRIVATE_RAY)]
+    return [
+        i
+        for i, line in enumerate(text.splitlines(), 1)
+        if not line.lstrip().startswith("#") and any(p in line for p in PRIVATE_RAY)
+    ]
 
 
 def test_the_private_ray_finder_finds_an_import_and_an_attribute_path():
-    assert private_ray_uses("import ray\nfrom ray._private import worker\nx = ray._private.worker._global_node\n") == [2, 3]
+    assert private_ray_uses("import ray\nfrom ray._private import worker\nx = ray._private.worker._global_node\n") == [
+        2,
+        3,
+    ]
 
 
 def test_rays_private_api_is_used_in_one_module_only():
     """raylab/_ray.py is the one place a Ray upgrade can break raylab's reach into Ray's internals."""
     root = RAYLAB.parent
-    found = [f"{p.relative_to(root)}:{n}" for folder in ("raylab", "bench", "recipes") for p in (root / folder).rglob("*.py")
-             if p != RAYLAB / "_ray.py" for n in private_ray_uses(p.read_text())]
+    found = [
+        f"{p.relative_to(root)}:{n}"
+        for folder in ("raylab", "bench", "recipes")
+        for p in (root / folder).rglob("*.py")
+        if p != RAYLAB / "_ray.py"
+        for n in private_ray_uses(p.read_text())
+    ]
     assert found == []

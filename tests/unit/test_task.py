@@ -31,27 +31,38 @@ def task_of(**kw) -> Task:
     return Task(models={}, **{"loss": "mse", "optimizer": optimizer("adam", 1e-3), **kw})
 
 
-@pytest.mark.parametrize("loss,y,pred", [
-    ("sparse_categorical_crossentropy", RNG.integers(0, 10, 16), RNG.normal(size=(16, 10))),
-    ("binary_crossentropy", (RNG.random((4, 6, 6, 1)) > 0.5).astype("float32"), RNG.normal(size=(4, 6, 6, 1))),
-    ("mean_squared_error", RNG.normal(size=16), RNG.normal(size=(16, 1))),  # (batch, 1) against (batch,)
-    ("mae", RNG.normal(size=(16, 3)), RNG.normal(size=(16, 3))),
-])
+@pytest.mark.parametrize(
+    "loss,y,pred",
+    [
+        ("sparse_categorical_crossentropy", RNG.integers(0, 10, 16), RNG.normal(size=(16, 10))),
+        ("binary_crossentropy", (RNG.random((4, 6, 6, 1)) > 0.5).astype("float32"), RNG.normal(size=(4, 6, 6, 1))),
+        ("mean_squared_error", RNG.normal(size=16), RNG.normal(size=(16, 1))),  # (batch, 1) against (batch,)
+        ("mae", RNG.normal(size=(16, 3)), RNG.normal(size=(16, 3))),
+    ],
+)
 def test_each_portable_loss_is_the_same_number_in_both_frameworks(loss, y, pred):
     tft, tot = both(task_of(loss=loss))
     y = y.astype("int32" if y.dtype.kind == "i" else "float32")
     a = tft.per_example_loss(tf.constant(y), tf.constant(pred, tf.float32)).numpy()
-    b = tot.per_example_loss(torch.from_numpy(y.astype("int64" if y.dtype.kind == "i" else "float32")),
-                             torch.tensor(pred, dtype=torch.float32)).numpy()
+    b = tot.per_example_loss(
+        torch.from_numpy(y.astype("int64" if y.dtype.kind == "i" else "float32")),
+        torch.tensor(pred, dtype=torch.float32),
+    ).numpy()
     assert a.shape == b.shape == (len(y),)
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_weighted_sum_over_named_outputs():
-    task = task_of(loss={"mask": "binary_crossentropy", "depth": "mae"}, loss_weights={"mask": 2.0, "depth": 0.5},
-                   outputs=("mask", "depth"))
+    task = task_of(
+        loss={"mask": "binary_crossentropy", "depth": "mae"},
+        loss_weights={"mask": 2.0, "depth": 0.5},
+        outputs=("mask", "depth"),
+    )
     tft, tot = both(task)
-    y = {"mask": (RNG.random((3, 4, 4, 1)) > 0.5).astype("float32"), "depth": RNG.random((3, 4, 4, 1)).astype("float32")}
+    y = {
+        "mask": (RNG.random((3, 4, 4, 1)) > 0.5).astype("float32"),
+        "depth": RNG.random((3, 4, 4, 1)).astype("float32"),
+    }
     pred = [RNG.normal(size=(3, 4, 4, 1)).astype("float32"), RNG.random((3, 4, 4, 1)).astype("float32")]
     a = tft.per_example_loss({k: tf.constant(v) for k, v in y.items()}, [tf.constant(p) for p in pred]).numpy()
     b = tot.per_example_loss({k: torch.from_numpy(v) for k, v in y.items()}, tuple(torch.from_numpy(p) for p in pred))
@@ -60,13 +71,21 @@ def test_weighted_sum_over_named_outputs():
     np.testing.assert_allclose(a, 2.0 * bce + 0.5 * np.abs(pred[1] - y["depth"]).mean(axis=(1, 2, 3)), rtol=1e-5)
 
 
-@pytest.mark.parametrize("metric,y,pred,expected", [
-    ("accuracy", np.array([0, 1, 2, 1]), np.array([[9, 0, 0], [0, 9, 0], [9, 0, 0], [0, 0, 9]]), 0.5),
-    (Metric("top_k_accuracy", k=2), np.array([0, 1, 2, 1]), np.array([[9, 5, 0], [0, 9, 5], [9, 5, 0], [5, 0, 9]]), 0.5),
-    ("mae", np.array([1.0, 2.0, 3.0, 4.0]), np.array([[1.5], [2.0], [2.0], [4.0]]), 0.375),
-    ("iou", np.array([[1.0, 1.0, 0.0, 0.0]]), np.array([[5.0, -5.0, 5.0, -5.0]]), 1 / 3),
-    ("dice", np.array([[1.0, 1.0, 0.0, 0.0]]), np.array([[5.0, -5.0, 5.0, -5.0]]), 0.5),
-])
+@pytest.mark.parametrize(
+    "metric,y,pred,expected",
+    [
+        ("accuracy", np.array([0, 1, 2, 1]), np.array([[9, 0, 0], [0, 9, 0], [9, 0, 0], [0, 0, 9]]), 0.5),
+        (
+            Metric("top_k_accuracy", k=2),
+            np.array([0, 1, 2, 1]),
+            np.array([[9, 5, 0], [0, 9, 5], [9, 5, 0], [5, 0, 9]]),
+            0.5,
+        ),
+        ("mae", np.array([1.0, 2.0, 3.0, 4.0]), np.array([[1.5], [2.0], [2.0], [4.0]]), 0.375),
+        ("iou", np.array([[1.0, 1.0, 0.0, 0.0]]), np.array([[5.0, -5.0, 5.0, -5.0]]), 1 / 3),
+        ("dice", np.array([[1.0, 1.0, 0.0, 0.0]]), np.array([[5.0, -5.0, 5.0, -5.0]]), 0.5),
+    ],
+)
 def test_each_portable_metric_gives_the_same_ratio_in_both_frameworks(metric, y, pred, expected):
     tft, tot = both(task_of(metrics=(metric,)))
     y_tf = tf.constant(y.astype("int32" if y.dtype.kind == "i" else "float32"))
@@ -77,11 +96,22 @@ def test_each_portable_metric_gives_the_same_ratio_in_both_frameworks(metric, y,
     assert a[0] / a[1] == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("kw,y,pred", [
-    (dict(loss="sparse_categorical_crossentropy", metrics=("accuracy",)), RNG.integers(0, 3, (3, 8)), RNG.normal(size=(3, 8, 3))),
-    (dict(metrics=("mae", "accuracy")), RNG.normal(size=(3, 8)), RNG.normal(size=(3, 8, 1))),
-    (dict(loss="binary_crossentropy", metrics=("iou", "dice")), (RNG.random((3, 2, 4)) > 0.5), RNG.normal(size=(3, 2, 4))),
-])
+@pytest.mark.parametrize(
+    "kw,y,pred",
+    [
+        (
+            dict(loss="sparse_categorical_crossentropy", metrics=("accuracy",)),
+            RNG.integers(0, 3, (3, 8)),
+            RNG.normal(size=(3, 8, 3)),
+        ),
+        (dict(metrics=("mae", "accuracy")), RNG.normal(size=(3, 8)), RNG.normal(size=(3, 8, 1))),
+        (
+            dict(loss="binary_crossentropy", metrics=("iou", "dice")),
+            (RNG.random((3, 2, 4)) > 0.5),
+            RNG.normal(size=(3, 2, 4)),
+        ),
+    ],
+)
 def test_the_windows_running_sums_are_the_sums_of_each_steps_stats(kw, y, pred):
     """StepSums (the fast path a torch trial's step takes: in-place adds, the usual accuracy line, counts as numbers)
     gives the window the same vector as summing step_stats' stacked vectors, step by step, window after window."""
@@ -104,8 +134,10 @@ def test_the_running_sums_never_add_into_a_recipes_tensor_or_a_cached_count():
     """A recipe's own metric may return a tensor it keeps, and a batch mean is weighted by a cached count tensor:
     the window's sums copy them at its first step and add into the copies."""
     kept = (torch.tensor(3.0), torch.tensor(4.0))
-    metrics = (Native(torch=lambda y, p: kept, tf=lambda y, p: kept, name="pair"),
-               Native(torch=lambda y, p: (p[:, 0] - y).abs().mean(), tf=lambda y, p: 0.0, name="mae_mean"))
+    metrics = (
+        Native(torch=lambda y, p: kept, tf=lambda y, p: kept, name="pair"),
+        Native(torch=lambda y, p: (p[:, 0] - y).abs().mean(), tf=lambda y, p: 0.0, name="mae_mean"),
+    )
     tot = TorchTask(task_of(metrics=metrics), 10)
     y, pred = torch.zeros(8), torch.ones(8, 1)
     sums = tot.step_sums()
@@ -117,8 +149,10 @@ def test_the_running_sums_never_add_into_a_recipes_tensor_or_a_cached_count():
 
 
 def test_native_metric_and_loss_per_framework():
-    task = task_of(loss=Native(tf=lambda y, p: tf.reduce_sum(tf.abs(p - y), 1), torch=lambda y, p: (p - y).abs().sum(1)),
-                   metrics=(Native(tf=lambda y, p: tf.reduce_max(p), torch=lambda y, p: p.max(), name="peak"),))
+    task = task_of(
+        loss=Native(tf=lambda y, p: tf.reduce_sum(tf.abs(p - y), 1), torch=lambda y, p: (p - y).abs().sum(1)),
+        metrics=(Native(tf=lambda y, p: tf.reduce_max(p), torch=lambda y, p: p.max(), name="peak"),),
+    )
     tft, tot = both(task)
     y, pred = np.zeros((2, 3), "float32"), np.arange(6, dtype="float32").reshape(2, 3)
     assert tft.per_example_loss(tf.constant(y), tf.constant(pred)).numpy().tolist() == [3.0, 12.0]
@@ -127,10 +161,19 @@ def test_native_metric_and_loss_per_framework():
     assert task.metric_names() == ["peak"]
 
 
-@pytest.mark.parametrize("schedule", [Schedule(), Schedule("cosine", warmup=10), Schedule("cosine", floor=0.1),
-                                      Schedule("step", every=30, gamma=0.5, warmup=5)])
-@pytest.mark.parametrize("name,args", [("adam", {"epsilon": 1e-7}), ("adamw", {"weight_decay": 0.05}),
-                                       ("sgd", {"momentum": 0.9, "nesterov": True})])
+@pytest.mark.parametrize(
+    "schedule",
+    [
+        Schedule(),
+        Schedule("cosine", warmup=10),
+        Schedule("cosine", floor=0.1),
+        Schedule("step", every=30, gamma=0.5, warmup=5),
+    ],
+)
+@pytest.mark.parametrize(
+    "name,args",
+    [("adam", {"epsilon": 1e-7}), ("adamw", {"weight_decay": 0.05}), ("sgd", {"momentum": 0.9, "nesterov": True})],
+)
 def test_optimizer_and_schedule_are_built_alike(schedule, name, args):
     """The optimizer each framework built, and its learning rate over the run, read back from the objects."""
     task = task_of(optimizer=optimizer(name, 0.01, **args), schedule=schedule)
@@ -172,18 +215,21 @@ def test_nothing_scales_inputs_unless_the_recipe_says_so():
     assert prepare_inputs(None, {"a": x}, "tf")["a"].dtype == np.float32
 
 
-@pytest.mark.parametrize("task,targets,message", [
-    (task_of(loss="hinge"), (), "unknown loss 'hinge'"),
-    (task_of(optimizer=optimizer("lamb", 1e-3)), (), "unknown optimizer 'lamb'"),
-    (task_of(optimizer=optimizer("sgd", 1e-3, epsilon=1e-7)), (), "sgd takes momentum, nesterov, not epsilon"),
-    (task_of(optimizer=optimizer("adam", -1.0)), (), "learning rate is -1.0"),
-    (task_of(schedule=Schedule("exponential")), (), "unknown schedule 'exponential'"),
-    (task_of(metrics=("f1",)), (), "unknown metric 'f1'"),
-    (task_of(loss="mse"), ("mask", "depth"), "give the loss as a dict"),
-    (task_of(loss={"mask": "bce"}), ("mask",), "unknown loss 'bce'"),
-    (task_of(loss={"masks": "binary_crossentropy"}), ("mask",), "names output 'masks'"),
-    (task_of(loss={"mask": "binary_crossentropy"}, metrics={"depth": ["mae"]}), ("mask",), "output 'depth'"),
-])
+@pytest.mark.parametrize(
+    "task,targets,message",
+    [
+        (task_of(loss="hinge"), (), "unknown loss 'hinge'"),
+        (task_of(optimizer=optimizer("lamb", 1e-3)), (), "unknown optimizer 'lamb'"),
+        (task_of(optimizer=optimizer("sgd", 1e-3, epsilon=1e-7)), (), "sgd takes momentum, nesterov, not epsilon"),
+        (task_of(optimizer=optimizer("adam", -1.0)), (), "learning rate is -1.0"),
+        (task_of(schedule=Schedule("exponential")), (), "unknown schedule 'exponential'"),
+        (task_of(metrics=("f1",)), (), "unknown metric 'f1'"),
+        (task_of(loss="mse"), ("mask", "depth"), "give the loss as a dict"),
+        (task_of(loss={"mask": "bce"}), ("mask",), "unknown loss 'bce'"),
+        (task_of(loss={"masks": "binary_crossentropy"}), ("mask",), "names output 'masks'"),
+        (task_of(loss={"mask": "binary_crossentropy"}, metrics={"depth": ["mae"]}), ("mask",), "output 'depth'"),
+    ],
+)
 def test_bad_declarations_are_one_clear_user_error(task, targets, message):
     with pytest.raises(UserError, match=message):
         check(task, targets)

@@ -69,8 +69,10 @@ def test_a_metric_returning_something_else_is_refused_in_one_line_naming_it(bad)
         return bad
 
     tft, tot = both(metrics=(Native(tf=peak, torch=peak, name="peak"),))
-    for call in (lambda: tft.batch_stats(tf.constant(Y), tf.constant(PRED)),
-                 lambda: tot.batch_stats(torch.from_numpy(Y), torch.from_numpy(PRED))):
+    for call in (
+        lambda: tft.batch_stats(tf.constant(Y), tf.constant(PRED)),
+        lambda: tot.batch_stats(torch.from_numpy(Y), torch.from_numpy(PRED)),
+    ):
         with pytest.raises((NativeContractError, ValueError, TypeError, RuntimeError)) as err:
             call()
         assert "\n" not in str(err.value)
@@ -79,16 +81,21 @@ def test_a_metric_returning_something_else_is_refused_in_one_line_naming_it(bad)
 @pytest.mark.parametrize("value", [0.5, np.float32(0.5), np.array([0.5, 0.5, 0.5, 0.5])])
 def test_a_loss_must_be_a_tensor_with_gradients(value):
     tft, tot = both(loss=Native(tf=lambda y, p: value, torch=lambda y, p: value, name="flat"))
-    with pytest.raises(NativeContractError, match=r"custom loss `flat` \(test_a_loss_must_be_a_tensor.*<lambda>\) "
-                                                  r"returned .*not a TensorFlow tensor"):
+    with pytest.raises(
+        NativeContractError,
+        match=r"custom loss `flat` \(test_a_loss_must_be_a_tensor.*<lambda>\) "
+        r"returned .*not a TensorFlow tensor",
+    ):
         tft.per_example_loss(tf.constant(Y), tf.constant(PRED))
     with pytest.raises(NativeContractError, match=r"custom loss `flat` .* returned .*not a torch tensor"):
         tot.per_example_loss(torch.from_numpy(Y), torch.from_numpy(PRED))
 
 
 def test_a_loss_may_be_per_example_or_the_batch_mean_in_both():
-    mean = Native(tf=lambda y, p: tf.reduce_mean(tf.abs(tf.reshape(p, [-1]) - y)),
-                  torch=lambda y, p: (p.reshape(-1) - y).abs().mean())
+    mean = Native(
+        tf=lambda y, p: tf.reduce_mean(tf.abs(tf.reshape(p, [-1]) - y)),
+        torch=lambda y, p: (p.reshape(-1) - y).abs().mean(),
+    )
     each = Native(tf=lambda y, p: tf.abs(tf.reshape(p, [-1]) - y), torch=lambda y, p: (p.reshape(-1) - y).abs())
     for loss in (mean, each):
         tft, tot = both(loss=loss)

@@ -13,7 +13,9 @@ def test_native_torch_loss_scalar_or_per_example():
 
     pred, y = torch.randn(4, 1, requires_grad=True), torch.randn(4)
     per_example = (pred.reshape(-1) - y).square()
-    scalar = TorchTask(Task(models={}, loss=Native(torch=lambda t, p: (p.reshape(-1) - t).square().mean()), optimizer=None), 1)
+    scalar = TorchTask(
+        Task(models={}, loss=Native(torch=lambda t, p: (p.reshape(-1) - t).square().mean()), optimizer=None), 1
+    )
     each = TorchTask(Task(models={}, loss=Native(torch=lambda t, p: (p.reshape(-1) - t).square()), optimizer=None), 1)
     assert scalar.per_example_loss(y, pred).shape == (4,)
     assert torch.allclose(scalar.per_example_loss(y, pred).mean(), per_example.mean())

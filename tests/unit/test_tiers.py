@@ -29,8 +29,9 @@ def declared(path: Path) -> dict:
     return out
 
 
-FILES = {str(p.relative_to(TESTS.parent)): declared(p) for p in sorted(TESTS.glob("*/test_*.py"))
-         if p.parent.name != "unit"}
+FILES = {
+    str(p.relative_to(TESTS.parent)): declared(p) for p in sorted(TESTS.glob("*/test_*.py")) if p.parent.name != "unit"
+}
 
 
 @pytest.mark.parametrize("path", sorted(FILES))
@@ -85,13 +86,26 @@ def item(path: str, seconds: float, *package: str) -> Item:
 
 
 def test_slices_cover_each_file_once_balanced_and_keep_a_shared_run_in_one():
-    items = [item("a.py", 400, "lost_workers"), item("b.py", 100, "lost_workers", "lost_tf_ps"),
-             item("c.py", 50, "lost_tf_ps"), item("d.py", 300), item("e.py", 280), item("f.py", 20), item("f.py", 20)]
+    items = [
+        item("a.py", 400, "lost_workers"),
+        item("b.py", 100, "lost_workers", "lost_tf_ps"),
+        item("c.py", 50, "lost_tf_ps"),
+        item("d.py", 300),
+        item("e.py", 280),
+        item("f.py", 20),
+        item("f.py", 20),
+    ]
     where = tiers.slices(items, 3, pinned={})
     assert set(where) == {"a.py", "b.py", "c.py", "d.py", "e.py", "f.py"} and set(where.values()) == {1, 2, 3}
     assert where["a.py"] == where["b.py"] == where["c.py"]  # one run shared, one slice
-    load = {i: sum({"a.py": 400, "b.py": 100, "c.py": 50, "d.py": 300, "e.py": 280, "f.py": 20}[p]
-                   for p, s in where.items() if s == i) for i in (1, 2, 3)}
+    load = {
+        i: sum(
+            {"a.py": 400, "b.py": 100, "c.py": 50, "d.py": 300, "e.py": 280, "f.py": 20}[p]
+            for p, s in where.items()
+            if s == i
+        )
+        for i in (1, 2, 3)
+    }
     assert sorted(load.values()) == [300, 300, 550], load  # the longest first, each to the lightest slice
     assert tiers.slices(items, 3, pinned={}) == where  # the same every time: the same files on every machine
 
@@ -109,8 +123,10 @@ def test_a_pinned_file_keeps_its_slice_when_declarations_change_and_a_new_file_g
     assert tiers.slices(grown, 2, pinned={}) != where  # unpinned, the balance would have moved them
     new = items + [item("e.py", 10), item("f.py", 5, "lost_workers"), item("c.py", 50, "lost_workers")]
     placed = tiers.slices(new, 2, pinned=pins)
-    load = {i: sum(s for p, s in (("a.py", 400), ("b.py", 100), ("c.py", 50), ("d.py", 300)) if where[p] == i)
-            for i in (1, 2)}
+    load = {
+        i: sum(s for p, s in (("a.py", 400), ("b.py", 100), ("c.py", 50), ("d.py", 300)) if where[p] == i)
+        for i in (1, 2)
+    }
     assert placed["e.py"] == min(load, key=load.get) and placed["f.py"] == placed["c.py"] == where["c.py"]
 
 
@@ -141,8 +157,10 @@ def test_a_search_is_held_to_the_start_ups_its_run_needed_not_to_its_bound(budge
     assert startups.over_budget({path: 11}) == []  # what the search needed here: passes, whatever the bound
     assert startups.over_budget({path: 8}) == []
     over = startups.over_budget({path: 12})  # one Ray Train run more than the search needed
-    assert over == [f"{path}: 12 start-ups, but its runs needed 11 (tf:none x1: 4 probes and the trial; "
-                    "jax:none x1: 5 probes and the trial)"], over
+    assert over == [
+        f"{path}: 12 start-ups, but its runs needed 11 (tf:none x1: 4 probes and the trial; "
+        "jax:none x1: 5 probes and the trial)"
+    ], over
     assert startups.over_budget({path: 23}) == [f"{path}: 23 start-ups, declares 22"]  # past the bound, read or not
 
     ledger = tiers.Ledger()
@@ -162,5 +180,7 @@ def test_a_file_whose_start_ups_vary_must_read_them_and_a_fixed_one_is_held_to_i
     assert startups.over_budget({"a.py": 5}) == ["a.py: 5 start-ups, declares 4"]
     assert startups.over_budget({"c.py": 1}) == ["c.py: 1 start-ups, declares none (RAY_TRAIN_STARTS)"]
     # it says its start-ups vary, started some, and no test read what its run needed: not held to anything, so failed
-    assert startups.over_budget({"b.py": 3}) == ["b.py: 3 start-ups, and its start-ups vary (a search) but no test "
-                                                 "read what its run needed (tests/startups.py `needed`)"]
+    assert startups.over_budget({"b.py": 3}) == [
+        "b.py: 3 start-ups, and its start-ups vary (a search) but no test "
+        "read what its run needed (tests/startups.py `needed`)"
+    ]

@@ -71,12 +71,15 @@ def test_summarize_windows_total_time_and_per_step_percentiles():
     assert s["step_time_mean_ms"] == pytest.approx(1060 / 74)
 
 
-@pytest.mark.parametrize("steps,window,warmup,done,expected", [
-    (100, 32, 20, 0, [1, 19, 32, 32, 16]),  # the first step alone, warm-up ends on a window's edge
-    (100, 32, 20, 100, [32, 32, 32, 4]),  # a later epoch: whole windows, the last cut at the epoch's end
-    (5, 32, 20, 0, [1, 4]),
-    (3, 1, 2, 0, [1, 1, 1]),  # --step-latency: a read after every step
-])
+@pytest.mark.parametrize(
+    "steps,window,warmup,done,expected",
+    [
+        (100, 32, 20, 0, [1, 19, 32, 32, 16]),  # the first step alone, warm-up ends on a window's edge
+        (100, 32, 20, 100, [32, 32, 32, 4]),  # a later epoch: whole windows, the last cut at the epoch's end
+        (5, 32, 20, 0, [1, 4]),
+        (3, 1, 2, 0, [1, 1, 1]),  # --step-latency: a read after every step
+    ],
+)
 def test_windows_per_epoch(steps, window, warmup, done, expected):
     assert windows(steps, window, warmup, done) == expected
     assert sum(expected) == steps

@@ -32,8 +32,15 @@ def trained(execution: str, steps: int, precision: str = "fp32", state=None):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(512, 6)).astype(np.float32)
     y = (x[:, :3].argmax(1)).astype(np.int64)
-    task = TorchTask(Task(models={"torch": model}, loss="sparse_categorical_crossentropy", metrics=("accuracy",),
-                          optimizer=optimizer("adam", 1e-2)), steps)
+    task = TorchTask(
+        Task(
+            models={"torch": model},
+            loss="sparse_categorical_crossentropy",
+            metrics=("accuracy",),
+            optimizer=optimizer("adam", 1e-2),
+        ),
+        steps,
+    )
     torch.manual_seed(0)
     module = task.build_model()
     compiled = compile_model(module, execution)
@@ -44,8 +51,11 @@ def trained(execution: str, steps: int, precision: str = "fp32", state=None):
     saver = torch_saver(module, opt, scheduler, scale=scale)
     if state is not None:
         saver.load(state)
-    context = (StepContext("fp16", autocast=lambda: torch.autocast("cpu", dtype=torch.float16))
-               if precision == "fp16" else StepContext())
+    context = (
+        StepContext("fp16", autocast=lambda: torch.autocast("cpu", dtype=torch.float16))
+        if precision == "fp16"
+        else StepContext()
+    )
     batches = shard_batches(torch.from_numpy(x), torch.from_numpy(y), 32, seed=0)
     batches.restart(0)
     train = train_fn(task, compiled, opt, scheduler, batches, context, scale, mean_loss(task, execution), compiles)
@@ -82,8 +92,12 @@ def test_the_race_sets_up_as_the_worker_does_with_the_workers_own_function(monke
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True  # as a fresh process has cuDNN's
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(128, 6)).astype(np.float32), rng.integers(0, 3, 128)
-    task = Task(models={"torch": model}, loss="sparse_categorical_crossentropy", metrics=("accuracy",),
-                optimizer=optimizer("adam", 1e-2))
+    task = Task(
+        models={"torch": model},
+        loss="sparse_categorical_crossentropy",
+        metrics=("accuracy",),
+        optimizer=optimizer("adam", 1e-2),
+    )
     run, first_s = race.ready(task, x, y, 32, "eager", "fp32", "cpu", 1, 3)
     assert calls == [(1, 3, None), (1, 3, None)]
     assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32

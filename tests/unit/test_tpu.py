@@ -15,8 +15,9 @@ TPU_HOST = {**CPU_ONLY, "TPU": 4.0, "TPU-v4-8-head": 1.0, "accelerator_type:TPU-
 
 
 def config(**kw) -> Settings:
-    return Settings(trials=[], epochs=1, threads=1, seed=0, quick=True, tracking_uri="sqlite:///x.db",
-                     experiment="x", **kw)
+    return Settings(
+        trials=[], epochs=1, threads=1, seed=0, quick=True, tracking_uri="sqlite:///x.db", experiment="x", **kw
+    )
 
 
 def test_tpu_type_and_topology_flags():
@@ -38,8 +39,11 @@ def test_missing_tpu_names_what_the_cluster_has():
 
 def test_tf_tpu_preflight_errors_by_default_and_falls_back_only_when_asked(capsys):
     tpu = get_strategy("tf:tpu")
-    with pytest.raises(UserError, match=r"tf:tpu: no TPU in the Ray cluster .*run on a TPU node or choose another "
-                                        r"strategy .*--tpu-fallback mirrored"):
+    with pytest.raises(
+        UserError,
+        match=r"tf:tpu: no TPU in the Ray cluster .*run on a TPU node or choose another "
+        r"strategy .*--tpu-fallback mirrored",
+    ):
         tpu.preflight(config(), CPU_ONLY)
     tpu.preflight(config(tpu_fallback="mirrored"), CPU_ONLY)
     assert "actual_strategy=mirrored" in capsys.readouterr().out

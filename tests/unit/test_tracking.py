@@ -93,9 +93,13 @@ def test_ui_hint(mlflow_uri):
 def test_error_summary_completes_a_headline_that_ends_in_a_colon():
     from raylab.record.tracking import error_summary
 
-    text = ("Traceback (most recent call last):\n  File x\nray.train.WorkerGroupError: Training failed due to "
-            "worker errors:\n[Rank 0 Error Snippet]:\nA worker health check failed.\nWorker info: x\n"
-            "The actor died unexpectedly before finishing this task.\n\tclass_name: RayTrainWorker")
-    assert error_summary(text) == ("ray.train.WorkerGroupError: Training failed due to worker errors: "
-                                   "[Rank 0 Error Snippet]: A worker health check failed. "
-                                   "The actor died unexpectedly before finishing this task.")
+    text = (
+        "Traceback (most recent call last):\n  File x\nray.train.WorkerGroupError: Training failed due to "
+        "worker errors:\n[Rank 0 Error Snippet]:\nA worker health check failed.\nWorker info: x\n"
+        "The actor died unexpectedly before finishing this task.\n\tclass_name: RayTrainWorker"
+    )
+    assert error_summary(text) == (
+        "ray.train.WorkerGroupError: Training failed due to worker errors: "
+        "[Rank 0 Error Snippet]: A worker health check failed. "
+        "The actor died unexpectedly before finishing this task."
+    )

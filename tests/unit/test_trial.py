@@ -13,16 +13,28 @@ from raylab.driver.trainer import worker_env
 from raylab.record.figures import agreement, start_env_tag, trial_record
 from raylab.registry import get_strategy
 
-FINAL = {"samples_per_sec": 900.0, "startup_s": 4.0,
-         "actual": {"actual_strategy": "none", "global_batch": 32, "strategy_class": "X"}}
-EPOCHS = [{"epoch": 1, "epoch_time_s": 3.0, "elapsed_s": 7.0, "train_loss": 0.9, "val_accuracy": 0.5},
-          {"epoch": 2, "epoch_time_s": 2.0, "elapsed_s": 9.0, "train_loss": 0.5, "val_accuracy": 0.8}]
+FINAL = {
+    "samples_per_sec": 900.0,
+    "startup_s": 4.0,
+    "actual": {"actual_strategy": "none", "global_batch": 32, "strategy_class": "X"},
+}
+EPOCHS = [
+    {"epoch": 1, "epoch_time_s": 3.0, "elapsed_s": 7.0, "train_loss": 0.9, "val_accuracy": 0.5},
+    {"epoch": 2, "epoch_time_s": 2.0, "elapsed_s": 9.0, "train_loss": 0.5, "val_accuracy": 0.8},
+]
 
 
 def test_the_result_is_the_final_report_the_last_epoch_and_the_wall_time():
     rec = trial_record(FINAL, EPOCHS, 12.5, 0.75, floor=7.0, asked="none")
-    assert rec.result == {"samples_per_sec": 900.0, "startup_s": 4.0, "wall_s": 12.5, "train_loss": 0.5,
-                          "val_accuracy": 0.8, "time_to_target_s": 9.0, "startup_floor_s": 7.0}
+    assert rec.result == {
+        "samples_per_sec": 900.0,
+        "startup_s": 4.0,
+        "wall_s": 12.5,
+        "train_loss": 0.5,
+        "val_accuracy": 0.8,
+        "time_to_target_s": 9.0,
+        "startup_floor_s": 7.0,
+    }
     # Per-epoch names keep their history (step = epoch): only the rest is logged once more.
     assert set(rec.metrics) == {"samples_per_sec", "startup_s", "wall_s", "time_to_target_s", "startup_floor_s"}
     assert rec.tags == {**FINAL["actual"], "requested_strategy": "none"}
@@ -57,22 +69,29 @@ def test_replicas_agree_or_there_is_nothing_to_compare():
     assert one["replicas_consistent"] == "n/a" and one["worker_nodes"] == 1 and one["worker_node_ids"] == "node-1234567"
 
 
-@pytest.mark.parametrize("kind,device,expected", [
-    ("tf:none", "cpu", {"CUDA_VISIBLE_DEVICES": ""}),
-    ("tf:mwms", "cpu", {"CUDA_VISIBLE_DEVICES": ""}),
-    ("tf:ps", "gpu", {"CUDA_VISIBLE_DEVICES": ""}),  # parameter servers never hold a GPU
-    ("tf:none", "gpu", {}),
-    ("torch:none", "cpu", {}),
-    ("torch:ddp", "cpu", {}),
-])
+@pytest.mark.parametrize(
+    "kind,device,expected",
+    [
+        ("tf:none", "cpu", {"CUDA_VISIBLE_DEVICES": ""}),
+        ("tf:mwms", "cpu", {"CUDA_VISIBLE_DEVICES": ""}),
+        ("tf:ps", "gpu", {"CUDA_VISIBLE_DEVICES": ""}),  # parameter servers never hold a GPU
+        ("tf:none", "gpu", {}),
+        ("torch:none", "cpu", {}),
+        ("torch:ddp", "cpu", {}),
+    ],
+)
 def test_worker_env_tests_the_framework_not_the_short_name(kind, device, expected):
     assert worker_env(get_strategy(kind), None, SimpleNamespace(device=device)) == expected
 
 
 def test_an_xla_trial_starts_with_pjrt_set():
     env = worker_env(get_strategy("xla:ddp"), SimpleNamespace(pjrt="CPU", threads=2), SimpleNamespace(device="cpu"))
-    assert env == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1", "PJRT_NPROC": "2",
-                   "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true"}
+    assert env == {
+        "PJRT_DEVICE": "CPU",
+        "CPU_NUM_DEVICES": "1",
+        "PJRT_NPROC": "2",
+        "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true",
+    }
 
 
 def test_a_process_reports_the_environment_it_started_with(tmp_path, monkeypatch):
@@ -122,7 +141,9 @@ def test_a_workers_note_is_one_warning_line_on_raylabs_console(tmp_path, monkeyp
         def __init__(self, value):
             self.remote = value
 
-    sink = SimpleNamespace(poll=Call(lambda: (None, [], None)), pids=Call(lambda: []), notes=Call(lambda: list(log.notes)))
+    sink = SimpleNamespace(
+        poll=Call(lambda: (None, [], None)), pids=Call(lambda: []), notes=Call(lambda: list(log.notes))
+    )
     watch = progress.Progress(sink, tracker=None, run_id="r", label="torch:none x1")
     log.note("the streamed train split looks sorted by 'label'")
     watch.poll()
@@ -144,6 +165,7 @@ def test_each_restart_decision_says_the_attempt_it_ended_and_the_processes_then(
     sink.hello(22155, "10.0.0.1")
     sink.attempt(3.0)
     tag = failures_tag(sink.failures())
-    assert tag == ("attempt 1 (pids 21786): worker process lost (rank 0: ActorDiedError) -> restarted from the last "
-                   "checkpoint"), tag
+    assert tag == (
+        "attempt 1 (pids 21786): worker process lost (rank 0: ActorDiedError) -> restarted from the last checkpoint"
+    ), tag
     assert failures_tag([{"what": "x", "decision": "y"}]) == "x -> y"  # a run recorded before attempts were said

@@ -39,8 +39,7 @@ def test_two_kinds_share_a_group_where_their_processes_are_set_up_alike():
     assert group_key(cfg, tf) == group_key(cfg, mirrored)
     assert group_key(cfg, tf) != group_key(cfg, TrialSpec("tf", "mirrored", 2))  # two replicas: more threads
     for framework, dist in (("torch", "ddp"), ("jax", "dp")):
-        none, one, two = (TrialSpec(framework, "none", 1), TrialSpec(framework, dist, 1),
-                          TrialSpec(framework, dist, 2))
+        none, one, two = (TrialSpec(framework, "none", 1), TrialSpec(framework, dist, 1), TrialSpec(framework, dist, 2))
         assert group_key(cfg, none) != group_key(cfg, one)  # alone, torch:none starts no process group
         assert setup_of(none) == none and setup_of(none, [none, two]) == none  # no 1-worker trial to share with
         both = [none, one]
@@ -57,23 +56,41 @@ def test_what_stays_cold_says_why():
     assert "collectives" in cold_reason(cfg, TrialSpec("tf", "mwms", 2), one_node, 1)
     assert "compiled-graph cache" in cold_reason(cfg, TrialSpec("xla", "single", 1), one_node, 1)
     assert "parameter servers" in cold_reason(cfg, TrialSpec("torch", "ps-sync", 2), one_node, 1)
-    assert cold_reason(replace(cfg, fresh_processes=True), TrialSpec("torch", "none", 1), one_node, 1) == \
-        "--fresh-processes"
+    assert (
+        cold_reason(replace(cfg, fresh_processes=True), TrialSpec("torch", "none", 1), one_node, 1)
+        == "--fresh-processes"
+    )
     assert "streamed" in cold_reason(replace(cfg, streamed=True), TrialSpec("torch", "none", 1), one_node, 1)
-    assert "--memory-cap-mb" in cold_reason(replace(cfg, memory_cap_mb=2500), TrialSpec("torch", "none", 1), one_node, 1)
+    assert "--memory-cap-mb" in cold_reason(
+        replace(cfg, memory_cap_mb=2500), TrialSpec("torch", "none", 1), one_node, 1
+    )
     assert "--concurrency" in cold_reason(cfg, TrialSpec("torch", "none", 1), one_node, 2)
     assert "several nodes" in cold_reason(cfg, TrialSpec("torch", "none", 1), False, 1)
     cold_cache = replace(cfg, compile_cache="cold")
     assert cold_reason(cold_cache, TrialSpec("torch", "none", 1), one_node, 1) is None  # eager: no cache to empty
-    assert "--compile-cache cold" in cold_reason(cold_cache, TrialSpec("torch", "none", 1, execution="inductor"),
-                                                 one_node, 1)
+    assert "--compile-cache cold" in cold_reason(
+        cold_cache, TrialSpec("torch", "none", 1, execution="inductor"), one_node, 1
+    )
     assert "--compile-cache cold" in cold_reason(cold_cache, TrialSpec("jax", "none", 1), one_node, 1)
 
 
 def worker(probe: bool, replicas: int = 1) -> WorkerConfig:
-    return WorkerConfig(trial="torch:none x1", short="none", task=None, shared=None, replicas=replicas,
-                        batch_per_replica=32, epochs=1, threads=1, seed=0, warmup_steps=1, trial_start=0.0, sink=None,
-                        probe=probe, ps=1)  # Settings.ps is 1 for every trial (the ps kinds read it)
+    return WorkerConfig(
+        trial="torch:none x1",
+        short="none",
+        task=None,
+        shared=None,
+        replicas=replicas,
+        batch_per_replica=32,
+        epochs=1,
+        threads=1,
+        seed=0,
+        warmup_steps=1,
+        trial_start=0.0,
+        sink=None,
+        probe=probe,
+        ps=1,
+    )  # Settings.ps is 1 for every trial (the ps kinds read it)
 
 
 def test_only_a_one_process_probe_that_ran_out_of_memory_leaves_its_group_alive():
@@ -94,13 +111,24 @@ def test_the_peak_rss_starts_over_from_a_reset():
 
 
 def row(trial: str, start: str, startup: float, wall: float, sps: float = 100.0) -> dict:
-    return {"trial": trial, "status": "FINISHED", "start": start, "startup_s": startup, "wall_s": wall,
-            "samples_per_sec": sps, "workers": 1}
+    return {
+        "trial": trial,
+        "status": "FINISHED",
+        "start": start,
+        "startup_s": startup,
+        "wall_s": wall,
+        "samples_per_sec": sps,
+        "workers": 1,
+    }
 
 
 def test_cold_and_warm_startups_are_folded_apart_and_marked():
-    rows = [row("torch:none x1", "cold", 10.0, 20.0), row("torch:none x1", "warm", 0.4, 10.0),
-            row("torch:none x1", "warm", 0.6, 10.5), row("tf:none x1", "cold", 12.0, 22.0)]
+    rows = [
+        row("torch:none x1", "cold", 10.0, 20.0),
+        row("torch:none x1", "warm", 0.4, 10.0),
+        row("torch:none x1", "warm", 0.6, 10.5),
+        row("tf:none x1", "cold", 12.0, 22.0),
+    ]
     folded = stats.fold(rows)
     torch, tf = folded
     assert (torch["start"], torch["startup_s"], torch["startup_s_warm"]) == ("cold+warm", 10.0, 0.5)

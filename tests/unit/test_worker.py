@@ -24,12 +24,27 @@ def kinds(value):
 
 
 def test_framework_objects_become_builtins():
-    fields = {"framework_version": Version("2.9.0"), "loss": np.float32(0.5), "steps": np.int64(3),
-              "synced": np.bool_(True), "sizes": (1, np.float64(2.0)), "weights": np.zeros(2), "none": None,
-              "actual": {"dtype": np.dtype("float32"), "ok": "yes"}}
+    fields = {
+        "framework_version": Version("2.9.0"),
+        "loss": np.float32(0.5),
+        "steps": np.int64(3),
+        "synced": np.bool_(True),
+        "sizes": (1, np.float64(2.0)),
+        "weights": np.zeros(2),
+        "none": None,
+        "actual": {"dtype": np.dtype("float32"), "ok": "yes"},
+    }
     out = builtins_only(fields)
-    assert out == {"framework_version": "2.9.0", "loss": 0.5, "steps": 3, "synced": True, "sizes": [1, 2.0],
-                   "weights": [0.0, 0.0], "none": None, "actual": {"dtype": "float32", "ok": "yes"}}
+    assert out == {
+        "framework_version": "2.9.0",
+        "loss": 0.5,
+        "steps": 3,
+        "synced": True,
+        "sizes": [1, 2.0],
+        "weights": [0.0, 0.0],
+        "none": None,
+        "actual": {"dtype": "float32", "ok": "yes"},
+    }
     assert kinds(out) <= {str, float, int, bool, type(None)}
 
 

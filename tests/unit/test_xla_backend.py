@@ -23,8 +23,12 @@ def test_pjrt_device_follows_the_device_flag_unless_the_user_set_it(monkeypatch)
 def test_worker_env_pins_one_cpu_device_and_eigen_threads():
     """On CPU each worker gets one XLA device, its threads as PJRT's pool size and single-threaded Eigen at 1
     thread; TPU gets only PJRT_DEVICE."""
-    assert xla.worker_env("CPU", 1) == {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1", "PJRT_NPROC": "1",
-                                        "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+    assert xla.worker_env("CPU", 1) == {
+        "PJRT_DEVICE": "CPU",
+        "CPU_NUM_DEVICES": "1",
+        "PJRT_NPROC": "1",
+        "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false",
+    }
     assert xla.worker_env("CPU", 2)["XLA_FLAGS"] == "--xla_cpu_multi_thread_eigen=true"
     assert xla.worker_env("TPU", 1) == {"PJRT_DEVICE": "TPU"}
 
@@ -60,8 +64,13 @@ def test_preflight_refuses_devices_the_cluster_lacks():
 @pytest.mark.skipif(xla._has_plugin("cuda"), reason="a PyTorch/XLA CUDA plugin is installed here")
 def test_xla_on_gpu_is_refused_because_torch_xla_has_no_cuda_plugin():
     """torch-xla 2.9 itself cannot open a CUDA device; raylab says so before any worker starts."""
-    probe = subprocess.run([sys.executable, "-c", "import torch_xla; torch_xla.device()"], capture_output=True,
-                           text=True, timeout=300, env={**os.environ, "PJRT_DEVICE": "CUDA"})
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch_xla; torch_xla.device()"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PJRT_DEVICE": "CUDA"},
+    )
     assert probe.returncode != 0 and "No PjRtPlugin registered for: CUDA" in probe.stderr
     with pytest.raises(UserError, match="need PyTorch/XLA's CUDA plugin, which torch-xla 2.9 does not have"):
         xla.preflight("CUDA", {"CPU": 16, "GPU": 1})

@@ -55,8 +55,12 @@ class _JaxBackend(Backend):
         import ray
 
         coordinator, n = rank0_address(worker_group), len(worker_group)
-        ray.get([worker_group.execute_single_async(i, _initialize, coordinator=coordinator, processes=n,
-                                                   process_id=i) for i in range(n)])
+        ray.get(
+            [
+                worker_group.execute_single_async(i, _initialize, coordinator=coordinator, processes=n, process_id=i)
+                for i in range(n)
+            ]
+        )
 
     def on_shutdown(self, worker_group, backend_config):
         import ray
@@ -76,9 +80,25 @@ class JaxConfig(BackendConfig):
 
 _FP16 = "optax applies no loss scaling (jax runs bf16)"
 # A jax step is always compiled (jax.jit): --compile off and on both run it, recorded as jit.
-NONE = Strategy("jax:none", jax_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
-                worker_env=_worker_env, fp16=_FP16, executions=always("jit"), warm_with="jax:dp")
-DP = Strategy("jax:dp", jax_worker_loop, lambda device: JaxConfig(), batch_search=True, worker_env=_worker_env,
-              fp16=_FP16, executions=always("jit"))
+NONE = Strategy(
+    "jax:none",
+    jax_worker_loop,
+    lambda device: BackendConfig(),
+    max_workers=1,
+    batch_search=True,
+    worker_env=_worker_env,
+    fp16=_FP16,
+    executions=always("jit"),
+    warm_with="jax:dp",
+)
+DP = Strategy(
+    "jax:dp",
+    jax_worker_loop,
+    lambda device: JaxConfig(),
+    batch_search=True,
+    worker_env=_worker_env,
+    fp16=_FP16,
+    executions=always("jit"),
+)
 
 KINDS = {"none": NONE, "dp": DP}

@@ -55,9 +55,14 @@ def run(spec, task, x, y, xt, yt) -> dict:
             chrono.stop(k)
             done += k
         epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
-    return {**timed(chrono, batch, spec.get("trace")), "epochs": epochs, "steps_per_epoch": steps,
-            "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(state[0]))), **jt.built(test[0]),
-            "execution": "jit"}
+    return {
+        **timed(chrono, batch, spec.get("trace")),
+        "epochs": epochs,
+        "steps_per_epoch": steps,
+        "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(state[0]))),
+        **jt.built(test[0]),
+        "execution": "jit",
+    }
 
 
 def build(jt, seed: int):

@@ -13,6 +13,7 @@ from raylab.loop.profile import Captured, xspace_ops
 
 def capture(cuda: bool = False) -> Callable[[Path, Captured], ContextManager]:
     """A context around one window, writing its files into `logdir` (jax's profiler traces every device)."""
+
     @contextlib.contextmanager
     def window(logdir: Path, found: Captured):
         import jax
@@ -26,4 +27,3 @@ def capture(cuda: bool = False) -> Callable[[Path, Captured], ContextManager]:
         found.tool = "jax.profiler (XSpace trace: tensorboard --logdir jax, Profile tab)"
 
     return window
-

@@ -59,7 +59,11 @@ def from_host(tree, like):
     import jax
 
     def one(saved, old):
-        return jax.random.wrap_key_data(saved.data, impl=jax.random.key_impl(old)) if isinstance(saved, SavedKey) else saved
+        return (
+            jax.random.wrap_key_data(saved.data, impl=jax.random.key_impl(old))
+            if isinstance(saved, SavedKey)
+            else saved
+        )
 
     return jax.tree.map(one, tree, like, is_leaf=lambda v: isinstance(v, SavedKey))
 

@@ -17,8 +17,10 @@ def set_up(ctx, facts: dict, precision: str, gpu: bool):
 
     device = jax.local_devices()[0]
     if gpu and device.platform != "gpu":
-        raise RuntimeError("--device gpu, but jax sees no GPU on this worker (a CPU-only jaxlib?); install "
-                           "jax[cuda12] or use --device cpu.")
+        raise RuntimeError(
+            "--device gpu, but jax sees no GPU on this worker (a CPU-only jaxlib?); install "
+            "jax[cuda12] or use --device cpu."
+        )
     ctx.device = device
     ctx.bf16 = precision == "bf16" and device.platform != "cpu"
     facts.update(framework_version=jax.__version__, device_kind=device.platform)

@@ -39,8 +39,10 @@ def jax_worker_loop(config: dict) -> None:
 
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     if jax.process_count() != world:
-        raise RuntimeError(f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
-                           "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)")
+        raise RuntimeError(
+            f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
+            "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)"
+        )
     compiles = watch(cfg.warmup_steps)
     mesh, devices = global_mesh(cfg.short, cfg.device)
     phases.mark("setup")
@@ -72,10 +74,26 @@ def jax_worker_loop(config: dict) -> None:
         first.read(actual)
         return np.asarray(sums.addressable_data(0), dtype=np.float64)
 
-    run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, compiles.apart(task.evaluator(*inference(graph_eval, holder))), task.results, actual,
-        lambda: checksum(holder.state), read=read, batches=batches, step=step, saver=jax_saver(holder, feed),
-        phases=phases, extra=compiles.figures, data=data, flops=flops.of(task, graph, holder)))
+    run_epochs(
+        cfg,
+        rank,
+        Training(
+            steps_per_epoch,
+            train,
+            compiles.apart(task.evaluator(*inference(graph_eval, holder))),
+            task.results,
+            actual,
+            lambda: checksum(holder.state),
+            read=read,
+            batches=batches,
+            step=step,
+            saver=jax_saver(holder, feed),
+            phases=phases,
+            extra=compiles.figures,
+            data=data,
+            flops=flops.of(task, graph, holder),
+        ),
+    )
 
 
 def jax_imports(cfg):
@@ -92,14 +110,22 @@ def facts(cfg, devices, world: int, params, precision: str, built: dict, data) -
     import jax
 
     device = devices[0]
-    order = ("each process streams its own split; the global batch joins their batches" if data.streamed
-             else "global batches, each process feeds its slice")
+    order = (
+        "each process streams its own split; the global batch joins their batches"
+        if data.streamed
+        else "global batches, each process feeds its slice"
+    )
     return {
         "strategy_class": "jit+NamedSharding(batch)" if cfg.short == "dp" else "jit",
-        "device_kind": device.platform, **({"device_name": device.device_kind} if device.platform != "cpu" else {}),
-        "comm_backend": comm_backend(device.platform, world), "replicas_in_sync": len(devices),
+        "device_kind": device.platform,
+        **({"device_name": device.device_kind} if device.platform != "cpu" else {}),
+        "comm_backend": comm_backend(device.platform, world),
+        "replicas_in_sync": len(devices),
         "local_replicas": len(jax.local_devices()) if cfg.short == "dp" else 1,
-        **jax_facts(params, cfg), "precision_applied": precision, **built, "input_order": order,
+        **jax_facts(params, cfg),
+        "precision_applied": precision,
+        **built,
+        "input_order": order,
         **({} if data.streamed else {"input": "in memory (object store, the whole split in every worker)"}),
         "execution": cfg.execution,
     }
@@ -124,8 +150,10 @@ def global_mesh(short: str, asked: str):
 
     devices = jax.devices() if short == "dp" else jax.local_devices()[:1]
     if asked == "gpu" and devices[0].platform != "gpu":
-        raise RuntimeError(f"--device gpu, but jax runs on {devices[0].platform} on this worker (a CPU-only jaxlib?); "
-                           "install jax[cuda12]==0.10.2 or use --device cpu.")
+        raise RuntimeError(
+            f"--device gpu, but jax runs on {devices[0].platform} on this worker (a CPU-only jaxlib?); "
+            "install jax[cuda12]==0.10.2 or use --device cpu."
+        )
     return Mesh(np.array(devices), ("batch",)), devices
 
 
@@ -250,8 +278,9 @@ def train_fn(task, graph, tx, holder: StateHolder, batches, feed: Feed, bf16: bo
             g, params, rest = nnx.split(model, nnx.Param, ...)
             low = nnx.merge(g, as_dtype(params, jnp.bfloat16), rest)
             pred = low(as_dtype(x, jnp.bfloat16))
-            nnx.update(model, jax.tree.map(lambda new, old: new.astype(old.dtype), nnx.state(low, nnx.Not(nnx.Param)),
-                                           rest))
+            nnx.update(
+                model, jax.tree.map(lambda new, old: new.astype(old.dtype), nnx.state(low, nnx.Not(nnx.Param)), rest)
+            )
         else:
             pred = model(x)
         pred = as_dtype(pred, jnp.float32)
@@ -319,11 +348,16 @@ def jax_facts(params, cfg) -> dict:
 
     from raylab.frameworks import cpu_threads
 
-    return {"framework_version": jax.__version__, "flax_version": flax.__version__, "optax_version": optax.__version__,
-            "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(params))),
-            "intra_op_threads": int(os.environ.get("PJRT_NPROC", os.cpu_count())), **cpu_threads.recorded(),
-            "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (jax's default)"),
-            "float32_matmul": "ieee" if jax.config.jax_default_matmul_precision == "highest" else "default"}
+    return {
+        "framework_version": jax.__version__,
+        "flax_version": flax.__version__,
+        "optax_version": optax.__version__,
+        "parameters": int(sum(np.prod(a.shape) for a in jax.tree.leaves(params))),
+        "intra_op_threads": int(os.environ.get("PJRT_NPROC", os.cpu_count())),
+        **cpu_threads.recorded(),
+        "xla_preallocate": os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE", "true (jax's default)"),
+        "float32_matmul": "ieee" if jax.config.jax_default_matmul_precision == "highest" else "default",
+    }
 
 
 def reset() -> None:

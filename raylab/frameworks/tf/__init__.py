@@ -6,12 +6,25 @@ FRAMEWORK = Framework(
     # its Python thread and TF's executor's beside the intra-op pool (pinned to one CPU, a 1-thread tf:none
     # trial lost 6-9% against itself unpinned: bench/results.md, --pin-cpus)
     side_cpus=1,
-    name="tf", title="TensorFlow", package="tensorflow", extra="tf",
-    kinds=("none", "mirrored", "mwms", "tpu", "ps"), single="none", models="tf",
-    imports=("tensorflow", "keras"), color="tab:orange",
+    name="tf",
+    title="TensorFlow",
+    package="tensorflow",
+    extra="tf",
+    kinds=("none", "mirrored", "mwms", "tpu", "ps"),
+    single="none",
+    models="tf",
+    imports=("tensorflow", "keras"),
+    color="tab:orange",
     import_env={"TF_CPP_MIN_LOG_LEVEL": "2"},  # TF's C++ log level, read at import
     collective_paths=("tensorflow/python/distribute",),
     # what its steps compile to and run on besides its package (raylab/probes/host.py keys kept answers on them)
-    runtimes=("keras", "tf_keras", "tensorflow-cpu", "nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12",
-              "nvidia-cublas-cu12", "nvidia-cuda-nvrtc-cu12"),
+    runtimes=(
+        "keras",
+        "tf_keras",
+        "tensorflow-cpu",
+        "nvidia-cudnn-cu12",
+        "nvidia-cuda-runtime-cu12",
+        "nvidia-cublas-cu12",
+        "nvidia-cuda-nvrtc-cu12",
+    ),
 )

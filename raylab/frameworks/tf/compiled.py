@@ -52,5 +52,7 @@ class XlaWatch:
         per_step = statistics.median(steady) if steady else 0.0
         warm = [(s - k * per_step, new) for s, k, at, new in self.windows if new and at < self.warmup_steps]
         late = [(s - k * per_step, new) for s, k, at, new in self.windows if new and at >= self.warmup_steps]
-        return compiles.figures((sum(n for _, n in warm), sum(max(t, 0) for t, _ in warm)),
-                               (sum(n for _, n in late), sum(max(t, 0) for t, _ in late)))
+        return compiles.figures(
+            (sum(n for _, n in warm), sum(max(t, 0) for t, _ in warm)),
+            (sum(n for _, n in late), sum(max(t, 0) for t, _ in late)),
+        )

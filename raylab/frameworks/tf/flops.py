@@ -14,9 +14,20 @@ from __future__ import annotations
 import math
 
 CONV_GRADIENTS = ("Conv2DBackpropInput", "Conv2DBackpropFilter")
-COUNTED = ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "Conv3D", "DepthwiseConv2dNative",
-           "Conv3DBackpropInputV2", "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropInput",
-           "DepthwiseConv2dNativeBackpropFilter", "Einsum")
+COUNTED = (
+    "MatMul",
+    "BatchMatMul",
+    "BatchMatMulV2",
+    "BatchMatMulV3",
+    "Conv2D",
+    "Conv3D",
+    "DepthwiseConv2dNative",
+    "Conv3DBackpropInputV2",
+    "Conv3DBackpropFilterV2",
+    "DepthwiseConv2dNativeBackpropInput",
+    "DepthwiseConv2dNativeBackpropFilter",
+    "Einsum",
+)
 
 
 def live_ops(outputs) -> list:

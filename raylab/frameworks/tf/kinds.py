@@ -55,12 +55,21 @@ class _MultiWorkerBackend(Backend):
         if backend_config.ps:
             cluster, tasks = ps_roles(addresses, backend_config.ps)
             group = new_group()
-            ray.get([worker_group.execute_single_async(i, _set_tf_config_roles, cluster=cluster, role=role, index=k,
-                                                       group=group)
-                     for i, (role, k) in enumerate(tasks)])
+            ray.get(
+                [
+                    worker_group.execute_single_async(
+                        i, _set_tf_config_roles, cluster=cluster, role=role, index=k, group=group
+                    )
+                    for i, (role, k) in enumerate(tasks)
+                ]
+            )
             return
-        ray.get([worker_group.execute_single_async(i, _set_tf_config, workers=addresses, index=i)
-                 for i in range(len(worker_group))])
+        ray.get(
+            [
+                worker_group.execute_single_async(i, _set_tf_config, workers=addresses, index=i)
+                for i in range(len(worker_group))
+            ]
+        )
 
 
 @dataclass
@@ -80,11 +89,16 @@ def _tpu_preflight(cfg, cluster: dict) -> None:
 
     why = missing_tpu(cfg.tpu_type, cluster)
     if why and cfg.tpu_fallback != "mirrored":
-        raise UserError(f"tf:tpu: {why}; run on a TPU node or choose another strategy "
-                        "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such).")
+        raise UserError(
+            f"tf:tpu: {why}; run on a TPU node or choose another strategy "
+            "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such)."
+        )
     if why:
-        print(f"tf:tpu: {why}; --tpu-fallback mirrored: it will run MirroredStrategy, recorded as "
-              "actual_strategy=mirrored.", flush=True)
+        print(
+            f"tf:tpu: {why}; --tpu-fallback mirrored: it will run MirroredStrategy, recorded as "
+            "actual_strategy=mirrored.",
+            flush=True,
+        )
 
 
 def _tpu_resources(cfg, cluster: dict) -> dict:
@@ -108,19 +122,52 @@ def _no_gpu(backend, cfg) -> dict:
 _XLA = {**always("xla"), "off": "tf.function"}
 _GRAPH = {"off": "tf.function"}  # no XLA step in raylab (raylab/frameworks/tf/compiled.py says why)
 _SYNC = dict(worker_env=_cpu_env, batch_search=True)  # what the synchronous kinds share
-NONE = Strategy("tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, fp16=None, executions=_XLA,
-                **_SYNC)
-MIRRORED = Strategy("tf:mirrored", tf_worker_loop, lambda device: BackendConfig(), in_one_process=True, fp16=None,
-                    executions=_GRAPH, **_SYNC)
-MWMS = Strategy("tf:mwms", tf_worker_loop, lambda device: MultiWorkerConfig(), fp16=None, executions=_GRAPH,
-                cold="TensorFlow's collectives and TF_CONFIG are fixed for a process's life", **_SYNC)
+NONE = Strategy(
+    "tf:none", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, fp16=None, executions=_XLA, **_SYNC
+)
+MIRRORED = Strategy(
+    "tf:mirrored",
+    tf_worker_loop,
+    lambda device: BackendConfig(),
+    in_one_process=True,
+    fp16=None,
+    executions=_GRAPH,
+    **_SYNC,
+)
+MWMS = Strategy(
+    "tf:mwms",
+    tf_worker_loop,
+    lambda device: MultiWorkerConfig(),
+    fp16=None,
+    executions=_GRAPH,
+    cold="TensorFlow's collectives and TF_CONFIG are fixed for a process's life",
+    **_SYNC,
+)
 # One worker on one TPU host; its replicas are that host's TPU cores (a pod slice: --tpu-type).
-TPU = Strategy("tf:tpu", tf_worker_loop, lambda device: BackendConfig(), max_workers=1, preflight=_tpu_preflight,
-               resources=_tpu_resources, replicas_found=True, device_of=lambda cfg: "tpu",
-               fp16="TPUs have no float16 arithmetic (they run bf16)", executions=always("xla"),
-               cold="a TPU system is initialized once per process", **_SYNC)
-PS = Strategy("tf:ps", tf_ps_loop, lambda device: MultiWorkerConfig(), ps_roles="chief", bf16=PS_NO_BF16,
-              fp16=PS_NO_BF16, worker_env=_no_gpu, executions=_GRAPH,
-              cold="its servers' TF_CONFIG and collectives are fixed for a process's life, and a server never returns")
+TPU = Strategy(
+    "tf:tpu",
+    tf_worker_loop,
+    lambda device: BackendConfig(),
+    max_workers=1,
+    preflight=_tpu_preflight,
+    resources=_tpu_resources,
+    replicas_found=True,
+    device_of=lambda cfg: "tpu",
+    fp16="TPUs have no float16 arithmetic (they run bf16)",
+    executions=always("xla"),
+    cold="a TPU system is initialized once per process",
+    **_SYNC,
+)
+PS = Strategy(
+    "tf:ps",
+    tf_ps_loop,
+    lambda device: MultiWorkerConfig(),
+    ps_roles="chief",
+    bf16=PS_NO_BF16,
+    fp16=PS_NO_BF16,
+    worker_env=_no_gpu,
+    executions=_GRAPH,
+    cold="its servers' TF_CONFIG and collectives are fixed for a process's life, and a server never returns",
+)
 
 KINDS = {"none": NONE, "mirrored": MIRRORED, "mwms": MWMS, "tpu": TPU, "ps": PS}

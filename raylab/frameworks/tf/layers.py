@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-NORMS = {"LayerNormalization": "LayerNorm", "BatchNormalization": "BatchNorm", "SyncBatchNormalization": "BatchNorm",
-         "GroupNormalization": "GroupNorm", "RMSNormalization": "RMSNorm"}
+NORMS = {
+    "LayerNormalization": "LayerNorm",
+    "BatchNormalization": "BatchNorm",
+    "SyncBatchNormalization": "BatchNorm",
+    "GroupNormalization": "GroupNorm",
+    "RMSNormalization": "RMSNorm",
+}
 
 
 def _layers(model) -> list:

@@ -19,8 +19,9 @@ def loss_scale_optimizer(keras, tf, inner):
 
     class CrossReplicaLossScale(keras.optimizers.LossScaleOptimizer):
         def build(self, var_list):
-            self.skipped_steps = self.add_variable(shape=(), dtype="float32", initializer="zeros",
-                                                   aggregation="none", name="skipped_steps")
+            self.skipped_steps = self.add_variable(
+                shape=(), dtype="float32", initializer="zeros", aggregation="none", name="skipped_steps"
+            )
             super().build(var_list)
 
         def check_finite(self, grads):
@@ -40,5 +41,7 @@ def loss_scale_optimizer(keras, tf, inner):
 
 def figures(optimizer):
     """Training.extra(), read at the end: the final loss scale and how many steps were skipped."""
-    return lambda: {"loss_scale": float(optimizer.dynamic_scale.numpy()),
-                    "skipped_steps": int(optimizer.skipped_steps.numpy())}
+    return lambda: {
+        "loss_scale": float(optimizer.dynamic_scale.numpy()),
+        "skipped_steps": int(optimizer.skipped_steps.numpy()),
+    }

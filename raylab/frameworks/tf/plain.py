@@ -2,7 +2,6 @@
 trial's --window, loss only (no training metrics: less work than the trial does); `jit_compile` set as the trial
 executes (False beside tf.function, True beside XLA) and recorded."""
 
-
 from __future__ import annotations
 
 import os
@@ -44,8 +43,13 @@ def run(spec, task, x, y, xt, yt) -> dict:
         weights = [(task.loss_weights or {}).get(o, 1.0) for o in outputs]
         y_fit = tuple(y[o] for o in outputs)
     # jit_compile as the trial: False for its tf.function steps, True for XLA (Keras' "auto" would pick for us)
-    model.compile(optimizer=opt, loss=loss, loss_weights=weights, steps_per_execution=spec["window"],
-                  jit_compile=spec.get("execution") == "xla")
+    model.compile(
+        optimizer=opt,
+        loss=loss,
+        loss_weights=weights,
+        steps_per_execution=spec["window"],
+        jit_compile=spec.get("execution") == "xla",
+    )
     ds = tf.data.Dataset.from_tensor_slices((x, y_fit)).shuffle(n, seed=spec["seed"]).repeat()
     ds = ds.batch(spec["batch"], drop_remainder=True).prefetch(2)
     evaluate, chrono, epochs, start = tt.evaluator(model), Chrono(spec["start"], spec["warmup"]), [], time.time()
@@ -68,7 +72,14 @@ def run(spec, task, x, y, xt, yt) -> dict:
     model.fit(ds, epochs=spec["epochs"], steps_per_epoch=steps, callbacks=[Clock()], verbose=0)
     params = int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
     # first_step_s: the first call's time (it traces the step function), not that call's mean step
-    return {**timed(chrono, spec["batch"], spec.get("trace")), "first_step_s": chrono.windows[0][0], "epochs": epochs,
-            "parameters": params, "steps_per_epoch": steps,
-            "jit_compile": bool(model.jit_compile), "steps_per_call": spec["window"], **tt.built(opt, xt),
-            "execution": "xla" if model.jit_compile else "tf.function"}
+    return {
+        **timed(chrono, spec["batch"], spec.get("trace")),
+        "first_step_s": chrono.windows[0][0],
+        "epochs": epochs,
+        "parameters": params,
+        "steps_per_epoch": steps,
+        "jit_compile": bool(model.jit_compile),
+        "steps_per_call": spec["window"],
+        **tt.built(opt, xt),
+        "execution": "xla" if model.jit_compile else "tf.function",
+    }

@@ -13,6 +13,7 @@ from raylab.loop.profile import Captured, xspace_ops
 
 def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:
     """A context around one window, writing its files into `logdir` (TF's profiler traces every device)."""
+
     @contextlib.contextmanager
     def window(logdir: Path, found: Captured):
         import tensorflow as tf
@@ -26,4 +27,3 @@ def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:
         found.tool = "tf.profiler (XSpace trace: tensorboard --logdir tf, Profile tab)"
 
     return window
-

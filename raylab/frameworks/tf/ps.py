@@ -33,8 +33,14 @@ def _serve(tf, cfg, threads: int, group: str) -> None:
     # Two inter-op threads: a server runs remote closures whose ops wait on each other (input pipeline,
     # variable reads from the ps); with one thread they can wait forever.
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=2)
-    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
-                                  protocol="grpc", config=config, start=True)
+    server = tf.distribute.Server(
+        resolver.cluster_spec(),
+        job_name=resolver.task_type,
+        task_index=resolver.task_id,
+        protocol="grpc",
+        config=config,
+        start=True,
+    )
     from raylab.loop import join_reports
 
     deadline, reports = time.monotonic() + SERVE_WAIT_S * cfg.epochs, 0
@@ -136,8 +142,9 @@ def _chief(tf, cfg, group: str) -> None:
     def per_worker(start: int):
         def dataset_fn(context):
             shard = (context.num_input_pipelines, context.input_pipeline_id)
-            return shuffled_dataset(tf, x, y, cfg.batch_per_replica, cfg.seed + context.input_pipeline_id, shard,
-                                    start=start)
+            return shuffled_dataset(
+                tf, x, y, cfg.batch_per_replica, cfg.seed + context.input_pipeline_id, shard, start=start
+            )
 
         # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
         return iter(coordinator.create_per_worker_dataset(lambda: dist.distribute_datasets_from_function(dataset_fn)))
@@ -155,20 +162,40 @@ def _chief(tf, cfg, group: str) -> None:
     actual = {
         "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
         "local_replicas": workers,  # one chief step is a round of one batch per worker
-        "parameter_servers": cfg.ps, "ps_workers": workers, "steps_per_call": cfg.window,
-        **tf_facts(tf, f"tf_keras {tf_keras.__version__}", dist, model, threads), **task.built(optimizer, x_test),
+        "parameter_servers": cfg.ps,
+        "ps_workers": workers,
+        "steps_per_call": cfg.window,
+        **tf_facts(tf, f"tf_keras {tf_keras.__version__}", dist, model, threads),
+        **task.built(optimizer, x_test),
     }
 
     def figures() -> dict:
         # Each worker step reads every variable from the ps and writes its update back.
-        return {"ps_bytes_per_step": 2 * param_bytes * workers,
-                "staleness_mean": lags["sum"] / max(lags["steps"], 1), "staleness_max": lags["max"]}
+        return {
+            "ps_bytes_per_step": 2 * param_bytes * workers,
+            "staleness_mean": lags["sum"] / max(lags["steps"], 1),
+            "staleness_max": lags["max"],
+        }
 
     # One copy of the weights (on the ps): nothing to compare across replicas. The chief reads each
     # worker's window sums once (a fetch per worker per window).
-    run_epochs(cfg, 0, Training(steps_per_epoch, train, lambda: evaluate(x_test, y_test), task.results, actual,
-                                lambda: None, read=lambda sums: sums, syncs=lambda: lags["fetches"], extra=figures,
-                                batches=batches, saver=ps_saver(tf, model, optimizer, cfg.sink, group)))
+    run_epochs(
+        cfg,
+        0,
+        Training(
+            steps_per_epoch,
+            train,
+            lambda: evaluate(x_test, y_test),
+            task.results,
+            actual,
+            lambda: None,
+            read=lambda sums: sums,
+            syncs=lambda: lags["fetches"],
+            extra=figures,
+            batches=batches,
+            saver=ps_saver(tf, model, optimizer, cfg.sink, group),
+        ),
+    )
 
 
 def _rounds(tf, task, dist, coordinator, model, optimizer, batches, cfg, lags: dict):
@@ -196,8 +223,9 @@ def _rounds(tf, task, dist, coordinator, model, optimizer, batches, cfg, lags: d
         # A step for each worker, scheduled to whichever is free, then joined. The ps apply each
         # worker's update as it comes (asynchronous PS); the join only ends the window.
         iterator = batches.iterator()
-        results = [coordinator.schedule(worker_steps, args=(iterator, tf.constant(k, tf.int32)))
-                   for _ in range(cfg.replicas)]
+        results = [
+            coordinator.schedule(worker_steps, args=(iterator, tf.constant(k, tf.int32))) for _ in range(cfg.replicas)
+        ]
         coordinator.join()
         out = np.array([r.fetch() for r in results], dtype=np.float64)
         lags["fetches"] += len(results)
@@ -207,4 +235,3 @@ def _rounds(tf, task, dist, coordinator, model, optimizer, batches, cfg, lags: d
         return np.concatenate([[out[:, 0].mean()], out[:, 1:-2].sum(0)])
 
     return train
-

@@ -7,8 +7,18 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 
-def ready(task, x, y, batch: int, label: str, precision: str, device: str, threads: int, seed: int,
-          cache_dir: str | None = None):
+def ready(
+    task,
+    x,
+    y,
+    batch: int,
+    label: str,
+    precision: str,
+    device: str,
+    threads: int,
+    seed: int,
+    cache_dir: str | None = None,
+):
     """(run(k): k training steps of the recipe's model in execution `label` ("tf.function" or "xla"), in one
     tf.function call as a trial's window, then their one host read; seconds its first step took, tracing and
     XLA's compilation included; `cache_dir` is torch's, unused). Raises what building or compiling it raised (an op

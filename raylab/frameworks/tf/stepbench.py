@@ -21,7 +21,9 @@ def set_up(ctx, facts: dict, precision: str, gpu: bool):
     facts["framework_version"] = tf.__version__
     gpus = tf.config.list_logical_devices("GPU")
     if gpu and not gpus:
-        raise RuntimeError("--device gpu, but TensorFlow sees no GPU on this worker (a CPU-only build?); "
-                           "install a CUDA build of TensorFlow or use --device cpu.")
+        raise RuntimeError(
+            "--device gpu, but TensorFlow sees no GPU on this worker (a CPU-only build?); "
+            "install a CUDA build of TensorFlow or use --device cpu."
+        )
     ctx.device = "gpu" if gpus else "cpu"
     return None

@@ -110,7 +110,8 @@ class TFTask(TaskBuilder):
             return tf.constant(float(value), tf.float32)
         raise NativeContractError(
             f"the recipe's custom metric {spec.describe('tf')} returned {returned(value)}: a metric returns the batch "
-            "mean or a (numerator, denominator) pair, each a 0-d tensor or a number.")
+            "mean or a (numerator, denominator) pair, each a 0-d tensor or a number."
+        )
 
     def train_step(self, model, optimizer, xb, yb, global_batch: int):
         """One replica's step: [mean loss, metric sums...]. The loss is scaled by the global batch
@@ -131,7 +132,9 @@ class TFTask(TaskBuilder):
     def float32(self, pred):
         """A mixed-precision model's outputs as float32, for the loss and metrics (float32 ones as they are)."""
         tf = self.tf
-        return tf.nest.map_structure(lambda t: tf.cast(t, tf.float32) if t.dtype in (tf.bfloat16, tf.float16) else t, pred)
+        return tf.nest.map_structure(
+            lambda t: tf.cast(t, tf.float32) if t.dtype in (tf.bfloat16, tf.float16) else t, pred
+        )
 
     def evaluator(self, model):
         """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared test split, in batches; or evaluate(batches)
@@ -161,8 +164,14 @@ class TFTask(TaskBuilder):
                 return float(schedule(step))
             return float(cfg["learning_rate"])
 
-        args = {"beta_1": cfg.get("beta_1"), "beta_2": cfg.get("beta_2"), "epsilon": cfg.get("epsilon"),
-                "weight_decay": cfg.get("weight_decay"), "momentum": cfg.get("momentum"), "nesterov": cfg.get("nesterov")}
+        args = {
+            "beta_1": cfg.get("beta_1"),
+            "beta_2": cfg.get("beta_2"),
+            "epsilon": cfg.get("epsilon"),
+            "weight_decay": cfg.get("weight_decay"),
+            "momentum": cfg.get("momentum"),
+            "nesterov": cfg.get("nesterov"),
+        }
         return built_report(self.task, type(optimizer).__name__, args, schedule_probe(lr_at, self.total_steps), x_test)
 
 

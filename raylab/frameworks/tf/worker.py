@@ -90,8 +90,12 @@ def shard_batches(tf, dist, x, y, batch: int, seed: int):
     tf.function (so its time is the step's: not timed apart). Restarted before the first trace."""
     from raylab.loop import Batches
 
-    return Batches(lambda done: iter(dist.distribute_datasets_from_function(
-        lambda _: shuffled_dataset(tf, x, y, batch, seed, start=done))), timed=False)
+    return Batches(
+        lambda done: iter(
+            dist.distribute_datasets_from_function(lambda _: shuffled_dataset(tf, x, y, batch, seed, start=done))
+        ),
+        timed=False,
+    )
 
 
 def batch_source(tf, dist, data, batch: int, local_replicas: int, seed: int, steps_per_epoch: int):
@@ -115,7 +119,7 @@ def stream_train_fn(tf, dist, task, step, source, cfg, local_replicas: int):
         local = tf.distribute.get_replica_context().replica_id_in_sync_group % local_replicas
 
         def cut(a):
-            return a[i, local * per:(local + 1) * per]
+            return a[i, local * per : (local + 1) * per]
 
         return step(tf.nest.map_structure(cut, xs), tf.nest.map_structure(cut, ys))
 
@@ -144,7 +148,7 @@ def replica_checksums(dist, model) -> list[float]:
     for v in model.weights:  # a Keras 3 variable's .value is the tf variable (a MirroredVariable in scope)
         for i, part in enumerate(dist.experimental_local_results(getattr(v, "value", v))):
             total = float(np.abs(np.asarray(part, dtype="float64")).sum())
-            per[i:i + 1] = [per[i] + total] if i < len(per) else [total]
+            per[i : i + 1] = [per[i] + total] if i < len(per) else [total]
     return per
 
 
@@ -181,24 +185,44 @@ def tf_worker_loop(config: dict) -> None:
     phases.mark("data")
     model, optimizer = _model(tf, keras, dist, task, cfg.precision)
     phases.mark("model")
-    train, xla, execution = training(tf, dist, task, model, optimizer, batches, cfg, ran, data.streamed,
-                                     local_replicas)
+    train, xla, execution = training(tf, dist, task, model, optimizer, batches, cfg, ran, data.streamed, local_replicas)
     scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
     actual = {
-        "actual_strategy": ran, **fallback, "replicas_in_sync": dist.num_replicas_in_sync,
-        "local_replicas": local_replicas, "global_batch": cfg.global_batch, "steps_per_call": cfg.window,
+        "actual_strategy": ran,
+        **fallback,
+        "replicas_in_sync": dist.num_replicas_in_sync,
+        "local_replicas": local_replicas,
+        "global_batch": cfg.global_batch,
+        "steps_per_call": cfg.window,
         **tf_facts(tf, keras.__version__, dist, model, threads),
         **task.built(getattr(optimizer, "inner_optimizer", optimizer), data.sample()),
-        "precision_applied": {v: k for k, v in POLICIES.items()}.get(keras.mixed_precision.global_policy().name,
-                                                                     "fp32"),
+        "precision_applied": {v: k for k, v in POLICIES.items()}.get(
+            keras.mixed_precision.global_policy().name, "fp32"
+        ),
         "execution": execution,
     }
-    run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, task.evaluator(model), task.results, actual, lambda: replica_checksums(dist, model),
-        read=lambda sums: sums.numpy() * scale, data=data, flops=flops.of(task, model),
-        batches=batches, saver=tf_saver(tf, dist, model, optimizer), phases=phases,
-        extra=combined(loss_scale.figures(optimizer) if cfg.precision == "fp16" else None, xla.figures if xla else None),
-        step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None)))
+    run_epochs(
+        cfg,
+        rank,
+        Training(
+            steps_per_epoch,
+            train,
+            task.evaluator(model),
+            task.results,
+            actual,
+            lambda: replica_checksums(dist, model),
+            read=lambda sums: sums.numpy() * scale,
+            data=data,
+            flops=flops.of(task, model),
+            batches=batches,
+            saver=tf_saver(tf, dist, model, optimizer),
+            phases=phases,
+            extra=combined(
+                loss_scale.figures(optimizer) if cfg.precision == "fp16" else None, xla.figures if xla else None
+            ),
+            step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None),
+        ),
+    )
 
 
 def _model(tf, keras, dist, task, precision: str):
@@ -224,8 +248,11 @@ def training(tf, dist, task, model, optimizer, batches, cfg, ran: str, streamed:
     execution = "tf.function" if cfg.short == "tpu" and ran != "tpu" else cfg.execution
     step = replica_step(tf, lambda xb, yb: task.train_step(model, optimizer, xb, yb, cfg.global_batch), execution)
     xla = XlaWatch(step, cfg.warmup_steps) if execution == "xla" and cfg.short != "tpu" else None
-    train = (stream_train_fn(tf, dist, task, step, batches, cfg, local_replicas) if streamed
-             else _train_fn(tf, dist, task, step, batches, cfg))
+    train = (
+        stream_train_fn(tf, dist, task, step, batches, cfg, local_replicas)
+        if streamed
+        else _train_fn(tf, dist, task, step, batches, cfg)
+    )
     return (xla.timed(train) if xla else train), xla, execution
 
 
@@ -288,11 +315,20 @@ def tf_facts(tf, keras_version: str, dist, model, threads: dict) -> dict:
 
     return {
         "strategy_class": type(dist).__name__,
-        "device_kind": ("tpu" if tf.config.list_logical_devices("TPU") else
-                        "gpu" if tf.config.list_logical_devices("GPU") else "cpu"),
-        "framework_version": tf.__version__, "keras_version": keras_version, "precision_applied": "fp32",
+        "device_kind": (
+            "tpu"
+            if tf.config.list_logical_devices("TPU")
+            else "gpu"
+            if tf.config.list_logical_devices("GPU")
+            else "cpu"
+        ),
+        "framework_version": tf.__version__,
+        "keras_version": keras_version,
+        "precision_applied": "fp32",
         "float32_matmul": "tf32" if tf.config.experimental.tensor_float_32_execution_enabled() else "ieee",
-        "parameters": trainable_parameters(model), "model_settings": model_settings(model), **threads,
+        "parameters": trainable_parameters(model),
+        "model_settings": model_settings(model),
+        **threads,
         **device_name(tf),  # memory.py
     }
 
@@ -324,8 +360,10 @@ def tpu_strategy(tf, fallback: str):
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         reason = f"no TPU on {socket.gethostname()} ({first})"
         if fallback != "mirrored":
-            raise RuntimeError(f"{reason}; run tf:tpu on a TPU node or choose another strategy "
-                               "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such).") from None
+            raise RuntimeError(
+                f"{reason}; run tf:tpu on a TPU node or choose another strategy "
+                "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such)."
+            ) from None
         return tf.distribute.MirroredStrategy(), reason
 
 

@@ -26,20 +26,42 @@ def _backend_config(device: str):
 
 def _execution_check(label: str, device: str) -> str | None:
     if label.endswith(":reduce-overhead") and device != "gpu":
-        return ("--compile-mode reduce-overhead is CUDA graphs, which run on a GPU only; use --compile-mode default "
-                "or max-autotune on a CPU")
+        return (
+            "--compile-mode reduce-overhead is CUDA graphs, which run on a GPU only; use --compile-mode default "
+            "or max-autotune on a CPU"
+        )
     return None
 
 
 # --compile: eager, or torch.compile (Inductor) of the model's forward pass and the loss, in one of its modes
 # (raylab/frameworks/torch/compiled.py)
-_COMPILE = dict(executions={"off": "eager", "on": "inductor", "on:reduce-overhead": "inductor:reduce-overhead",
-                            "on:max-autotune": "inductor:max-autotune"}, execution_check=_execution_check)
-NONE = Strategy("torch:none", torch_worker_loop, lambda device: BackendConfig(), max_workers=1, batch_search=True,
-                fp16=None, warm_with="torch:ddp", **_COMPILE)
+_COMPILE = dict(
+    executions={
+        "off": "eager",
+        "on": "inductor",
+        "on:reduce-overhead": "inductor:reduce-overhead",
+        "on:max-autotune": "inductor:max-autotune",
+    },
+    execution_check=_execution_check,
+)
+NONE = Strategy(
+    "torch:none",
+    torch_worker_loop,
+    lambda device: BackendConfig(),
+    max_workers=1,
+    batch_search=True,
+    fp16=None,
+    warm_with="torch:ddp",
+    **_COMPILE,
+)
 DDP = Strategy("torch:ddp", torch_worker_loop, _backend_config, batch_search=True, fp16=None, **_COMPILE)
-_PS = dict(ps_roles="hosts", bf16=PS_NO_BF16, fp16=PS_NO_BF16, **_COMPILE,
-           cold="its parameter servers live as long as their worker group")
+_PS = dict(
+    ps_roles="hosts",
+    bf16=PS_NO_BF16,
+    fp16=PS_NO_BF16,
+    **_COMPILE,
+    cold="its parameter servers live as long as their worker group",
+)
 SYNC = Strategy("torch:ps-sync", torch_ps_loop, lambda device: GroupConfig(), **_PS)
 ASYNC = Strategy("torch:ps-async", torch_ps_loop, lambda device: GroupConfig(), **_PS)
 

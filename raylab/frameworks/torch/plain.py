@@ -61,9 +61,15 @@ def loop(spec, task, x, y, xt, yt, batches, xla: bool = False) -> dict:
                 compiled = met.metric_data("CompileTime")
                 extra.update(compile_count_warmup=int(compiled[0]), compile_time_warmup_s=compiled[1] / 1e9)
         epochs.append({"epoch": epoch, **evaluate(*test), "elapsed_s": time.time() - start})
-    return {**timed(chrono, spec["batch"], spec.get("trace")), "epochs": epochs,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "steps_per_epoch": steps, **extra, **tt.built(opt, scheduler, test[0]), "execution": execution}
+    return {
+        **timed(chrono, spec["batch"], spec.get("trace")),
+        "epochs": epochs,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "steps_per_epoch": steps,
+        **extra,
+        **tt.built(opt, scheduler, test[0]),
+        "execution": execution,
+    }
 
 
 def compiled_as(tt, model, execution: str):

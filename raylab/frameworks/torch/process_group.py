@@ -64,9 +64,17 @@ class ProcessGroupBackend(Backend):
 
         host, _, port = rank0_address(worker_group).rpartition(":")
         worker_group.execute(_rendezvous_env, address=host.strip("[]"), port=int(port))
-        futures = [worker_group.execute_single_async(i, _join, backend=backend_config.backend, world_rank=i,
-                                                     world=len(worker_group), timeout_s=backend_config.timeout_s)
-                   for i in range(len(worker_group))]
+        futures = [
+            worker_group.execute_single_async(
+                i,
+                _join,
+                backend=backend_config.backend,
+                world_rank=i,
+                world=len(worker_group),
+                timeout_s=backend_config.timeout_s,
+            )
+            for i in range(len(worker_group))
+        ]
         import ray
 
         ray.get(futures)
@@ -75,13 +83,19 @@ class ProcessGroupBackend(Backend):
         import ray
         from raylab._ray import ray_constants
         from ray.exceptions import GetTimeoutError
-        from ray.train.constants import (DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S,
-                                         TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S)
+        from ray.train.constants import (
+            DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S,
+            TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S,
+        )
 
         futures = worker_group.execute_async(_leave, destroy=len(worker_group) > 1)
         try:
-            ray.get(futures, timeout=ray_constants.env_integer(TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S,
-                                                               DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S))
+            ray.get(
+                futures,
+                timeout=ray_constants.env_integer(
+                    TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S, DEFAULT_TORCH_PROCESS_GROUP_SHUTDOWN_TIMEOUT_S
+                ),
+            )
         except GetTimeoutError:
             pass  # as Ray's: a worker stuck in a collective is ended with its process
 
@@ -97,8 +111,9 @@ def _rendezvous_env(address: str, port: int) -> None:
 def _join(backend: str, world_rank: int, world: int, timeout_s: int) -> None:
     from ray.train.torch.config import _setup_torch_process_group
 
-    _setup_torch_process_group(backend=backend, world_rank=world_rank, world_size=world, init_method="env://",
-                               timeout_s=timeout_s)
+    _setup_torch_process_group(
+        backend=backend, world_rank=world_rank, world_size=world, init_method="env://", timeout_s=timeout_s
+    )
 
 
 def _leave(destroy: bool) -> None:

@@ -14,6 +14,7 @@ from raylab.loop.profile import Captured
 
 def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:
     """A context around one window, writing its files into `logdir`."""
+
     @contextlib.contextmanager
     def window(logdir: Path, found: Captured):
         from torch.profiler import ProfilerActivity, profile

@@ -37,8 +37,9 @@ WAIT_S = 600.0  # the longest a server host waits for its servers' handles or it
 class ParameterServer:
     """One shard of the parameters and its optimizer state. An asyncio actor: sync pushes wait for each other."""
 
-    def __init__(self, shard: list, task, total_updates: int, workers: int, sync: bool, threads: int,
-                 state: dict | None = None):
+    def __init__(
+        self, shard: list, task, total_updates: int, workers: int, sync: bool, threads: int, state: dict | None = None
+    ):
         import torch
 
         from raylab.frameworks.torch.task import TorchTask
@@ -60,9 +61,12 @@ class ParameterServer:
 
     def state(self) -> dict:
         """This shard for a checkpoint: weights, optimizer and schedule state, version."""
-        return {"params": [p.detach().numpy().copy() for p in self.params], "version": self.version,
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None}
+        return {
+            "params": [p.detach().numpy().copy() for p in self.params],
+            "version": self.version,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+        }
 
     def _apply(self, grads: list) -> None:
         import torch
@@ -103,8 +107,12 @@ class ParameterServer:
 
     def stats(self) -> dict:
         s = self.staleness
-        return {"updates": self.version, "apply_s": self.apply_s,
-                "staleness_mean": sum(s) / len(s) if s else 0.0, "staleness_max": max(s, default=0)}
+        return {
+            "updates": self.version,
+            "apply_s": self.apply_s,
+            "staleness_mean": sum(s) / len(s) if s else 0.0,
+            "staleness_max": max(s, default=0),
+        }
 
 
 def shard_parameters(sizes: list[int], servers: int) -> list[list[int]]:
@@ -135,8 +143,7 @@ def _host_server(cfg, index: int, workers: int, total_updates: int, group: str) 
     server = ParameterServer.options(
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
         max_concurrency=max(2 * workers, 4),
-    ).remote([params[i] for i in mine], cfg.task, total_updates, workers, cfg.short == "ps-sync", cfg.threads,
-             state)
+    ).remote([params[i] for i in mine], cfg.task, total_updates, workers, cfg.short == "ps-sync", cfg.threads, state)
     ray.get(server.weights.remote(), timeout=WAIT_S)  # up before anyone is told about it
     ray.get(cfg.sink.register.remote(f"{group}/ps{index}", server, mine), timeout=60)
     from raylab.loop import join_reports
@@ -205,8 +212,16 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     from raylab.data.shard import MemoryShard
     from raylab.frameworks.torch.task import TorchTask, to_tensors
     from raylab.frameworks.torch.compiled import compile_model, set_cache, watch
-    from raylab.frameworks.torch.worker import (compile_figures, counted, host_copy, mean_loss, param_checksum,
-                                                shard_batches, torch_facts, train_fn)
+    from raylab.frameworks.torch.worker import (
+        compile_figures,
+        counted,
+        host_copy,
+        mean_loss,
+        param_checksum,
+        shard_batches,
+        torch_facts,
+        train_fn,
+    )
     from raylab.loop import StepContext, Training, combined, run_epochs
 
     torch.manual_seed(cfg.seed)  # as torch:ddp: same init, and the same dropout stream per rank
@@ -223,12 +238,17 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     compiled = compile_model(model, cfg.execution, cfg.threads)  # --compile on: the worker's forward pass and loss
     compiles = watch(cfg.warmup_steps, cfg.execution)
     step = StepContext()
-    train = train_fn(task, compiled, remote, None, batches, step, loss_of=mean_loss(task, cfg.execution),
-                     compiles=compiles)
+    train = train_fn(
+        task, compiled, remote, None, batches, step, loss_of=mean_loss(task, cfg.execution), compiles=compiles
+    )
     evaluate = counted(compiles, task.evaluator(compiled, torch.device("cpu")))
     actual = {
-        "strategy_class": f"ParameterServer({'sync' if sync else 'async'})", "replicas_in_sync": workers if sync else 1,
-        "device_kind": "cpu", "comm_backend": "ray-actors", "parameter_servers": cfg.ps, **torch_facts(model),
+        "strategy_class": f"ParameterServer({'sync' if sync else 'async'})",
+        "replicas_in_sync": workers if sync else 1,
+        "device_kind": "cpu",
+        "comm_backend": "ray-actors",
+        "parameter_servers": cfg.ps,
+        **torch_facts(model),
         "execution": cfg.execution,
         **task.built(*ray.get(servers[0][0].built.remote(), timeout=60), test[0]),
     }
@@ -242,12 +262,27 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
         reads[0] += 1
         return host_copy(sums)
 
-    run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, lambda: evaluate(*test), task.results, actual, checksum, read=read,
-        batches=batches, step=step, saver=ps_saver(servers, group, cfg.sink),
-        syncs=lambda: reads[0] + remote.comm["steps"],
-        extra=combined(lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
-                       compile_figures(compiles))))
+    run_epochs(
+        cfg,
+        rank,
+        Training(
+            steps_per_epoch,
+            train,
+            lambda: evaluate(*test),
+            task.results,
+            actual,
+            checksum,
+            read=read,
+            batches=batches,
+            step=step,
+            saver=ps_saver(servers, group, cfg.sink),
+            syncs=lambda: reads[0] + remote.comm["steps"],
+            extra=combined(
+                lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
+                compile_figures(compiles),
+            ),
+        ),
+    )
 
 
 class ServerOptimizer:
@@ -288,8 +323,14 @@ def ps_figures(servers: list, comm: dict, bytes_per_step: int, sync: bool) -> di
         "ps_bytes_per_step": bytes_per_step,  # every worker pushes gradients and pulls weights
         "ps_updates": sum(s["updates"] for s in stats) / len(stats),
         "ps_apply_ms": 1000 * sum(s["apply_s"] for s in stats) / max(sum(s["updates"] for s in stats), 1),
-        **({"staleness_mean": sum(s["staleness_mean"] for s in stats) / len(stats),
-            "staleness_max": max(s["staleness_max"] for s in stats)} if not sync else {}),
+        **(
+            {
+                "staleness_mean": sum(s["staleness_mean"] for s in stats) / len(stats),
+                "staleness_max": max(s["staleness_max"] for s in stats),
+            }
+            if not sync
+            else {}
+        ),
     }
 
 
@@ -308,13 +349,20 @@ def _find_servers(cfg, group: str) -> list:
 def _push(servers: list, versions: list, params: list) -> list:
     """Each server's shard of the gradients; each answers with its new (version, weights)."""
     try:
-        return ray.get([h.push.remote(versions[k], [params[i].grad.numpy() for i in shard])
-                        for k, (h, shard) in enumerate(servers)], timeout=WAIT_S)
+        return ray.get(
+            [
+                h.push.remote(versions[k], [params[i].grad.numpy() for i in shard])
+                for k, (h, shard) in enumerate(servers)
+            ],
+            timeout=WAIT_S,
+        )
     except ray.exceptions.RayActorError as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise LostProcessError(f"a parameter server died mid-trial ({first}); its shard of the weights is gone "
-                          "with it, so this worker group stops (a restart, where --max-failures allows one, starts "
-                          "from the last checkpoint)") from None
+        raise LostProcessError(
+            f"a parameter server died mid-trial ({first}); its shard of the weights is gone "
+            "with it, so this worker group stops (a restart, where --max-failures allows one, starts "
+            "from the last checkpoint)"
+        ) from None
 
 
 class _GroupBackend(Backend):

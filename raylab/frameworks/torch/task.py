@@ -79,9 +79,12 @@ class TorchTask(TaskBuilder):
             # capturable on XLA: step count and bias corrections stay on the device. On the host they reach
             # XLA as new scalars each step, and where one rounds to another scalar of the graph (steps 6212
             # and 16628 for the MLP) the step compiles again (bench/studies/xla_recompiles.py).
-            kw = dict(lr=opt.lr, betas=(a["beta_1"], a["beta_2"]), eps=a["epsilon"], capturable=self.xla,
-                      **fused)
-            built = optim.AdamW(params, weight_decay=a["weight_decay"], **kw) if opt.name == "adamw" else optim.Adam(params, **kw)
+            kw = dict(lr=opt.lr, betas=(a["beta_1"], a["beta_2"]), eps=a["epsilon"], capturable=self.xla, **fused)
+            built = (
+                optim.AdamW(params, weight_decay=a["weight_decay"], **kw)
+                if opt.name == "adamw"
+                else optim.Adam(params, **kw)
+            )
         s = self.task.schedule
         if s.name == "constant" and not s.warmup:
             return built, None
@@ -159,16 +162,28 @@ class TorchTask(TaskBuilder):
     def built(self, optimizer, scheduler, x_test) -> dict:
         d = optimizer.defaults
         betas = d.get("betas") or (None, None)
-        args = {"beta_1": betas[0], "beta_2": betas[1], "epsilon": d.get("eps"), "weight_decay": d.get("weight_decay"),
-                "momentum": d.get("momentum"), "nesterov": d.get("nesterov")}
+        args = {
+            "beta_1": betas[0],
+            "beta_2": betas[1],
+            "epsilon": d.get("eps"),
+            "weight_decay": d.get("weight_decay"),
+            "momentum": d.get("momentum"),
+            "nesterov": d.get("nesterov"),
+        }
         base = float(d["lr"])
 
         def lr_at(step):
             return base * scheduler.lr_lambdas[0](step) if scheduler is not None else base
 
-        report = built_report(self.task, type(optimizer).__name__, args, schedule_probe(lr_at, self.total_steps), x_test)
-        return {**report, **({"optimizer_capturable": True} if d.get("capturable") else {}),
-                **({"optimizer_fused": True} if d.get("fused") else {}), "optimizer_impl": optimizer_impl(optimizer)}
+        report = built_report(
+            self.task, type(optimizer).__name__, args, schedule_probe(lr_at, self.total_steps), x_test
+        )
+        return {
+            **report,
+            **({"optimizer_capturable": True} if d.get("capturable") else {}),
+            **({"optimizer_fused": True} if d.get("fused") else {}),
+            "optimizer_impl": optimizer_impl(optimizer),
+        }
 
 
 def optimizer_impl(optimizer) -> str:
@@ -206,7 +221,8 @@ def _metric_value(value, like, spec: Native):
         return torch.tensor(float(value), dtype=torch.float32, device=like.device)
     raise NativeContractError(
         f"the recipe's custom metric {spec.describe('torch')} returned {returned(value)}: a metric returns the batch "
-        "mean or a (numerator, denominator) pair, each a 0-d tensor or a number.")
+        "mean or a (numerator, denominator) pair, each a 0-d tensor or a number."
+    )
 
 
 def _count(t):
@@ -229,7 +245,8 @@ def _loss(name: str, y, pred):
 
     if name == "sparse_categorical_crossentropy":
         return F.cross_entropy(pred.reshape(-1, pred.shape[-1]), y.reshape(-1).long(), reduction="none").reshape(
-            pred.shape[:-1])
+            pred.shape[:-1]
+        )
     pred = _like(pred, y)
     y = y.to(pred.dtype)
     if name == "binary_crossentropy":  # from logits
@@ -295,9 +312,17 @@ class StepSums:
         import torch
 
         specs = self.task.specs
-        if (len(specs) == 1 and isinstance(pred, torch.Tensor) and isinstance(y, torch.Tensor)
-                and not isinstance(specs[0][2], Native) and specs[0][2].name == "accuracy" and pred.dim() == 2
-                and y.dim() == 1 and pred.shape[-1] > 1 and not y.is_floating_point()):
+        if (
+            len(specs) == 1
+            and isinstance(pred, torch.Tensor)
+            and isinstance(y, torch.Tensor)
+            and not isinstance(specs[0][2], Native)
+            and specs[0][2].name == "accuracy"
+            and pred.dim() == 2
+            and y.dim() == 1
+            and pred.shape[-1] > 1
+            and not y.is_floating_point()
+        ):
             # one output, class logits against labels: the line a user writes
             return lambda y, pred: ((pred.argmax(1) == y).sum(), y.shape[0])
         return lambda y, pred: self.task._stats(y, pred, _numel)

@@ -35,10 +35,16 @@ def torch_saver(module, optimizer, scheduler, device=None, scale=None):
 
     def save(directory: str, rank: int) -> None:
         if rank == 0:
-            torch.save({"model": module.state_dict(), "optimizer": optimizer.state_dict(),
-                        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                        "scale": scale.state_dict() if scale is not None else None,
-                        "rng": torch.get_rng_state()}, f"{directory}/torch.pt")
+            torch.save(
+                {
+                    "model": module.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                    "scale": scale.state_dict() if scale is not None else None,
+                    "rng": torch.get_rng_state(),
+                },
+                f"{directory}/torch.pt",
+            )
 
     def load(directory: str) -> None:
         state = torch.load(f"{directory}/torch.pt", map_location=device or "cpu", weights_only=False)
@@ -77,7 +83,9 @@ def batch_source(data, batch: int, seed: int, steps_per_epoch: int, device=None)
     if not data.streamed:
         return shard_batches(to_tensors(data.x, device), to_tensors(data.y, device), batch, seed, device)
     epoch = data.batches(batch, seed, convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])))
-    move = (lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device))) if device is not None else (lambda xy: xy)
+    move = (
+        (lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device))) if device is not None else (lambda xy: xy)
+    )
     return StreamBatches(epoch, steps_per_epoch, move)
 
 
@@ -100,15 +108,18 @@ def torch_worker_loop(config: dict) -> None:
         torch.cuda.set_device(device)
     phases.mark("setup")  # threads, seed and float32 arithmetic: setup(), at the loop's start
     task, steps_per_epoch, data = shard_and_task(cfg, ctx)
-    batches = batch_source(data, cfg.batch_per_replica, cfg.seed + rank, steps_per_epoch,
-                           device if device.type != "cpu" else None)
+    batches = batch_source(
+        data, cfg.batch_per_replica, cfg.seed + rank, steps_per_epoch, device if device.type != "cpu" else None
+    )
     phases.mark("data")
 
     module, compiled, model, optimizer, scheduler, compiles = build_model(task, cfg, device)
     phases.mark("model")
     from raylab.frameworks.torch.profile import capture
 
-    step, scale = step_context(cfg.precision, device, optimizer, capture(device.type == "cuda") if cfg.profile else None)
+    step, scale = step_context(
+        cfg.precision, device, optimizer, capture(device.type == "cuda") if cfg.profile else None
+    )
     actual = {
         "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
         "device_kind": device.type,
@@ -116,7 +127,9 @@ def torch_worker_loop(config: dict) -> None:
         # the process group its steps use (torch:none in a warm group beside torch:ddp x1 has one it never calls)
         "comm_backend": dist.get_backend() if cfg.short == "ddp" and dist.is_initialized() else "none",
         "replicas_in_sync": ctx.get_world_size(),
-        **torch_facts(module), "precision_applied": step.precision, **task.built(optimizer, scheduler, data.sample()),
+        **torch_facts(module),
+        "precision_applied": step.precision,
+        **task.built(optimizer, scheduler, data.sample()),
         "execution": cfg.execution,
         **({"recompile_steps": compiles.late_steps} if compiles else {}),  # filled in as training runs, as xla's
     }
@@ -126,14 +139,27 @@ def torch_worker_loop(config: dict) -> None:
         reads[0] += 1
         return host_copy(sums)
 
-    run_epochs(cfg, rank, Training(
-        steps_per_epoch, train_fn(task, model, optimizer, scheduler, batches, step, scale,
-                                  mean_loss(task, cfg.execution), compiles),
-        counted(compiles, task.evaluator(compiled, device)), task.results, actual, lambda: param_checksum(module),
-        read=read, batches=batches, step=step, data=data, flops=flops.of(task, module),
-        saver=torch_saver(module, optimizer, scheduler, device, scale), phases=phases,
-        syncs=(lambda: reads[0] + scale.reads) if scale is not None and not scale.on_device else None,
-        extra=combined(scale.figures if scale is not None else None, compile_figures(compiles))))
+    run_epochs(
+        cfg,
+        rank,
+        Training(
+            steps_per_epoch,
+            train_fn(task, model, optimizer, scheduler, batches, step, scale, mean_loss(task, cfg.execution), compiles),
+            counted(compiles, task.evaluator(compiled, device)),
+            task.results,
+            actual,
+            lambda: param_checksum(module),
+            read=read,
+            batches=batches,
+            step=step,
+            data=data,
+            flops=flops.of(task, module),
+            saver=torch_saver(module, optimizer, scheduler, device, scale),
+            phases=phases,
+            syncs=(lambda: reads[0] + scale.reads) if scale is not None and not scale.on_device else None,
+            extra=combined(scale.figures if scale is not None else None, compile_figures(compiles)),
+        ),
+    )
 
 
 def build_model(task, cfg, device):
@@ -160,8 +186,11 @@ def step_context(precision: str, device, optimizer, profile=None):
     from raylab.loop import StepContext
 
     low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    step = (StepContext(precision, autocast=lambda: torch.autocast(device.type, dtype=low), profile=profile)
-            if low is not None else StepContext(profile=profile))
+    step = (
+        StepContext(precision, autocast=lambda: torch.autocast(device.type, dtype=low), profile=profile)
+        if low is not None
+        else StepContext(profile=profile)
+    )
     return step, LossScale(optimizer, device) if precision == "fp16" else None
 
 
@@ -287,16 +316,27 @@ def torch_facts(module) -> dict:
     from raylab.frameworks.torch.layers import model_settings
 
     tf32 = torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32
-    return {"framework_version": torch.__version__, "precision_applied": "fp32", "local_replicas": 1,
-            "float32_matmul": "tf32" if tf32 and torch.cuda.is_available() else "ieee",
-            "parameters": sum(p.numel() for p in module.parameters()), "model_settings": model_settings(module),
-            "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads()}
+    return {
+        "framework_version": torch.__version__,
+        "precision_applied": "fp32",
+        "local_replicas": 1,
+        "float32_matmul": "tf32" if tf32 and torch.cuda.is_available() else "ieee",
+        "parameters": sum(p.numel() for p in module.parameters()),
+        "model_settings": model_settings(module),
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
+    }
 
 
 def param_checksum(module) -> float:
     """Sum of |parameters and buffers|: equal on every replica that holds the same model."""
-    return float(sum(t.detach().cpu().double().abs().sum() for t in [*module.parameters(), *module.buffers()]
-                     if t.is_floating_point()))
+    return float(
+        sum(
+            t.detach().cpu().double().abs().sum()
+            for t in [*module.parameters(), *module.buffers()]
+            if t.is_floating_point()
+        )
+    )
 
 
 _DYNAMO_AT_RESET = [0]  # dynamo_activity() at the last reset

@@ -65,18 +65,24 @@ def preflight(pjrt: str, cluster: dict) -> None:
     """Before any worker starts: torch_xla imports, and the cluster holds the PJRT device."""
     last = _import_error(os.environ.get("PYTHONPATH"))
     if last is not None:
-        raise UserError(f"xla trials need torch_xla, which does not import here ({last}); "
-                        "install torch-xla==2.9.0 beside torch==2.9.0 (scripts/setup.sh) or drop the xla:* trials.")
+        raise UserError(
+            f"xla trials need torch_xla, which does not import here ({last}); "
+            "install torch-xla==2.9.0 beside torch==2.9.0 (scripts/setup.sh) or drop the xla:* trials."
+        )
     if pjrt not in ("CPU", "CUDA", "TPU"):
         raise UserError(f"PJRT_DEVICE={pjrt} is not supported; use CPU, CUDA or TPU.")
     if pjrt == "CUDA" and not _has_plugin("cuda"):
-        raise UserError("xla trials on GPU need PyTorch/XLA's CUDA plugin, which torch-xla 2.9 does not have "
-                        "(XLA:CUDA was deprecated in 2.8 and removed); run torch:ddp on the GPUs, or the xla "
-                        "trials with --device cpu or on TPU.")
+        raise UserError(
+            "xla trials on GPU need PyTorch/XLA's CUDA plugin, which torch-xla 2.9 does not have "
+            "(XLA:CUDA was deprecated in 2.8 and removed); run torch:ddp on the GPUs, or the xla "
+            "trials with --device cpu or on TPU."
+        )
     needed = RAY_RESOURCE.get(pjrt)
     if needed and cluster.get(needed, 0) < 1:
-        raise UserError(f"PJRT_DEVICE={pjrt} but the Ray cluster has no {needed} resource; run on a {pjrt} node, "
-                        f"or unset PJRT_DEVICE / use --device cpu.")
+        raise UserError(
+            f"PJRT_DEVICE={pjrt} but the Ray cluster has no {needed} resource; run on a {pjrt} node, "
+            f"or unset PJRT_DEVICE / use --device cpu."
+        )
 
 
 def _set_env(env: dict) -> None:
@@ -89,8 +95,10 @@ def _check_device(pjrt: str) -> None:
 
     needed = RAY_RESOURCE.get(pjrt)
     if needed and not ray.get_runtime_context().get_accelerator_ids().get(needed):
-        raise RuntimeError(f"PJRT_DEVICE={pjrt} but this worker ({os.uname().nodename}) holds no {needed}; "
-                           "run on a node with one or choose --device cpu.")
+        raise RuntimeError(
+            f"PJRT_DEVICE={pjrt} but this worker ({os.uname().nodename}) holds no {needed}; "
+            "run on a node with one or choose --device cpu."
+        )
 
 
 class XLABackend(ProcessGroupBackend):
@@ -141,10 +149,16 @@ def _worker_env(backend, cfg) -> dict:
 
 
 # torch_xla always compiles (each step is one XLA graph): --compile off and on both run it, recorded as xla.
-_XLA = dict(executions=always("xla"),
-            preflight=_preflight, resources=_resources, bf16=_bf16,
-            fp16="torch_xla 2.9 has no float16 path on CPUs or TPUs (bf16 on a TPU)", device_of=_device,
-            worker_env=_worker_env, cold="torch_xla cannot clear its compiled-graph cache between trials")
+_XLA = dict(
+    executions=always("xla"),
+    preflight=_preflight,
+    resources=_resources,
+    bf16=_bf16,
+    fp16="torch_xla 2.9 has no float16 path on CPUs or TPUs (bf16 on a TPU)",
+    device_of=_device,
+    worker_env=_worker_env,
+    cold="torch_xla cannot clear its compiled-graph cache between trials",
+)
 SINGLE = Strategy("xla:single", xla_worker_loop, _xla_backend_config, max_workers=1, **_XLA)
 DDP = Strategy("xla:ddp", xla_worker_loop, _xla_backend_config, **_XLA)
 

@@ -13,6 +13,7 @@ from raylab.loop.profile import Captured, xspace_ops
 
 def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:
     """A context around one window, writing its files into `logdir`."""
+
     @contextlib.contextmanager
     def window(logdir: Path, found: Captured):
         import torch_xla.debug.metrics as met
@@ -23,9 +24,10 @@ def capture(cuda: bool) -> Callable[[Path, Captured], ContextManager]:
             yield
         finally:
             xp.stop_trace()
-        (logdir / "xla_metrics.txt").write_text("torch_xla.debug.metrics.metrics_report(), cumulative since the "
-                                                "process started, taken after the profiled window\n\n"
-                                                + met.metrics_report())
+        (logdir / "xla_metrics.txt").write_text(
+            "torch_xla.debug.metrics.metrics_report(), cumulative since the "
+            "process started, taken after the profiled window\n\n" + met.metrics_report()
+        )
         found.ops.extend(xspace_ops(logdir / "xla", found))
         found.tool = "torch_xla.debug.profiler (XSpace trace: tensorboard --logdir xla) and metrics_report()"
 

@@ -25,8 +25,11 @@ def set_up(ctx, facts: dict, precision: str, gpu: bool):
     ctx.device = torch_xla.device()
     ctx.sync = lambda: (torch_xla.sync(), xm.wait_device_ops())
     ctx.bf16 = precision == "bf16" and os.environ.get("PJRT_DEVICE") == "TPU"
-    facts.update(torch_xla_version=torch_xla.__version__, pjrt_device=os.environ.get("PJRT_DEVICE"),
-                 device_kind="xla:" + os.environ.get("PJRT_DEVICE", "").lower())
+    facts.update(
+        torch_xla_version=torch_xla.__version__,
+        pjrt_device=os.environ.get("PJRT_DEVICE"),
+        device_kind="xla:" + os.environ.get("PJRT_DEVICE", "").lower(),
+    )
     from raylab.frameworks.xla.worker import compile_snapshot
 
     return lambda: compile_snapshot(met)

@@ -39,8 +39,11 @@ def xla_worker_loop(config: dict) -> None:
     device = _device(pjrt, ctx)
     # autocast bf16 is TPU-only in torch_xla 2.9
     profile = capture(False) if cfg.profile else None
-    step = (StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16), profile=profile)
-            if cfg.precision == "bf16" and pjrt == "TPU" else StepContext(profile=profile))
+    step = (
+        StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16), profile=profile)
+        if cfg.precision == "bf16" and pjrt == "TPU"
+        else StepContext(profile=profile)
+    )
     phases.mark("setup")
     task, steps_per_epoch, data = shard_and_task(cfg, ctx, xla=True)
     batches = device_batches(data, cfg, rank, device, steps_per_epoch)
@@ -54,27 +57,47 @@ def xla_worker_loop(config: dict) -> None:
     optimizer, scheduler = task.build_optimizer(list(model.parameters()))
     phases.mark("model")
 
-    compiles = CompileWatch(lambda: compile_snapshot(met), cfg.warmup_steps,
-                            count=lambda: met.counter_value("UncachedCompile") or 0)  # a cheap counter, read every step
+    compiles = CompileWatch(
+        lambda: compile_snapshot(met), cfg.warmup_steps, count=lambda: met.counter_value("UncachedCompile") or 0
+    )  # a cheap counter, read every step
     train = xla_train(task, model, optimizer, scheduler, batches, path, step, compiles, device)
 
     actual = {
         "strategy_class": "xla+gloo-allreduce" if path == "gloo-cpu" else ("xla-ddp" if world > 1 else "xla"),
         "replicas_in_sync": world,
         "device_kind": "xla:" + pjrt.lower(),
-        "pjrt_device": pjrt, **device_name(pjrt),
-        "sync_path": path, **(cpu_threads.recorded() if pjrt == "CPU" else {}),
-        **torch_facts(model), "precision_applied": step.precision,
-        "torch_xla_version": torch_xla.__version__, "execution": cfg.execution,
+        "pjrt_device": pjrt,
+        **device_name(pjrt),
+        "sync_path": path,
+        **(cpu_threads.recorded() if pjrt == "CPU" else {}),
+        **torch_facts(model),
+        "precision_applied": step.precision,
+        "torch_xla_version": torch_xla.__version__,
+        "execution": cfg.execution,
         "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
         **task.built(optimizer, scheduler, data.sample()),
     }
-    run_epochs(cfg, rank, Training(
-        steps_per_epoch, train, compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)), task.results,
-        actual, lambda: param_checksum(model), read=lambda sums: sums.double().cpu().numpy(), batches=batches,
-        step=step, syncs=lambda: device_reads(met), extra=compiles.figures, phases=phases, data=data,
-        flops=flops.of(task, model),
-        saver=xla_saver(model, optimizer, scheduler, device, rank)))
+    run_epochs(
+        cfg,
+        rank,
+        Training(
+            steps_per_epoch,
+            train,
+            compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)),
+            task.results,
+            actual,
+            lambda: param_checksum(model),
+            read=lambda sums: sums.double().cpu().numpy(),
+            batches=batches,
+            step=step,
+            syncs=lambda: device_reads(met),
+            extra=compiles.figures,
+            phases=phases,
+            data=data,
+            flops=flops.of(task, model),
+            saver=xla_saver(model, optimizer, scheduler, device, rank),
+        ),
+    )
 
 
 def xla_saver(model, optimizer, scheduler, device, rank: int):
@@ -95,10 +118,18 @@ def xla_saver(model, optimizer, scheduler, device, rank: int):
         if dist.is_initialized() and dist.get_world_size() > 1:
             seeds = [None] * dist.get_world_size()
             dist.all_gather_object(seeds, xm.get_rng_state(device))
-        xm.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                 "rng": torch.get_rng_state(), "xla_rng": seeds},
-                f"{directory}/xla.pt", master_only=True, global_master=True)
+        xm.save(
+            {
+                "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                "rng": torch.get_rng_state(),
+                "xla_rng": seeds,
+            },
+            f"{directory}/xla.pt",
+            master_only=True,
+            global_master=True,
+        )
 
     def load(directory: str) -> None:
         state = torch.load(f"{directory}/xla.pt", map_location="cpu", weights_only=False)
@@ -128,8 +159,9 @@ def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
     from raylab.loop import Batches, StreamBatches
 
     if data.streamed:
-        epoch = data.batches(cfg.batch_per_replica, cfg.seed + rank,
-                             convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1])))
+        epoch = data.batches(
+            cfg.batch_per_replica, cfg.seed + rank, convert=lambda xy: (to_tensors(xy[0]), to_tensors(xy[1]))
+        )
         return StreamBatches(epoch, steps_per_epoch, lambda xy: (to_tensors(xy[0], device), to_tensors(xy[1], device)))
     xs, ys = to_tensors(data.x), to_tensors(data.y)  # prepared (numpy) by the task
     n = num_items(xs)
@@ -139,8 +171,10 @@ def device_batches(data, cfg, rank: int, device, steps_per_epoch: int):
             return n
 
         def __getitem__(self, i):
-            return ({k: v[i] for k, v in xs.items()} if isinstance(xs, dict) else xs[i],
-                    {k: v[i] for k, v in ys.items()} if isinstance(ys, dict) else ys[i])
+            return (
+                {k: v[i] for k, v in xs.items()} if isinstance(xs, dict) else xs[i],
+                {k: v[i] for k, v in ys.items()} if isinstance(ys, dict) else ys[i],
+            )
 
     class Order:  # the batch sampler: index batches from the trial's `done`-th on, endlessly
         def __init__(self, done: int):
@@ -227,8 +261,6 @@ def compile_snapshot(met) -> tuple[int, float]:
     """(number of XLA compilations, seconds spent compiling) so far in this process."""
     data = met.metric_data("CompileTime")
     return (0, 0.0) if not data else (int(data[0]), data[1] / 1e9)
-
-
 
 
 def reset() -> None:
