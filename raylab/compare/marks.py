@@ -27,8 +27,9 @@ def steady_column(columns: list, rows: list[dict]) -> tuple[list, list[dict], li
         columns + [("steady_shown", "steady s", "{}")],
         rows,
         [
-            f"~ too short to time: under {parity.STEADY_FLOOR_S:g} s of steady steps, its samples/s is not a figure to "
-            "compare (one pause moves it by a tenth or more); give it more steps (--epochs, --steps-per-epoch) or --seconds 5"
+            f"~ too short to time: under {parity.STEADY_FLOOR_S:g} s of steady steps, its samples/s is not a figure "
+            "to compare (one pause moves it by a tenth or more); give it more steps (--epochs, --steps-per-epoch) or "
+            "--seconds 5"
         ],
     )
 

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from raylab import cli
-from raylab.compare.table import compare, find_parent
+from raylab.compare.runs import find_parent
+from raylab.compare.table import compare
 from raylab.record.tracking import Tracker
 from raylab.errors import UserError
 
@@ -146,7 +147,8 @@ def test_cli_compare_csv_ok(store, mlflow_uri, capsys, tmp_path):
 def test_chart_has_accuracy_against_wall_time(store, tmp_path):
     """curves() reads each finished trial's test accuracy per epoch against its elapsed_s; the chart draws
     them under the bars (a taller PNG than the bars alone)."""
-    from raylab.compare.table import curves, trial_rows, write_chart
+    from raylab.compare.runs import curves, trial_rows
+    from raylab.compare.table import write_chart
 
     tracker, parent = store
     rows = trial_rows(tracker.client, tracker.experiment_id, parent)

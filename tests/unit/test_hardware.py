@@ -3,7 +3,7 @@ the table and the parity report show the axis, and the comparison's answer, last
 
 from __future__ import annotations
 
-from raylab.compare import parity, table
+from raylab.compare import parity, runs, table
 from raylab.driver.matrix import Need, Node, Nodes, plan
 from tests.unit.test_stats import row
 
@@ -57,9 +57,9 @@ def test_the_table_and_the_parity_report_show_a_swept_axis_not_a_mismatch():
 
 
 def test_what_a_trial_ran_on_is_read_from_the_nodes_it_held():
-    assert table.hardware_of({"device": "cpu"}, {"node_types": "cpu,T4"}) == "cpu"
-    assert table.hardware_of({"device": "gpu", "accelerator_type": "T4"}, {"node_types": "T4"}) == "gpu:T4"
-    assert table.hardware_of({"device": "cpu", "accelerator_type": "T4"}, {}) == "cpu:T4?"  # never recorded
-    assert table.hardware_of({"device": "cpu"}, {"device_kind": "xla:tpu"}) == "tpu"
+    assert runs.hardware_of({"device": "cpu"}, {"node_types": "cpu,T4"}) == "cpu"
+    assert runs.hardware_of({"device": "gpu", "accelerator_type": "T4"}, {"node_types": "T4"}) == "gpu:T4"
+    assert runs.hardware_of({"device": "cpu", "accelerator_type": "T4"}, {}) == "cpu:T4?"  # never recorded
+    assert runs.hardware_of({"device": "cpu"}, {"device_kind": "xla:tpu"}) == "tpu"
     lines, mismatches = parity.parity(swept_rows())
     assert "hardware" not in " ".join(mismatches)

@@ -11,7 +11,7 @@ from raylab.cli.expand import expand_trials, parse_compile
 from raylab.config import TrialSpec
 from raylab.probes import race
 from raylab.compare import parity
-from raylab.compare import table as compare
+from raylab.compare import runs as compare
 from raylab.errors import UserError
 from raylab.registry import get_strategy
 from raylab.timing import side_by_side
