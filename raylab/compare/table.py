@@ -179,7 +179,7 @@ def format_report(rows: list[dict]) -> str:
             f"\nthe answer, by samples/s (timed {parity.STEADY_FLOOR_S:g} s or more, alone):\n"
             + "\n".join(f"  {line}" for line in fastest)
         )
-    if answer := stats.answer(folded):  # last: which trial to pick, with its confidence
+    if answer := ranking.answer(folded):  # last: which trial to pick, with its confidence
         parts.append("\nthe answer, to the recipe's target:\n" + "\n".join(f"  {line}" for line in answer))
     return "\n".join(parts)
 
@@ -234,7 +234,7 @@ def compare(tracker, experiment: str, run_id: str | None, fmt: str, chart: Path 
                 "folded": folded,
                 "unfair": mismatches,
                 "verdict": "fair" if not mismatches else "unfair",
-                "answer": stats.answer(folded),
+                "answer": ranking.answer(folded),
                 "ranking": ranking.by_speed(folded, mismatches),
             },
             indent=2,

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from raylab.compare import stats, table
+from raylab.compare import ranking, stats, table
 from raylab.errors import UserError
 from raylab.record.prices import SIMULATED, WHOLE, cost, node_type, read_prices
 from tests.unit.test_stats import row
@@ -45,7 +45,7 @@ def test_the_comparison_names_the_cheapest_trial_to_target_with_its_interval():
     rows = [row("a:x x1", 100, time_to_target_s=t, cost_to_target_usd=c) for t, c in ((10, 0.010), (11, 0.011))] + [
         row("b:x x1", 50, time_to_target_s=t, cost_to_target_usd=c) for t, c in ((12, 0.004), (13, 0.0041))
     ]
-    lines = stats.answer(stats.fold(rows))
+    lines = ranking.answer(stats.fold(rows))
     assert len(lines) == 2 and lines[-2].startswith("fastest to target: a:x x1, 10.5 s (reached in 2 of 2 repeat(s))")
     assert lines[-1].startswith(
         "cheapest to target: b:x x1, $0.00405 (reached in 2 of 2 repeat(s)); 2.59x cheaper than a:x x1, $0.0105 (95% CI"

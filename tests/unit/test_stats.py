@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raylab.config import Settings, TrialSpec
-from raylab.compare import parity, stats
+from raylab.compare import parity, ranking, stats
 from raylab.record import figures
 from raylab.driver.matrix import schedule
 
@@ -64,7 +64,7 @@ def test_differences_are_welch_intervals_on_the_repeats():
         + [row("b:x x1", v, time_to_target_s=t) for v, t in ((115, 14), (125, 15), (130, 16))]
         + [row("c:x x1", v) for v in (50, 55, 60)]
     )
-    lines = stats.significance(stats.fold(rows)) + stats.answer(stats.fold(rows))
+    lines = stats.significance(stats.fold(rows)) + ranking.answer(stats.fold(rows))
     assert lines == [
         "b:x x1 vs a:x x1: not distinguishable at 3+3 repeats (1.12x the samples/s, 95% CI 0.92x..1.38x, "
         "Welch's t on log samples/s; add repeats (--repeats) to tell them apart)",
@@ -280,8 +280,8 @@ def test_a_count_of_zero_or_none_is_not_counted_and_says_why():
 
 def test_the_answer_compares_like_starts_and_counts_a_missed_target_as_a_miss():
     """Cold and warm repeats apart: every trial has both, so the answer is read from the kind with more repeats
-    (warm, here: 2 or more each), and said so; a trial that reached the target once in three is ranked after one that reached it
-    every time, however fast that once; no crash where a trial's cold runs all missed."""
+    (warm, here: 2 or more each), and said so; a trial that reached the target once in three is ranked after one that
+    reached it every time, however fast that once; no crash where a trial's cold runs all missed."""
     a = [
         row("a:x x1", 100, start=s, startup_s=u, time_to_target_s=t)
         for s, u, t in (("cold", 10, 30), ("warm", 1, 20), ("warm", 1, 21), ("warm", 1, 22))
@@ -290,7 +290,7 @@ def test_the_answer_compares_like_starts_and_counts_a_missed_target_as_a_miss():
         row("b:x x1", 100, start=s, startup_s=u, time_to_target_s=t)
         for s, u, t in (("cold", 10, None), ("warm", 1, 5), ("warm", 1, None), ("warm", 1, None))
     ]
-    (line,) = stats.best_to_target(
+    (line,) = ranking.best_to_target(
         stats.fold(a + b), "time_to_target_s", ("fastest", "sooner", "seconds"), "{:.1f} s".format
     )
     assert line.startswith(
@@ -300,17 +300,17 @@ def test_the_answer_compares_like_starts_and_counts_a_missed_target_as_a_miss():
     # a kind that always starts cold against one in a warm group: nothing in common, start-up taken out
     c = [row("c:x x1", 100, start="cold", startup_s=12, time_to_target_s=t) for t in (40, 42)]
     d = [row("d:x x1", 100, start="warm", startup_s=1, time_to_target_s=t) for t in (30, 31)]
-    (line,) = stats.answer(stats.fold(c + d))
+    (line,) = ranking.answer(stats.fold(c + d))
     # (d's 30.5 s against c's 41 s with start-ups in: c's 12 s cold start was most of that)
     assert line.startswith(
         "fastest to target (start-up taken out: cold and warm repeats compared alike): c:x x1, 29.0 s "
         "(reached in 2 of 2 repeat(s)); not distinguishable from d:x x1, 29.5 s"
     ), line
     # only cold runs: said by nothing, as before
-    assert stats.basis(stats.fold(c)) == ("cold", "")
+    assert ranking.basis(stats.fold(c)) == ("cold", "")
     # start-up taken out: a repeat without its start-up is left out, not counted as a miss
     e = [row("e:x x1", 100, start="warm", startup_s=None, time_to_target_s=30)]
-    assert stats.reached(stats.fold(c + e)[1], "time_to_target_s", None) == ([], 0)
+    assert ranking.reached(stats.fold(c + e)[1], "time_to_target_s", None) == ([], 0)
 
 
 def test_repeats_that_do_not_vary_are_no_certainty():
@@ -318,7 +318,7 @@ def test_repeats_that_do_not_vary_are_no_certainty():
     rows = [row("a:x x1", 100, time_to_target_s=10) for _ in range(2)] + [
         row("b:x x1", 50, time_to_target_s=20) for _ in range(2)
     ]
-    lines = stats.significance(stats.fold(rows)) + stats.answer(stats.fold(rows))
+    lines = stats.significance(stats.fold(rows)) + ranking.answer(stats.fold(rows))
     assert lines == [
         "a:x x1 vs b:x x1: 2.00x the samples/s (no spread in 2+2 repeats: no interval to show; add repeats "
         "(--repeats) to measure the noise; 2+2 repeats)",
@@ -390,5 +390,6 @@ def test_the_answer_by_samples_per_sec_ranks_only_what_the_verdict_supports():
         row("xla:single x1", 4000.0, seconds="5.0", time_to_target_s=None),
     ]
     assert (
-        stats.answer(stats.fold(timed))[-1] == "ended by --seconds before the target: xla:single x1 (not ranked on it)"
+        ranking.answer(stats.fold(timed))[-1]
+        == "ended by --seconds before the target: xla:single x1 (not ranked on it)"
     )
