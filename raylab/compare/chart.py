@@ -27,10 +27,29 @@ def chart_data(rows: list[dict], lines: list[dict] | None = None) -> dict:
     short = dict(too_short(done))
     palette = {fw.name: fw.color for fw in frameworks()}
     titles = {fw.name: fw.title for fw in frameworks()}
+    frameworks_shown = list(dict.fromkeys(r["framework"] for r in done))
+    return {
+        "names": [r["trial"] + (" ~" if r["trial"] in short else "") + (" ^" if crowded(r) else "") for r in done],
+        "colors": [palette.get(r["framework"], "tab:gray") for r in done],
+        "panels": _panels(done),
+        "more": [
+            {"key": key, "label": label, "values": [(r.get(key) or 0.0) * scale for r in done], "xlim": (0.0, None)}
+            for key, label, scale in MORE
+            if any(r.get(key) is not None for r in done)
+        ],
+        "legend": [(titles.get(fw, fw), palette.get(fw, "tab:gray")) for fw in frameworks_shown],
+        "curves": _curves(lines or [], palette),
+        "notes": (["~ too short to time (under 5 s of steady steps)"] if short else [])
+        + (["^ measured beside other work"] if any(map(crowded, done)) else []),
+    }
+
+
+def _panels(done: list[dict]) -> list[dict]:
+    """The three panels every chart has: samples/s, step time, and test accuracy (or test loss)."""
     sps = [r["samples_per_sec"] for r in done]
     accuracy = any(r.get("val_accuracy") is not None for r in done)
     timed = any(r.get("seconds") for r in done)  # each trial ended at its own step: accuracy not compared
-    panels = [
+    return [
         {
             "key": "samples_per_sec",
             "values": sps,
@@ -62,34 +81,24 @@ def chart_data(rows: list[dict], lines: list[dict] | None = None) -> dict:
             "label": "test loss",
         },  # a task without accuracy (regression, segmentation)
     ]
-    frameworks_shown = list(dict.fromkeys(r["framework"] for r in done))
+
+
+def _curves(lines: list[dict], palette: dict) -> list[dict]:
+    """Each trial's curve in its framework's colour; trials of one framework told apart by their line style."""
     styles = ["-", "--", ":", "-."]
-    trials = list(dict.fromkeys(c["trial"] for c in lines or []))
-    return {
-        "names": [r["trial"] + (" ~" if r["trial"] in short else "") + (" ^" if crowded(r) else "") for r in done],
-        "colors": [palette.get(r["framework"], "tab:gray") for r in done],
-        "panels": panels,
-        "more": [
-            {"key": key, "label": label, "values": [(r.get(key) or 0.0) * scale for r in done], "xlim": (0.0, None)}
-            for key, label, scale in MORE
-            if any(r.get(key) is not None for r in done)
-        ],
-        "legend": [(titles.get(fw, fw), palette.get(fw, "tab:gray")) for fw in frameworks_shown],
-        "curves": [
-            {
-                "trial": c["trial"],
-                "color": palette.get(c.get("framework"), "tab:gray"),
-                "metric": c["metric"],
-                "style": styles[
-                    [t for t in trials if t.split(":")[0] == c["trial"].split(":")[0]].index(c["trial"]) % len(styles)
-                ],
-                "points": c["points"],
-            }
-            for c in lines or []
-        ],
-        "notes": (["~ too short to time (under 5 s of steady steps)"] if short else [])
-        + (["^ measured beside other work"] if any(map(crowded, done)) else []),
-    }
+    trials = list(dict.fromkeys(c["trial"] for c in lines))
+    return [
+        {
+            "trial": c["trial"],
+            "color": palette.get(c.get("framework"), "tab:gray"),
+            "metric": c["metric"],
+            "style": styles[
+                [t for t in trials if t.split(":")[0] == c["trial"].split(":")[0]].index(c["trial"]) % len(styles)
+            ],
+            "points": c["points"],
+        }
+        for c in lines
+    ]
 
 
 def write_chart(rows: list[dict], path: Path, title: str, lines: list[dict] | None = None) -> Path:
