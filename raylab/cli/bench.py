@@ -1,4 +1,4 @@
-"""A step benchmark's command line (raylab.driver.stepbench): the same where-to-run and recording flags as a recipe's."""
+"""A step benchmark's command line (raylab.driver.stepbench): the where-to-run and recording flags of a recipe's."""
 
 from __future__ import annotations
 
