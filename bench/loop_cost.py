@@ -230,7 +230,7 @@ def run_trial(framework: str, args, tmp: Path, epochs: int, pin: bool = False, e
 
 
 def run_plain(framework: str, args, tmp: Path, data, epochs: int, execution: str | None = None) -> dict:
-    from raylab.driver.plain_runs import plain_env
+    from raylab import registry
 
     spec = {
         "framework": framework,
@@ -246,7 +246,9 @@ def run_plain(framework: str, args, tmp: Path, data, epochs: int, execution: str
     }
     (tmp / "spec.json").write_text(json.dumps(spec))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--plain", str(tmp / "spec.json")]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp, env=plain_env(framework, args.threads))
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=tmp, env=registry.framework(framework).plain_env(args.threads)
+    )
     if done.returncode != 0:
         raise SystemExit(f"plain {framework}: exited with {done.returncode}:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])

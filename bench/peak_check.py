@@ -51,7 +51,7 @@ print(2 * {n} ** 3 * k / (time.perf_counter() - t0) / 1e12)
 
 
 def plain(name: str, threads: int, n: int, seconds: float) -> float:
-    from raylab.driver.plain_runs import plain_env
+    from raylab import registry
 
     code = PLAIN[name].format(threads=threads, n=n, seconds=seconds)
     done = subprocess.run(
@@ -59,7 +59,7 @@ def plain(name: str, threads: int, n: int, seconds: float) -> float:
         capture_output=True,
         text=True,
         timeout=600,
-        env=plain_env(name, threads),
+        env=registry.framework(name).plain_env(threads),
         check=True,
     )
     return float(done.stdout.strip().splitlines()[-1])

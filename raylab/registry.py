@@ -208,6 +208,21 @@ class Framework:
 
         return importlib.import_module(f"raylab.frameworks.{self.name}.{module}")
 
+    def plain_env(self, threads: int) -> dict:
+        """The environment its plain script runs in (raylab/frameworks/plain.py, a subprocess): the trial's threads,
+        the driver's import path, what the framework reads at import (its plain part's env: XLA's PJRT device and
+        flags)."""
+        import os
+        import sys
+
+        return {
+            **os.environ,
+            "OMP_NUM_THREADS": str(threads),
+            **self.import_env,
+            **self.part("plain").env(threads),
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        }
+
 
 # The registry: one line per framework, its package raylab.frameworks.<name>.
 NAMES = ("tf", "torch", "xla", "jax")

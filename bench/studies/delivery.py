@@ -159,7 +159,7 @@ def plain_parquet(folder: Path, names):
     """A pass: each file read by pyarrow (in a shuffled order), its columns made arrays, rows shuffled, batches cut."""
     import pyarrow.parquet as pq
 
-    from raylab.data.deliver import dense
+    from raylab.data.chunks import dense
 
     files = sorted(folder.glob("*.parquet"))
 
@@ -230,7 +230,8 @@ CUTTER_ROWS = {
 def cutter_rate(shape, dtype, rows: int, passes: int = 3, window: bool = False) -> float:
     """Rows/s of a Reader and a Delivery over `passes` passes of dense chunks (as the reader makes them from Ray
     Data's), cut into torch batches; window: the shuffle window held to a quarter of the split."""
-    from raylab.data.deliver import Delivery, Reader, chunk_rows
+    from raylab.data.chunks import chunk_rows
+    from raylab.data.deliver import Delivery, Reader
     from raylab.frameworks.torch.task import to_tensors
 
     rng = np.random.default_rng(0)
@@ -285,7 +286,7 @@ def raylab_rate(stream, passes: int) -> dict:
     from ray.train import DataConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
-    from raylab.data.stream import open_stream
+    from raylab.data.opened import open_stream
 
     opened = open_stream(stream)
     out = Path(tempfile.mkdtemp()) / "delivery.json"

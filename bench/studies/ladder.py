@@ -98,9 +98,13 @@ def run_rung(rung: str, spec_path: str) -> None:
         return
     import ray
 
-    from raylab.driver.plain_runs import plain_env
+    from raylab import registry
 
-    env = {k: v for k, v in plain_env(spec["framework"], spec["threads"]).items() if os.environ.get(k) != v}
+    env = {
+        k: v
+        for k, v in registry.framework(spec["framework"]).plain_env(spec["threads"]).items()
+        if os.environ.get(k) != v
+    }
     # as raylab's own in-process cluster (raylab/runtime/cluster.py), workers at normal priority
     ray.init(address="local", log_to_driver=False, logging_level="WARNING", _system_config={"worker_niceness": 0})
     if rung == "task":

@@ -114,7 +114,8 @@ def delivery(args) -> None:
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     from raylab.data.scenes import SEED_SCENES, scene_stream
-    from raylab.data.stream import open_stream, parquet
+    from raylab.data.opened import open_stream
+    from raylab.data.stream import parquet
 
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR")
     sources = {

@@ -279,7 +279,7 @@ def main() -> None:
     import cloudpickle
 
     from raylab.data import as_dataset
-    from raylab.driver.plain_runs import plain_env
+    from raylab import registry
 
     recipe = importlib.import_module(args.recipe).RECIPE.with_batch(args.batch)
     ds = as_dataset(recipe.data, recipe.name)
@@ -334,7 +334,7 @@ def main() -> None:
                 if rung == "plain":
                     cmd, env = (
                         [sys.executable, str(BENCH / "loop_cost.py"), "--plain", str(tmp / "spec.json")],
-                        plain_env(args.framework, args.threads),
+                        registry.framework(args.framework).plain_env(args.threads),
                     )
                 else:  # as ladder.py runs its rungs
                     cmd = [sys.executable, str(BENCH / "studies" / "ladder.py"), "--rung", rung, str(tmp / "spec.json")]

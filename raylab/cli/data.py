@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from raylab.data import as_dataset, num_items, tree_map
-from raylab.data.stream import MANIFEST, SPLIT_NAMES
+from raylab.data.files import MANIFEST, SPLIT_NAMES
 from raylab.errors import UserError
 
 
@@ -95,8 +95,8 @@ def export_stream(stream, directory: Path, rows_per_file: int = 8192) -> dict:
     import ray
     import ray.data
 
-    from raylab.data.deliver import numpy_block
-    from raylab.data.stream import open_stream
+    from raylab.data.chunks import numpy_block
+    from raylab.data.opened import open_stream
 
     _refuse_if_not_empty(directory)
     if stream.check is not None:

@@ -1,8 +1,8 @@
 """Delivering a streamed split to the step: large chunks from Ray Data, cut into training batches in the worker.
 
-Ray Data costs a few milliseconds per batch it hands over, whatever the batch holds, and each pass over a
-split takes a second or more to start. A worker therefore takes `chunk_rows(batch)` rows at a time from
-Ray Data, as Arrow tables, and does the per-batch work itself:
+Ray Data costs a few milliseconds per batch it hands over, whatever the batch holds, and each pass over a split takes a
+second or more to start. A worker therefore takes `chunk_rows(batch)` rows (raylab/data/chunks.py) at a time from Ray
+Data, as Arrow tables, and does the per-batch work itself:
 
 - a reader thread takes the chunks, turns each column into one contiguous numpy array (`dense`: list,
   fixed-size-list and tensor columns through Arrow, never row by row in Python) and keeps up to
@@ -26,110 +26,16 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from raylab.data.chunks import chunk_rows, join, nbytes, numpy_block, rows, take
 from raylab.data.shuffle import SortedLook, Window, describe, window_rows
-from raylab.errors import UserError
 
 PREFETCH_BATCHES = 2  # Ray Data batches fetched ahead of the step (ray's default is 1)
 
 READ_AHEAD_BYTES = 256 << 20  # dense chunks a worker reads ahead of the cutter (at least two chunks)
 READY_BATCHES = 4  # prepared batches waiting for the step
-MIN_CHUNK_ROWS = 2048
 # Set while rank 0 reads the test split from Ray Data: the reader starts no new pass meanwhile. (On a 2-CPU machine,
 # one data CPU: a train pass started beside the epoch-end test read made that read take 15.6 s instead of 0.2 s.)
 TEST_READ, TEST_READ_DONE = threading.Event(), threading.Event()
-
-
-def chunk_rows(batch: int) -> int:
-    """Rows a worker takes from Ray Data at a time: 8 batches, and at least MIN_CHUNK_ROWS."""
-    return max(8 * batch, MIN_CHUNK_ROWS)
-
-
-# -- Arrow columns as numpy arrays -------------------------------------------------------------------------
-def dense(table, names: Iterable[str]) -> dict[str, np.ndarray]:
-    """The named columns of an Arrow table, each one numpy array with a row per table row (a list column of
-    20 floats per row: [rows, 20]). A UserError names a column whose rows differ in shape or that has nulls."""
-    out = {}
-    for name in names:
-        if name not in table.column_names:
-            raise UserError(
-                f"the stream has no column {name!r} (it has {', '.join(table.column_names)}); "
-                "name the stream's inputs= and targets= after its columns."
-            )
-        out[name] = column_array(table.column(name), name)
-    return out
-
-
-def column_array(column, name: str) -> np.ndarray:
-    chunks = column.chunks if hasattr(column, "chunks") else [column]
-    parts = [_array(c, name) for c in chunks if len(c)]
-    if not parts:
-        return _array(chunks[0], name) if chunks else np.empty((0,))
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
-
-
-def _array(arr, name: str) -> np.ndarray:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    t = arr.type
-    if isinstance(t, pa.ExtensionType):  # Ray Data's tensor columns (what `raylab data export` writes)
-        a = arr.to_numpy()
-        return _stacked(a, name) if a.dtype == object else a
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        if arr.null_count:
-            raise UserError(f"column {name!r} has {arr.null_count} missing rows; fill or drop them before training.")
-        n = len(arr)
-        if pa.types.is_fixed_size_list(t):
-            width = t.list_size
-        else:
-            lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)
-            width = int(lengths[0]) if n else 0
-            bad = np.flatnonzero(lengths != width)
-            if len(bad):
-                raise UserError(
-                    f"column {name!r}: rows hold lists of different lengths ({width} in a row, "
-                    f"{int(lengths[bad[0]])} in another); every row of a column needs the same shape "
-                    "(pad or crop them when writing the files)."
-                )
-        inner = _array(arr.flatten(), name)
-        return inner.reshape(n, width, *inner.shape[1:])
-    if arr.null_count:
-        raise UserError(f"column {name!r} has {arr.null_count} missing values; fill or drop them before training.")
-    return arr.to_numpy(zero_copy_only=False)
-
-
-def _stacked(rows: np.ndarray, name: str) -> np.ndarray:
-    shapes = {np.shape(r) for r in rows}
-    if len(shapes) > 1:
-        a, b = sorted(shapes)[:2]
-        raise UserError(
-            f"column {name!r}: rows hold arrays of different shapes ({a} and {b}); every row of a "
-            "column needs the same shape (resize or pad them when writing the data)."
-        )
-    return np.stack(rows) if len(rows) else np.empty((0,))
-
-
-def numpy_block(block, names: Iterable[str]) -> dict[str, np.ndarray]:
-    """A chunk as Ray Data handed it (an Arrow table, or a dict of numpy arrays) as dense numpy columns."""
-    if isinstance(block, dict):
-        return {k: (_stacked(block[k], k) if block[k].dtype == object else block[k]) for k in names}
-    return dense(block, names)
-
-
-def rows(chunk: dict) -> int:
-    return len(next(iter(chunk.values())))
-
-
-def nbytes(chunk: dict) -> int:
-    return sum(getattr(a, "nbytes", 0) for a in chunk.values())
-
-
-def take(chunk: dict, idx) -> dict:
-    return {k: a[idx] for k, a in chunk.items()}
-
-
-def join(a: dict, b: dict) -> dict:
-    return {k: np.concatenate([a[k], b[k]]) for k in a}
 
 
 # -- the threads --------------------------------------------------------------------------------------------

@@ -50,15 +50,8 @@ class TestRead:
         self._thread.start()
 
     def _read(self) -> None:
-        from raylab.data.deliver import (
-            PREFETCH_BATCHES,
-            READ_AHEAD_BYTES,
-            TEST_READ,
-            TEST_READ_DONE,
-            nbytes,
-            numpy_block,
-            rows,
-        )
+        from raylab.data.chunks import nbytes, numpy_block, rows
+        from raylab.data.deliver import PREFETCH_BATCHES, READ_AHEAD_BYTES, TEST_READ, TEST_READ_DONE
 
         try:
             for block in self.dataset.iter_batches(
@@ -118,7 +111,7 @@ class TestPass:
 
     def _rechunked(self, chunks: list):
         """The kept chunks as one split, handed out chunk_rows(size) rows at a time (whole batches but the last)."""
-        from raylab.data.deliver import chunk_rows
+        from raylab.data.chunks import chunk_rows
 
         whole = {k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]} if chunks else {}
         n = num_items(next(iter(whole.values()))) if whole else 0
@@ -127,7 +120,8 @@ class TestPass:
             yield {k: a[start : start + step] for k, a in whole.items()}
 
     def _read(self):
-        from raylab.data.deliver import PREFETCH_BATCHES, chunk_rows, numpy_block
+        from raylab.data.chunks import chunk_rows, numpy_block
+        from raylab.data.deliver import PREFETCH_BATCHES
 
         names = tuple(dict.fromkeys(self.info.names()))
         for block in self.dataset.iter_batches(
@@ -137,7 +131,8 @@ class TestPass:
 
     def _batches(self, chunks):
         """Prepared batches of `size` from dense chunks; kept (self.kept) after a whole pass under READ_AHEAD_BYTES."""
-        from raylab.data.deliver import READ_AHEAD_BYTES, nbytes
+        from raylab.data.chunks import nbytes
+        from raylab.data.deliver import READ_AHEAD_BYTES
 
         kept, held, lo, hi = [], 0, float("inf"), float("-inf")
         for chunk in chunks:

@@ -4,10 +4,10 @@ In memory (raylab/data/dataset.py): the arrays come from the object store (zero-
 its seeded shard and prepares it once; only rank 0 prepares the test split, the only one that evaluates.
 
 Streamed (raylab/data/stream.py): the worker reads its equal split of the train dataset from Ray Train
-(`get_dataset_shard("train")`) in large Arrow chunks, passes one after another, and cuts them into prepared
-batches on threads of its own (raylab/data/deliver.py); rank 0 reads the test dataset to evaluate, once, as the
-worker starts and before the train split's first pass, kept where it fits (raylab/data/held_out.py). Every worker holds its
-read-ahead, never its split.
+(`get_dataset_shard("train")`) in large Arrow chunks, passes one after another, and cuts them into prepared batches on
+threads of its own (raylab/data/deliver.py); rank 0 reads the test dataset to evaluate, once, as the worker starts and
+before the train split's first pass, kept where it fits (raylab/data/held_out.py). Every worker holds its read-ahead,
+never its split.
 """
 
 from __future__ import annotations
@@ -151,7 +151,8 @@ _early: dict = {}  # the train split's Reader and rank 0's TestRead, started as 
 
 def train_reader(shard, info: StreamInfo, batch: int):
     """A Reader of this worker's train split, in Arrow chunks of chunk_rows(batch) rows."""
-    from raylab.data.deliver import PREFETCH_BATCHES, Reader, chunk_rows
+    from raylab.data.chunks import chunk_rows
+    from raylab.data.deliver import PREFETCH_BATCHES, Reader
 
     def start_pass():
         return shard.iter_batches(
@@ -169,7 +170,7 @@ def read_early(cfg) -> None:
     if is_streamed(cfg):
         import ray.train
 
-        from raylab.data.deliver import chunk_rows
+        from raylab.data.chunks import chunk_rows
 
         if ray.train.get_context().get_world_rank() == 0:
             _early["test"] = TestRead(

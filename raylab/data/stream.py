@@ -28,7 +28,6 @@ and Ray Data's count of the dataset's executions), so rows the window cannot hol
 
 from __future__ import annotations
 
-import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,15 +36,15 @@ from typing import Any, Callable
 
 import numpy as np
 
+from raylab.data.chunks import check_parquet
+from raylab.data.files import SPLIT_NAMES, exists, read_manifest
 from raylab.data.image_folders import IMAGES_PER_TASK, classes, decoder, listing
 from raylab.data.shuffle import aligned_shards, blocks_per_pass, per_pass
 from raylab.errors import UserError
 
-# The public names (docs/api.md); open_stream and the rest serve raylab itself and may change.
+# The public names (docs/api.md); the rest serve raylab itself and may change (a stream opened once Ray is up:
+# raylab/data/opened.py).
 __all__ = ["Stream", "generator", "images", "npy", "parquet", "ray_dataset", "stacked"]
-
-MANIFEST = "raylab-data.json"
-SPLIT_NAMES = ("train", "test")
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,7 @@ def parquet(
         manifest.get("test_items"),
         pipeline,
         synthetic=manifest.get("synthetic", False),
-        check=lambda: _check_parquet((train, test), (*columns(inputs), *columns(targets))),
+        check=lambda: exists(train, test) or check_parquet((train, test), (*columns(inputs), *columns(targets))),
         order="files in a new seeded order every pass (each file's row groups in order)",
     )
 
@@ -237,7 +236,7 @@ def npy(train: dict[str, str], test: dict[str, str], *, inputs="x", targets="y",
         inputs,
         targets,
         pipeline=pipeline,
-        check=lambda: _exists(*train.values(), *test.values()),
+        check=lambda: exists(*train.values(), *test.values()),
         order="files in a new seeded order every pass"
         if aligned
         else "files in the source's order (the columns' shards do not line up file for file)",
@@ -278,7 +277,7 @@ def images(
         "x",
         "y",
         pipeline=pipeline,
-        check=lambda: _exists(train, test),
+        check=lambda: exists(train, test),
         order=f"files mixed across classes once, blocks of {IMAGES_PER_TASK} in a new seeded order every pass",
     )
 
@@ -330,91 +329,4 @@ def ray_dataset(train, test, *, inputs="x", targets="y", name="ray-dataset", pip
     # on (the whole dataset, read); a pipeline of your own can call it where its blocks are small (file names).
     return Stream(
         name, make, "a Ray Data pipeline", inputs, targets, pipeline=pipeline, order="blocks in the dataset's own order"
-    )
-
-
-def _check_parquet(paths: tuple[str, ...], names: tuple[str, ...]) -> None:
-    """Before Ray starts: the paths exist, and the first rows of each split's first local file hold the columns,
-    each of one shape per row (the check every chunk gets in the workers, raylab/data/deliver.py dense)."""
-    import pyarrow.parquet as pq
-
-    from raylab.data.deliver import dense
-
-    _exists(*paths)
-    for path in paths:
-        if "://" in path:
-            continue
-        files = [Path(path)] if Path(path).is_file() else sorted(Path(path).rglob("*.parquet"))
-        if not files:
-            raise UserError(f"{path} holds no .parquet files; point the stream at Parquet files.")
-        with pq.ParquetFile(files[0]) as f:
-            missing = [n for n in names if n not in f.schema_arrow.names]
-            if missing:
-                raise UserError(
-                    f"{files[0]} has no column {missing[0]!r} (it has {', '.join(f.schema_arrow.names)}); "
-                    "name the stream's inputs= and targets= after its columns."
-                )
-            head = next(f.iter_batches(batch_size=256, columns=list(dict.fromkeys(names))), None)
-        if head is not None:
-            try:
-                dense(head, dict.fromkeys(names))
-            except UserError as e:
-                raise UserError(f"{files[0]}: {e}") from None
-
-
-def _exists(*paths: str) -> None:
-    for p in paths:
-        if "://" not in p and not Path(p).exists():
-            raise UserError(f"{p} does not exist; point the stream at a directory of files (or a gs:// / s3:// URI).")
-
-
-def read_manifest(path: Path) -> dict:
-    if not (path / MANIFEST).is_file():
-        if not path.exists():
-            raise UserError(f"--data {path}: no such directory; write one with `raylab data export RECIPE {path}`.")
-        raise UserError(
-            f"--data {path}: no {MANIFEST} there; it is not a directory `raylab data export` wrote "
-            "(for other Parquet files, use raylab.data.stream.parquet(train=..., test=..., inputs=..., targets=...))."
-        )
-    return json.loads((path / MANIFEST).read_text())
-
-
-@dataclass
-class Streamed:
-    """A stream on the driver once Ray is up: the two lazy datasets, their sizes and what workers get."""
-
-    stream: Stream
-    datasets: dict  # {"train": Dataset, "test": Dataset}
-    info: StreamInfo
-
-    @property
-    def name(self) -> str:
-        return self.stream.name
-
-
-def open_stream(stream: Stream, quick: tuple[int, int] | None = None, seed: int = 0) -> Streamed:
-    """The stream's datasets, counted where the stream does not say its size (Parquet: from file metadata); `seed`
-    seeds the train split's order of files or blocks, a new one every pass."""
-    import logging
-
-    limits = dict(zip(SPLIT_NAMES, quick or (None, None)))
-    # Ray Data's INFO lines on the driver (the Parquet reader's size estimates, a count's execution plan) are not
-    # raylab's to print: the terminal shows raylab's lines only
-    quiet, level = logging.getLogger("ray.data"), logging.getLogger("ray.data").level
-    quiet.setLevel(logging.WARNING)
-    try:
-        datasets = {s: stream.dataset(s, limits[s], seed) for s in SPLIT_NAMES}
-        sizes = {"train": stream.train_items, "test": stream.test_items}
-        for split, n in sizes.items():
-            if n is None:
-                n = stream.dataset(split).count()
-            sizes[split] = min(n, limits[split]) if limits[split] else n
-    finally:
-        quiet.setLevel(level)
-    if sizes["train"] == 0 or sizes["test"] == 0:
-        raise UserError(
-            f"{stream.name}: the streamed {'train' if not sizes['train'] else 'test'} split is empty ({stream.source})."
-        )
-    return Streamed(
-        stream, datasets, StreamInfo(stream.inputs, stream.targets, sizes["train"], sizes["test"], stream.order)
     )

@@ -174,7 +174,7 @@ def share_data(recipe: Recipe, cfg: Settings, ds):
     lazy Ray Data datasets (only its size is read here; --quick takes its first items)."""
     if not ds.streamed:
         return put_dataset(ds)
-    from raylab.data.stream import open_stream
+    from raylab.data.opened import open_stream
 
     streamed = open_stream(ds, (recipe.quick_train, recipe.quick_test) if cfg.quick else None, cfg.seed)
     ds.train_items, ds.test_items = streamed.info.train_items, streamed.info.test_items

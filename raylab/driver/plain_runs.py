@@ -9,7 +9,6 @@ run named `FRAMEWORK:plain x1` with the same param and metric names as the trial
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -34,18 +33,10 @@ def plain_specs(cfg: Settings) -> list[TrialSpec]:
 
 
 def plain_env(framework: str, threads: int) -> dict:
-    """The subprocess environment: the trial's threads, the driver's import path, what the framework reads at
-    import (its plain script's env: XLA's PJRT device and flags)."""
+    """The environment a framework's plain script runs in: `registry.framework(name).plain_env(threads)`."""
     from raylab import registry
 
-    fw = registry.framework(framework)
-    return {
-        **os.environ,
-        "OMP_NUM_THREADS": str(threads),
-        **fw.import_env,
-        **fw.part("plain").env(threads),
-        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-    }
+    return registry.framework(framework).plain_env(threads)
 
 
 def run_plain(

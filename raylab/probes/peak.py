@@ -32,7 +32,6 @@ def identity() -> dict:
 
 def probe(name: str, precision: str, device: str, threads: int, size: int, seconds: float) -> dict:
     """One rate, measured in a process of its own: {"tflops", "best_tflops", ...} or {"error": why}."""
-    from raylab.driver.plain_runs import plain_env
 
     done = subprocess.run(
         [
@@ -49,7 +48,7 @@ def probe(name: str, precision: str, device: str, threads: int, size: int, secon
         capture_output=True,
         text=True,
         timeout=900,
-        env=plain_env(name, threads),
+        env=framework(name).plain_env(threads),
     )
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]

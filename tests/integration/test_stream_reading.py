@@ -34,8 +34,11 @@ def test_parquet_as_pandas_writes_it_is_delivered_as_contiguous_batches(ray_clus
     [64, 20] and [64, 3], for two passes."""
     import pandas as pd
 
-    from raylab.data.deliver import Delivery, Reader, chunk_rows
-    from raylab.data.stream import open_stream, parquet, stacked
+    from raylab.data.chunks import chunk_rows
+
+    from raylab.data.deliver import Delivery, Reader
+    from raylab.data.opened import open_stream
+    from raylab.data.stream import parquet, stacked
 
     rng = np.random.default_rng(0)
     for split, n in (("train", 1000), ("test", 200)):
@@ -87,7 +90,8 @@ def test_rank0_reads_the_test_split_once_ahead_and_again_only_where_it_is_too_la
 
     from raylab.data import deliver
     from raylab.data.held_out import TestPass, TestRead
-    from raylab.data.stream import open_stream, parquet
+    from raylab.data.opened import open_stream
+    from raylab.data.stream import parquet
 
     x = np.arange(3000 * 4, dtype=np.float32).reshape(3000, 4)
     for split in ("train", "test"):
@@ -124,7 +128,9 @@ def test_files_come_in_a_new_order_every_pass_each_rows_columns_together(ray_clu
     its own columns; shards that do not line up keep their order."""
     import pandas as pd
 
-    from raylab.data.stream import npy, open_stream, parquet
+    from raylab.data.opened import open_stream
+
+    from raylab.data.stream import npy, parquet
 
     for split in ("train", "test"):
         for column in ("x", "y", "parquet"):
@@ -162,7 +168,8 @@ def test_export_turns_an_image_folder_into_parquet_of_the_same_pixels(ray_cluste
     from PIL import Image
 
     from raylab.cli.data import data_main
-    from raylab.data.stream import open_stream, parquet
+    from raylab.data.opened import open_stream
+    from raylab.data.stream import parquet
 
     rng = np.random.default_rng(1)
     for split, n in (("train", 40), ("test", 12)):

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 
 from raylab import cli
-from raylab.data.deliver import Delivery, Reader, dense
-from raylab.data.stream import MANIFEST, StreamInfo, images, parquet, stacked
+from raylab.data.chunks import dense
+from raylab.data.deliver import Delivery, Reader
+from raylab.data.files import MANIFEST
+from raylab.data.stream import StreamInfo, images, parquet, stacked
 from raylab.driver.resources import reservation
 from raylab.errors import UserError
 from raylab.loop import StreamBatches
