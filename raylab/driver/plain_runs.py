@@ -93,7 +93,7 @@ def run_plain(
 
 
 def plain_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, repeat: int) -> dict:
-    """The same param names as a trial's (raylab/driver/trial.py trial_params), for one plain process."""
+    """The same param names as a trial's (raylab/driver/trial_logs.py trial_params), for one plain process."""
     from raylab.record.params import common_params
 
     batch, framework = recipe.per_replica(1), spec.framework

@@ -1,9 +1,7 @@
 """A trial's Ray Train trainer: its workers' config, their resources and placement, its backend, its run.
 
-Names used here (the same in raylab/driver/trial.py): a strategy's *kind* is "framework:strategy" ("tf:mwms",
-`Strategy.kind`, `TrialSpec.kind`); its *short* name is the part after the colon ("mwms", `Strategy.short`,
-`TrialSpec.short`, `WorkerConfig.short`); a *trial name* is the run name with replicas and batch ("tf:mwms x2 b64", `TrialSpec.name`).
-Test the framework with `strategy.framework`, never with the short name.
+A strategy's kind, short name and trial name: docs/architecture.md, "Names". Test the framework with
+`strategy.framework`, never with the short name.
 """
 
 from __future__ import annotations

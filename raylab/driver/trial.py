@@ -1,82 +1,33 @@
 """One trial as an MLflow child run: open its run (or reopen it, --resume), watch it, fit(), record what ran.
 
-Three names, not to be confused:
-- a strategy's *kind*, "framework:strategy" ("tf:none"; `TrialSpec.kind`, `Strategy.kind`): what a trial asks for;
-- its *short* name, the strategy half alone ("none"; `TrialSpec.short`, `Strategy.short`, `WorkerConfig.short`,
-  the `strategy` param): compared with what rank 0 says actually ran;
-- the *trial name*, "tf:mwms x2" (with " b64" in a batch sweep; `TrialSpec.name`): the MLflow run name.
+A trial's kind, short name and trial name: docs/architecture.md, "Names".
 
 `trial_record` (raylab/record/figures.py) turns what the workers reported into what is recorded.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import ray
 
 from raylab import failure
-from raylab.frameworks import prewarm
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
 from raylab.settings import pinning
-from raylab.runtime import cluster, console
-from raylab.probes import floor, peak, race
+from raylab.runtime import console
+from raylab.probes import batchsize, floor, peak
 from raylab.probes.utilization import utilization, worker_nodes
 from raylab.driver.outcome import INTERRUPTED, TrialOutcome, recorded
-from raylab.record.params import common_params
 from raylab.driver.progress import Progress
-from raylab.driver.resources import reservation
+from raylab.driver import trial_logs
 from raylab.record.figures import agreement, beside_figures, failures_tag, peak_memory, start_env_tag, trial_record
 from raylab.record.sink import TrialSink, abort_line_of, restart_figures, sink_name
 from raylab.record.tracking import Tracker
 from raylab.driver.trainer import build_trainer, train_run_name
 from raylab.task.recipe import Recipe
-
-
-def trial_params(recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset) -> dict:
-    """The MLflow params of a trial: the same names for every framework."""
-    strategy = spec.strategy
-    layout = spec.layout(cfg)
-    # A strategy whose replicas are the devices it finds (tf:tpu) logs global_batch once its worker has said.
-    per_replica = recipe.per_replica(layout.replicas)
-    batch = {} if strategy.replicas_found else {"global_batch": per_replica * layout.replicas}
-    total = ray.cluster_resources()
-    cpus, oversubscribed = reservation(strategy, layout, total, cfg.streamed)
-    data_cpus = {"data_cpus": round(total.get("CPU", 0) - cpus * layout.ray_workers, 2)} if cfg.streamed else {}
-    ps = {"parameter_servers": cfg.ps} if strategy.ps_roles else {}
-    return {
-        **common_params(recipe, cfg, ds),
-        "trial": spec.kind,
-        "framework": spec.framework,
-        "requested_strategy": spec.short,
-        "workers": spec.workers,
-        "ray_workers": layout.ray_workers,
-        "batch_per_replica": per_replica,
-        **batch,
-        "cpus_per_process": cpus,
-        "oversubscribed": oversubscribed,
-        **ps,
-        **data_cpus,
-        "max_failures": cfg.max_failures,
-        "checkpoint_every_min": cfg.checkpoint_every_min,
-        **({"memory_cap_mb": cfg.memory_cap_mb} if cfg.memory_cap_mb else {}),
-        "storage": cfg.storage or "~/ray_results",
-        "keep_checkpoints": cfg.keep_checkpoints,
-        "train_poll_s": os.environ.get(cluster.TRAIN_POLL_ENV, cluster.TRAIN_POLL_S),
-        "prewarm": prewarm.enabled(),
-        "train_preemption_watcher": os.environ.get(cluster.PREEMPTION_ENV, "1") != "0",
-        "train_off": cluster.train_off(),
-        "execution": spec.executes(),
-        "compiled": spec.compiled(),
-        "compile_cache": cfg.compile_cache,
-        **race.params(recipe, cfg, spec),
-    }
 
 
 FIRST = "the first trial of a new warm group"  # a cold trial's reason when it starts a group
@@ -115,7 +66,7 @@ class Trial:
             self.tracker.reopen(self.run_id)
             self.tracker.set_tags(self.run_id, {"resumed_start": "cold"})
         else:
-            params = {**trial_params(self.recipe, cfg, spec, self.ds), "repeat": self.repeat, **self.start}
+            params = {**trial_logs.trial_params(self.recipe, cfg, spec, self.ds), "repeat": self.repeat, **self.start}
             self.run_id = self.tracker.start_run(spec.name, params, {**tags, **cold_why}, parent=parent_id)
         if self.group is None and cold_why.get("cold_reason") == FIRST:  # the first of a new warm group
             self.group = self.groups.begin(spec, f"raylab-group-{self.run_id}", self.group_trainer, cfg)
@@ -227,8 +178,8 @@ class Trial:
     def record(self, final: dict | None, wall: float) -> None:
         spec, run_id = self.spec, self.run_id
         floor_s = floor.floor_for(spec.framework, floor.load())  # `raylab floor` measured it here
-        self.log_data_stats(final.pop("ray_data_stats", None) if final else None)
-        self.log_profile()
+        trial_logs.data_stats(self.tracker, run_id, final.pop("ray_data_stats", None) if final else None)
+        trial_logs.profile(self.tracker, run_id, self.sink, self.cfg.profile, spec)
         rec = trial_record(
             final,
             self.outcome.epochs,
@@ -273,39 +224,6 @@ class Trial:
                 "after warm-up: a training step's graph changed (shapes, control flow); see the "
                 "compile_* metrics."
             )
-
-    def log_data_stats(self, stats: str | None) -> None:
-        """A streamed trial's Ray Data iterator statistics (rank 0's), as the artifact ray_data_stats.txt."""
-        if stats:
-            path = Path(tempfile.mkdtemp(prefix="raylab-stats-")) / "ray_data_stats.txt"
-            path.write_text(stats)
-            self.tracker.log_artifact(self.run_id, path)
-
-    def log_profile(self) -> None:
-        """--profile: rank 0's profiled window, its trace and profile_summary.txt as artifacts under profile/,
-        and the tag `profiled` (that window ran under the profiler, slower than the others)."""
-        if not self.cfg.profile:
-            return
-        got = ray.get(self.sink.profiled.remote(), timeout=60)
-        if got is None:
-            why = (
-                "has no profiler hook"
-                if self.spec.strategy.ps_roles
-                else "reached no steady window to profile (fewer steps than the warm-up and one window)"
-            )
-            self.tracker.set_tags(self.run_id, {"profiled": f"no: {self.spec.kind} {why}"})
-            return
-        files, what = got
-        root = Path(tempfile.mkdtemp(prefix="raylab-profile-"))
-        for name, data in files.items():
-            path = root / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-            self.tracker.log_artifact(self.run_id, path, Path("profile", name).parent.as_posix())
-        self.tracker.set_tags(self.run_id, {"profiled": what})
-        summary = root / "profile_summary.txt"
-        if summary.exists():
-            console.get().line(f"[{self.spec.name}] profiled {what}: profile/profile_summary.txt")
 
     def replica_agreement(self) -> dict:
         per_rank = ray.get(self.sink.replica_checksums.remote(), timeout=60)
@@ -393,7 +311,7 @@ def run_trial(
     cfg = cfg.on(spec)  # its own device and accelerator type where --device sweeps them
     if cfg.batch_max and resume is None:
         try:
-            spec, searched = search_batch(recipe, cfg, spec, ds, shared, nodes, groups)
+            spec, searched = batchsize.for_trial(recipe, cfg, spec, ds, shared, nodes, groups)
         except Exception as e:  # noqa: BLE001 - the trial's run ends FAILED with it; the next trial runs
             if INTERRUPTED.is_set():
                 raise
@@ -407,30 +325,3 @@ def run_trial(
             raise error
         return outcome
     return trial.run(nodes)
-
-
-def search_batch(
-    recipe: Recipe, cfg: Settings, spec: TrialSpec, ds: Dataset, shared, nodes: list | None, groups=None
-) -> tuple[TrialSpec, dict]:
-    """--batch max: the trial at the largest per-replica batch its probes fit (raylab/probes/batchsize.py), and the
-    search's tags."""
-    from dataclasses import replace
-
-    from raylab.probes import batchsize
-
-    found, search, failed = batchsize.find(recipe, cfg, spec, ds, shared, nodes, log=console.get().line, groups=groups)
-    replicas = spec.layout(cfg).replicas
-    run = max(1, int(found * batchsize.MARGIN)) if failed else found
-    over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"
-    console.get().line(
-        f"[{spec.name}] batch search: {found} per replica is the largest that passed{over}; the "
-        f"trial runs at {run}" + (f" ({batchsize.MARGIN:.0%} of it)" if run != found else "")
-    )
-    tags = {
-        "batch_search": search.describe(),
-        "batch_search_found": found,
-        "batch_search_ran": run,
-        "batch_search_probes": search.probes(),
-        "batch_search_failed": failed if failed else "none (the shard's size was reached)",
-    }
-    return replace(spec, batch=run * replicas if recipe.global_batch else run), tags

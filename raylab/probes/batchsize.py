@@ -161,8 +161,8 @@ def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> t
 
 def probe(recipe, cfg, spec, task, shared, nodes, batch: int, groups=None) -> dict:
     """One size: the trial itself (its strategy, workers, precision, memory cap) for PROBE_STEPS steps and one
-    evaluation batch, without checkpoints or an MLflow run, in a warm worker group where its kind can share one
-    (groups: the invocation's, raylab/driver/groups.py). {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
+    evaluation batch, without checkpoints or an MLflow run, in a warm worker group where its kind can share one (groups:
+    the invocation's, raylab/driver/groups.py). {"ok", "peak_rss_mb"}, with "memory" where it ran out; any other
     failure is raised."""
     import ray
 
@@ -243,3 +243,26 @@ def run_probe(recipe, cfg, spec, task, shared, nodes, sink, groups) -> str | Non
     return group.wait(
         group.submit(spec.kind, worker_config(recipe, cfg, spec, task, shared, sink, time.time(), run_id))
     )
+
+
+def for_trial(recipe, cfg, spec, ds, shared, nodes: list | None, groups=None) -> tuple:
+    """--batch max: the trial at the largest per-replica batch its probes fit (find), said on the console, and the
+    search's tags."""
+    from raylab.runtime import console
+
+    found, search, failed = find(recipe, cfg, spec, ds, shared, nodes, log=console.get().line, groups=groups)
+    replicas = spec.layout(cfg).replicas
+    run = max(1, int(found * MARGIN)) if failed else found
+    over = f"; {failed} ran out of memory" if failed else "; the largest a replica's shard allows"
+    console.get().line(
+        f"[{spec.name}] batch search: {found} per replica is the largest that passed{over}; the "
+        f"trial runs at {run}" + (f" ({MARGIN:.0%} of it)" if run != found else "")
+    )
+    tags = {
+        "batch_search": search.describe(),
+        "batch_search_found": found,
+        "batch_search_ran": run,
+        "batch_search_probes": search.probes(),
+        "batch_search_failed": failed if failed else "none (the shard's size was reached)",
+    }
+    return replace(spec, batch=run * replicas if recipe.global_batch else run), tags
