@@ -8,7 +8,7 @@ from dataclasses import replace
 from raylab.config import Settings, TrialSpec
 from raylab.compare import stats
 from raylab.compare.table import format_table
-from raylab.driver.groups import cold_reason, group_key, setup_of
+from raylab.driver.sharing import cold_reason, group_key, setup_of
 from raylab.failure import CodeFailure
 from raylab.loop.memory import peak_rss_mb, reset_peak_rss
 from raylab.loop.group_worker import survivable
