@@ -80,15 +80,10 @@ def check_trials(bench: StepBench, kinds: list[str]) -> None:
 
 def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     """Every trial x repeat (interleaved, alternating order) as a Ray task in a fresh process; returns outcomes."""
-    import ray
-
     from raylab.driver.matrix import schedule
-    from raylab.driver.outcome import INTERRUPTS, TrialOutcome, recorded
+    from raylab.driver.outcome import INTERRUPTS
 
-    batch = bench.quick_batch if cfg.quick else bench.batch
-    iterations = bench.quick_iterations if cfg.quick else (cfg.steps_per_epoch or bench.iterations)
-    warmup = 1 if cfg.quick else bench.warmup
-    gpu = cfg.device == "gpu"
+    sizes = _sizes(bench, cfg)
     parent = tracker.start_run(
         f"{bench.name} {time.strftime('%Y-%m-%d %H:%M:%S')}",
         {
@@ -102,56 +97,7 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     outcomes, status = [], "FAILED"
     try:
         for repeat, spec in schedule(cfg, []):
-            fw = registry.framework(spec.framework)
-            params = {
-                "recipe": bench.name,
-                "trial": spec.kind,
-                "framework": spec.framework,
-                "strategy": spec.short,
-                "requested_strategy": spec.short,
-                "workers": 1,
-                "global_batch": batch,
-                "batch_per_replica": batch,
-                "iterations": iterations,
-                "warmup_steps": warmup,
-                "threads": cfg.threads,
-                "seed": cfg.seed,
-                "precision": cfg.precision,
-                "device": cfg.device,
-                "data": "synthetic",
-                "data_synthetic": True,
-                "quick": cfg.quick,
-                "repeat": repeat,
-                "oversubscribed": False,
-            }
-            run_id = tracker.start_run(spec.name, params, tags, parent=parent)
-            print(
-                f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
-                f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===",
-                flush=True,
-            )
-            outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.short, repeat=repeat)
-            env = {"OMP_NUM_THREADS": str(cfg.threads), **fw.part("stepbench").env(cfg)}
-            start = time.time()
-            outcomes.append(outcome)
-            with recorded(outcome, tracker):
-                task = ray.remote(max_calls=1)(_bench_task).options(  # max_calls=1: a fresh process per trial
-                    num_cpus=cfg.threads, num_gpus=1 if gpu else 0, runtime_env={"env_vars": env}
-                )
-                out = ray.get(
-                    task.remote(
-                        bench, fw.name, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision, start, gpu
-                    )
-                )
-                outcome.result = {**out["result"], "wall_s": time.time() - start}
-                tracker.log_metrics(run_id, outcome.result)
-                tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.short})
-                r = outcome.result
-                print(
-                    f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
-                    f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s",
-                    flush=True,
-                )
+            outcomes.append(_run_one(bench, cfg, tracker, tags, parent, repeat, spec, sizes))
         status = "FINISHED" if all(o.status == "FINISHED" for o in outcomes) else "FAILED"
     except INTERRUPTS:
         status = "KILLED"
@@ -159,3 +105,68 @@ def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:
     finally:
         tracker.end(parent, status)
     return parent, outcomes
+
+
+def _sizes(bench: StepBench, cfg) -> tuple[int, int, int]:
+    """(batch, timed iterations, warm-up iterations) of every trial: --quick's, or the bench's and the flags'."""
+    if cfg.quick:
+        return bench.quick_batch, bench.quick_iterations, 1
+    return bench.batch, cfg.steps_per_epoch or bench.iterations, bench.warmup
+
+
+def _run_one(bench: StepBench, cfg, tracker, tags: dict, parent: str, repeat: int, spec, sizes: tuple):
+    """One trial x repeat: its child run, its Ray task in a fresh process, what it measured; its outcome."""
+    import ray
+
+    from raylab.driver.outcome import TrialOutcome, recorded
+
+    batch, iterations, warmup = sizes
+    gpu = cfg.device == "gpu"
+    fw = registry.framework(spec.framework)
+    params = {
+        "recipe": bench.name,
+        "trial": spec.kind,
+        "framework": spec.framework,
+        "strategy": spec.short,
+        "requested_strategy": spec.short,
+        "workers": 1,
+        "global_batch": batch,
+        "batch_per_replica": batch,
+        "iterations": iterations,
+        "warmup_steps": warmup,
+        "threads": cfg.threads,
+        "seed": cfg.seed,
+        "precision": cfg.precision,
+        "device": cfg.device,
+        "data": "synthetic",
+        "data_synthetic": True,
+        "quick": cfg.quick,
+        "repeat": repeat,
+        "oversubscribed": False,
+    }
+    run_id = tracker.start_run(spec.name, params, tags, parent=parent)
+    print(
+        f"\n=== {spec.name}: {bench.name}, batch {batch}, {warmup} warm-up + {iterations} timed "
+        f"{bench.what}s, {cfg.threads} thread(s) (MLflow run {run_id}) ===",
+        flush=True,
+    )
+    outcome = TrialOutcome(spec, run_id, "FAILED", ran=spec.short, repeat=repeat)
+    env = {"OMP_NUM_THREADS": str(cfg.threads), **fw.part("stepbench").env(cfg)}
+    start = time.time()
+    with recorded(outcome, tracker):
+        task = ray.remote(max_calls=1)(_bench_task).options(  # max_calls=1: a fresh process per trial
+            num_cpus=cfg.threads, num_gpus=1 if gpu else 0, runtime_env={"env_vars": env}
+        )
+        out = ray.get(
+            task.remote(bench, fw.name, batch, iterations, warmup, cfg.threads, cfg.seed, cfg.precision, start, gpu)
+        )
+        outcome.result = {**out["result"], "wall_s": time.time() - start}
+        tracker.log_metrics(run_id, outcome.result)
+        tracker.set_tags(run_id, {**out["facts"], "actual_strategy": spec.short})
+        r = outcome.result
+        print(
+            f"[{spec.name}] {r['step_time_p50_ms']:.1f} ms/{bench.what} (p50; p90 {r['step_time_p90_ms']:.1f}), "
+            f"{r['samples_per_sec']:,.1f} items/s, first {r['first_step_s']:.2f} s",
+            flush=True,
+        )
+    return outcome
