@@ -146,7 +146,7 @@ def quick(m) -> None:
     m(
         "compare-own-user",
         "`raylab compare` on a store two users write to",
-        "raylab/compare/table.py",
+        "raylab/compare/runs.py",
         'mine = [r for r in runs if r.data.tags.get(tracking.USER) in (who, None, "unknown")]',
         "mine = runs",
         UNIT + "test_compare.py",
@@ -165,7 +165,7 @@ def trials(m) -> None:
     m(
         "warm-group-cold",
         "a warm worker group (repeats of a kind in one group's processes)",
-        "raylab/driver/groups.py",
+        "raylab/driver/sharing.py",
         '    if cfg.fresh_processes:\n        return "--fresh-processes"\n',
         '    if True:\n        return "--fresh-processes"\n',
         E2E + "test_resume.py",
@@ -303,7 +303,7 @@ def heavy(m) -> None:
     m(
         "ui-raylab-charts",
         "the MLflow UI in a browser, opened on the latest invocation's trials and raylab's charts",
-        "raylab/record/tracking.py",
+        "raylab/record/ui_view.py",
         '"compareRunCharts": charts,',
         '"compareRunCharts": [],',
         E2E + "test_walkthrough.py",

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from raylab.errors import UserError
+from raylab.record.ui_view import VIEW, VIEW_QUERY, comparison_view
 from raylab.record.uri import check_sqlite, check_scheme
 
 ROLE = "raylab.role"  # "parent" or "trial"
@@ -172,7 +173,7 @@ class Tracker:
             self.client.set_experiment_tag(
                 args["experiment_id"],
                 f"mlflow.sharedViewState.{VIEW}",
-                json.dumps(comparison_view(run_id, args["time_ms"])),
+                json.dumps(comparison_view(f"tags.`{PARENT}` = '{run_id}'", args["time_ms"])),
             )
         else:
             raise ValueError(f"unknown tracking write {kind}")
@@ -340,85 +341,6 @@ class Tracker:
         if self.uri.startswith(("http://", "https://")):
             return f"MLflow UI (this invocation's trials and charts): {self.uri.rstrip('/')}{page}"
         return (
-            f"MLflow UI: mlflow ui --host 127.0.0.1 --backend-store-uri {self.uri}  then open http://127.0.0.1:5000{page} "
-            f"(experiment '{experiment}': this invocation's trials and charts)"
+            f"MLflow UI: mlflow ui --host 127.0.0.1 --backend-store-uri {self.uri}  then open "
+            f"http://127.0.0.1:5000{page} (experiment '{experiment}': this invocation's trials and charts)"
         )
-
-
-# The MLflow UI's comparison view of the latest invocation: a saved view (experiment tag
-# mlflow.sharedViewState.KEY) that the link in ui_hint opens. MLflow 3.17's UI opens an experiment on its GenAI
-# overview unless the link says workflowType=machine_learning, nests child runs under a collapsed parent unless
-# the runs are sorted by something other than start time, and orders charts alphabetically unless a view says.
-VIEW = "raylab-latest"
-VIEW_QUERY = f"workflowType=machine_learning&viewStateShareKey={VIEW}&compareRunsMode=CHART"
-VIEW_CHARTS = [  # (chart type, metric, x axis: "step" = epoch, or a metric logged per epoch)
-    ("BAR", "samples_per_sec", None),
-    ("BAR", "step_time_p50_ms", None),
-    ("LINE", "val_accuracy", "step"),
-    ("LINE", "val_accuracy", "elapsed_s"),
-    ("BAR", "time_to_target_s", None),
-    ("LINE", "val_loss", "elapsed_s"),
-    ("BAR", "startup_s", None),
-]
-
-
-def comparison_view(parent_id: str, time_ms: int) -> dict:
-    section = "raylab-compare"
-    charts = []
-    for i, (kind, metric, x) in enumerate(VIEW_CHARTS):
-        chart = {
-            "uuid": f"raylab-{i}",
-            "type": kind,
-            "metricSectionId": section,
-            "isGenerated": False,
-            "deleted": False,
-            "runsCountToCompare": 100,
-            "metricKey": metric,
-            "displayName": metric,
-        }
-        if kind == "LINE":
-            chart.update(
-                selectedMetricKeys=[metric],
-                lineSmoothness=0,
-                xAxisScaleType="linear",
-                scaleType="linear",
-                range={},
-                xAxisKey="step" if x == "step" else "metric",
-                selectedXAxisMetricKey="" if x == "step" else x,
-                yAxisKey="metric",
-                yAxisExpressions=[],
-                ignoreOutliers=False,
-                useGlobalXaxisKey=False,
-                useGlobalLineSmoothing=True,
-            )
-        else:
-            chart["dataAccessKey"] = metric
-        charts.append(chart)
-    state = {
-        "searchFilter": f"tags.`{PARENT}` = '{parent_id}'",
-        "orderByKey": "tags.`mlflow.runName`",
-        "orderByAsc": True,
-        "startTime": "ALL",
-        "lifecycleFilter": "Active",
-        "datasetsFilter": [],
-        "modelVersionFilter": "All Runs",
-        "compareRunCharts": charts,
-        "compareRunSections": [
-            {
-                "uuid": section,
-                "name": "raylab: the latest invocation",
-                "display": True,
-                "isReordered": True,
-                "deleted": False,
-            }
-        ],
-        "isAccordionReordered": True,
-        "hideEmptyCharts": True,
-        "runsHiddenMode": "SHOW_ALL",
-    }
-    return {
-        "name": "raylab: the latest invocation",
-        "createdAt": time_ms,
-        "updatedAt": time_ms,
-        "state": json.dumps(state),
-    }
