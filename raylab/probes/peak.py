@@ -1,10 +1,10 @@
 """The machine's peak, measured: `raylab peak` times sustained products of two large matrices with each installed
-framework (raylab/frameworks/peak.py, one process each, with the framework's thread environment as a plain script
-has it), per device, precision and threads, and keeps the figures in ~/.cache/raylab/kept.json (`raylab probes`) for this host, its
-CPU and these versions. A trial then records `peak_tflops` (its framework's, on its device, at its applied
-precision and threads) and `utilization`: its `achieved_tflops` over that peak times its replicas. A matrix
-product is the most a framework gets out of the device; a training step, with its smaller products, elementwise
-ops and the optimizer, stays below it.
+framework (raylab/frameworks/peak.py, one process each, with the framework's thread environment as a plain script has
+it), per device, precision and threads, and keeps the figures in ~/.cache/raylab/kept.json (`raylab probes`) for this
+host, its CPU and these versions. A trial then records `peak_tflops` (its framework's, on its device, at its applied
+precision and threads) and `utilization`: its `achieved_tflops` over that peak times its replicas. A matrix product is
+the most a framework gets out of the device; a training step, with its smaller products, elementwise ops and the
+optimizer, stays below it.
 
 A trial's share of the peaks: raylab/probes/utilization.py.
 """

@@ -23,13 +23,13 @@ step and the race's wall time, apart from its own start-up and training (`race_s
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+
 import math
 import time
 
 from raylab.config import Settings, TrialSpec
 from raylab.probes.choice import Choice
+from raylab.probes.fingerprint import cache_key
 from raylab.registry import framework
 
 RACE_TIMEOUT_S = 1800.0  # compiling the ResNet-UNet took 52 s here; a race past this is given up: usual executions
@@ -296,47 +296,6 @@ def first_line(e: BaseException) -> str:
 
 
 # --- this host's kept answers ------------------------------------------------------------------------------------
-
-
-def cache_key(recipe, cfg: Settings, key: tuple, labels: list[str], x) -> str:
-    """What must be equal for a kept answer to hold: the host's identity (raylab/probes/host.py: raylab, the
-    framework and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the device,
-    threads, the model's source (the builder's and the user's modules it imports), the task and the shapes."""
-    import ray
-
-    from raylab.data import tree_map
-    from raylab.probes.fingerprint import model_source
-    from raylab.probes.host import identity
-
-    name, batch, precision, hardware = key
-    fw = framework(name)
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    hosts = sorted({n.get("NodeManagerHostname", "") for n in alive})
-    accelerators = sorted({r for n in alive for r in n.get("Resources", {}) if r.startswith("accelerator_type:")})
-    shapes = str(tree_map(lambda a: (tuple(a.shape[1:]), str(a.dtype)), x))
-    return hashlib.sha256(
-        json.dumps(
-            [
-                identity([fw]),
-                hosts,
-                accelerators,
-                hardware or cfg.device,
-                cfg.threads,
-                name,
-                batch,
-                precision,
-                labels,
-                shapes,
-                model_source(recipe.models.get(fw.models)),
-                repr(recipe.loss),
-                repr(recipe.optimizer),
-                repr(recipe.schedule),
-                repr(recipe.metrics),
-                repr(recipe.preprocess),
-            ],
-            default=str,
-        ).encode()
-    ).hexdigest()[:24]
 
 
 def read_cache(host_key: str, name: str) -> dict | None:
