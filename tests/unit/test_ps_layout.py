@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from raylab.driver.resources import reservation
 from raylab.frameworks.tf.kinds import ps_roles
-from raylab.frameworks.torch.ps import shard_parameters
+from raylab.frameworks.torch.ps_server import shard_parameters
 from raylab.registry import get_strategy
 
 

@@ -16,7 +16,8 @@ torch = pytest.importorskip("torch")
 from raylab.frameworks.torch.compiled import compile_model, watch  # noqa: E402
 from raylab.frameworks.torch.loss_scale import LossScale  # noqa: E402
 from raylab.frameworks.torch.task import TorchTask  # noqa: E402
-from raylab.frameworks.torch.worker import mean_loss, shard_batches, torch_saver, train_fn  # noqa: E402
+from raylab.frameworks.torch.state import torch_saver  # noqa: E402
+from raylab.frameworks.torch.worker import mean_loss, shard_batches, train_fn  # noqa: E402
 from raylab.loop import StepContext  # noqa: E402
 from raylab.task import Task, optimizer  # noqa: E402
 

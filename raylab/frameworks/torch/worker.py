@@ -1,9 +1,11 @@
 """The PyTorch worker loop of torch:none and torch:ddp (raylab/frameworks/torch/kinds.py), and the pieces the
-xla loop shares with it (the shard, the saver, the step)."""
+xla loop shares with it (the shard, the step; the saver and the checksum: state.py)."""
 
 from __future__ import annotations
 
 import sys
+
+from raylab.frameworks.torch.state import param_checksum, torch_saver
 
 
 def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0):
@@ -23,40 +25,6 @@ def shuffled_batches(n: int, batch: int, generator, device=None, start: int = 0)
             order = order.to(device)
         yield from order[: per_pass * batch].split(batch)[skip:]
         skip = 0
-
-
-def torch_saver(module, optimizer, scheduler, device=None, scale=None):
-    """Checkpoints in torch's own format (torch.save of state dicts): model, optimizer, learning-rate schedule,
-    fp16's loss scale and the RNG (dropout); rank 0 writes, every rank loads it (all replicas hold the same
-    state)."""
-    import torch
-
-    from raylab.loop import Saver
-
-    def save(directory: str, rank: int) -> None:
-        if rank == 0:
-            torch.save(
-                {
-                    "model": module.state_dict(),
-                    "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                    "scale": scale.state_dict() if scale is not None else None,
-                    "rng": torch.get_rng_state(),
-                },
-                f"{directory}/torch.pt",
-            )
-
-    def load(directory: str) -> None:
-        state = torch.load(f"{directory}/torch.pt", map_location=device or "cpu", weights_only=False)
-        module.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if scheduler is not None:
-            scheduler.load_state_dict(state["scheduler"])
-        if scale is not None:
-            scale.load_state_dict(state["scale"])
-        torch.set_rng_state(state["rng"].cpu())
-
-    return Saver(save, load)
 
 
 def shard_batches(x, y, batch: int, seed: int, device=None):
@@ -97,7 +65,6 @@ def torch_worker_loop(config: dict) -> None:
 
     cfg, phases, ctx, _ = start(config, torch_imports)
     import torch
-    import torch.distributed as dist
 
     from raylab.frameworks.torch import flops
     from raylab.loop import Training, combined, run_epochs
@@ -120,19 +87,7 @@ def torch_worker_loop(config: dict) -> None:
     step, scale = step_context(
         cfg.precision, device, optimizer, capture(device.type == "cuda") if cfg.profile else None
     )
-    actual = {
-        "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
-        "device_kind": device.type,
-        **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
-        # the process group its steps use (torch:none in a warm group beside torch:ddp x1 has one it never calls)
-        "comm_backend": dist.get_backend() if cfg.short == "ddp" and dist.is_initialized() else "none",
-        "replicas_in_sync": ctx.get_world_size(),
-        **torch_facts(module),
-        "precision_applied": step.precision,
-        **task.built(optimizer, scheduler, data.sample()),
-        "execution": cfg.execution,
-        **({"recompile_steps": compiles.late_steps} if compiles else {}),  # filled in as training runs, as xla's
-    }
+    actual = _actual(cfg, ctx, device, model, module, step, task, optimizer, scheduler, data, compiles)
     reads = [0]  # the loop's reads, counted where GradScaler reads too (a recipe's optimizer under fp16)
 
     def read(sums):
@@ -160,6 +115,26 @@ def torch_worker_loop(config: dict) -> None:
             extra=combined(scale.figures if scale is not None else None, compile_figures(compiles)),
         ),
     )
+
+
+def _actual(cfg, ctx, device, model, module, step, task, optimizer, scheduler, data, compiles) -> dict:
+    """What rank 0 says ran: the strategy, the device, the process group its steps use, the precision applied."""
+    import torch
+    import torch.distributed as dist
+
+    return {
+        "strategy_class": type(model).__name__ if cfg.short == "ddp" else "none",
+        "device_kind": device.type,
+        **({"device_name": torch.cuda.get_device_name(device)} if device.type == "cuda" else {}),
+        # the process group its steps use (torch:none in a warm group beside torch:ddp x1 has one it never calls)
+        "comm_backend": dist.get_backend() if cfg.short == "ddp" and dist.is_initialized() else "none",
+        "replicas_in_sync": ctx.get_world_size(),
+        **torch_facts(module),
+        "precision_applied": step.precision,
+        **task.built(optimizer, scheduler, data.sample()),
+        "execution": cfg.execution,
+        **({"recompile_steps": compiles.late_steps} if compiles else {}),  # filled in as training runs, as xla's
+    }
 
 
 def build_model(task, cfg, device):
@@ -326,17 +301,6 @@ def torch_facts(module) -> dict:
         "intra_op_threads": torch.get_num_threads(),
         "inter_op_threads": torch.get_num_interop_threads(),
     }
-
-
-def param_checksum(module) -> float:
-    """Sum of |parameters and buffers|: equal on every replica that holds the same model."""
-    return float(
-        sum(
-            t.detach().cpu().double().abs().sum()
-            for t in [*module.parameters(), *module.buffers()]
-            if t.is_floating_point()
-        )
-    )
 
 
 _DYNAMO_AT_RESET = [0]  # dynamo_activity() at the last reset

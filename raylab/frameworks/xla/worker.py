@@ -18,7 +18,8 @@ def sync_path(pjrt: str, world: int) -> str:
 def xla_worker_loop(config: dict) -> None:
     """A torch_xla trial's worker: torch's start and data (torch/worker.py), the XLA device, the shared loop."""
     from raylab.frameworks import cpu_threads
-    from raylab.frameworks.torch.worker import param_checksum, shard_and_task, torch_facts, torch_imports
+    from raylab.frameworks.torch.state import param_checksum
+    from raylab.frameworks.torch.worker import shard_and_task, torch_facts, torch_imports
     from raylab.loop.start import start
 
     cfg, phases, ctx, _ = start(config, torch_imports)
