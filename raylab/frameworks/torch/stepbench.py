@@ -1,4 +1,4 @@
-"""A step benchmark's torch worker (raylab/driver/stepbench.py): threads, seed, device (a CUDA GPU with --device gpu)."""
+"""A step benchmark's torch worker (raylab/driver/stepbench.py): threads, seed, device (CUDA with --device gpu)."""
 
 from __future__ import annotations
 
