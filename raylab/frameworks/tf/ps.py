@@ -139,43 +139,17 @@ def _chief(tf, cfg, group: str) -> None:
     task.eval_batch = cfg.batch_per_replica
     x, y, x_test, y_test = task.inputs(x), task.targets(y), task.inputs(x_test), task.targets(y_test)
 
-    def per_worker(start: int):
-        def dataset_fn(context):
-            shard = (context.num_input_pipelines, context.input_pipeline_id)
-            return shuffled_dataset(
-                tf, x, y, cfg.batch_per_replica, cfg.seed + context.input_pipeline_id, shard, start=start
-            )
-
-        # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
-        return iter(coordinator.create_per_worker_dataset(lambda: dist.distribute_datasets_from_function(dataset_fn)))
-
     with dist.scope():
         model = task.build_model(keras=tf_keras)
         optimizer = task.build_optimizer()
         optimizer.build(model.trainable_variables)
-    batches = PerWorkerBatches(per_worker)
+    batches = PerWorkerBatches(_per_worker(tf, dist, coordinator, x, y, cfg))
     lags = {"sum": 0.0, "max": 0.0, "steps": 0, "fetches": 0}
     train = _rounds(tf, task, dist, coordinator, model, optimizer, batches, cfg, lags)
 
     evaluate = task.evaluator(model)  # inline on the chief, reading the variables from the ps
     param_bytes = sum(int(np.prod(v.shape)) * v.dtype.size for v in model.trainable_variables)
-    actual = {
-        "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
-        "local_replicas": workers,  # one chief step is a round of one batch per worker
-        "parameter_servers": cfg.ps,
-        "ps_workers": workers,
-        "steps_per_call": cfg.window,
-        **tf_facts(tf, f"tf_keras {tf_keras.__version__}", dist, model, threads),
-        **task.built(optimizer, x_test),
-    }
-
-    def figures() -> dict:
-        # Each worker step reads every variable from the ps and writes its update back.
-        return {
-            "ps_bytes_per_step": 2 * param_bytes * workers,
-            "staleness_mean": lags["sum"] / max(lags["steps"], 1),
-            "staleness_max": lags["max"],
-        }
+    actual = _actual(tf, tf_keras, cfg, dist, model, optimizer, task, x_test, threads)
 
     # One copy of the weights (on the ps): nothing to compare across replicas. The chief reads each
     # worker's window sums once (a fetch per worker per window).
@@ -191,11 +165,50 @@ def _chief(tf, cfg, group: str) -> None:
             lambda: None,
             read=lambda sums: sums,
             syncs=lambda: lags["fetches"],
-            extra=figures,
+            extra=lambda: _staleness(param_bytes, workers, lags),
             batches=batches,
             saver=ps_saver(tf, model, optimizer, cfg.sink, group),
         ),
     )
+
+
+def _per_worker(tf, dist, coordinator, x, y, cfg):
+    """per_worker(start): an iterator of every worker's batches, each its own shard's, from batch `start` on."""
+
+    def per_worker(start: int):
+        def dataset_fn(context):
+            shard = (context.num_input_pipelines, context.input_pipeline_id)
+            return shuffled_dataset(
+                tf, x, y, cfg.batch_per_replica, cfg.seed + context.input_pipeline_id, shard, start=start
+            )
+
+        # Runs on every worker task: each builds its input pipeline there (input_pipeline_id = its index).
+        return iter(coordinator.create_per_worker_dataset(lambda: dist.distribute_datasets_from_function(dataset_fn)))
+
+    return per_worker
+
+
+def _actual(tf, tf_keras, cfg, dist, model, optimizer, task, x_test, threads) -> dict:
+    """What the chief says ran: parameter servers, every worker updating on its own."""
+    workers = cfg.replicas
+    return {
+        "replicas_in_sync": 1,  # every worker updates on its own: nothing is in sync
+        "local_replicas": workers,  # one chief step is a round of one batch per worker
+        "parameter_servers": cfg.ps,
+        "ps_workers": workers,
+        "steps_per_call": cfg.window,
+        **tf_facts(tf, f"tf_keras {tf_keras.__version__}", dist, model, threads),
+        **task.built(optimizer, x_test),
+    }
+
+
+def _staleness(param_bytes: int, workers: int, lags: dict) -> dict:
+    """Each worker step reads every variable from the ps and writes its update back; how stale its reads were."""
+    return {
+        "ps_bytes_per_step": 2 * param_bytes * workers,
+        "staleness_mean": lags["sum"] / max(lags["steps"], 1),
+        "staleness_max": lags["max"],
+    }
 
 
 def _rounds(tf, task, dist, coordinator, model, optimizer, batches, cfg, lags: dict):

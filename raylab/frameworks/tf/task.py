@@ -137,8 +137,8 @@ class TFTask(TaskBuilder):
         )
 
     def evaluator(self, model):
-        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared test split, in batches; or evaluate(batches)
-        over an iterable of prepared (x, y) batches (a streamed test split)."""
+        """evaluate(x, y) -> {"val_loss", "val_<metric>"...} over a prepared test split, in batches; or
+        evaluate(batches) over an iterable of prepared (x, y) batches (a streamed test split)."""
         tf = self.tf
 
         @tf.function(reduce_retracing=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import tempfile
 
 import numpy as np
 
 from raylab.data import num_items
+from raylab.frameworks.tf.state import replica_checksums, tf_saver
 
 POLICIES = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}  # --precision -> the Keras policy that applies it
 
@@ -60,29 +60,6 @@ def shuffled_dataset(tf, x, y, batch: int, seed: int, shard: tuple[int, int] | N
     ds = ds.shuffle(num_items(x) // (shard[0] if shard else 1), seed=seed, reshuffle_each_iteration=True).repeat()
     ds = ds.batch(batch, drop_remainder=True)
     return (ds.skip(start) if start else ds).prefetch(2)
-
-
-def tf_saver(tf, dist, model, optimizer):
-    """Checkpoints in TF's own format (tf.train.Checkpoint: model and optimizer variables, the step counter
-    the learning-rate schedule reads); every rank writes (rank 0 into the checkpoint, the others into a
-    scratch directory, as multi-worker TF expects), every rank reads."""
-    import shutil
-
-    from raylab.loop import Saver
-
-    ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
-
-    def save(directory: str, rank: int) -> None:
-        where = directory if rank == 0 else tempfile.mkdtemp(prefix="raylab-tf-scratch-")
-        ckpt.write(os.path.join(where, "tf"))
-        if rank != 0:
-            shutil.rmtree(where, ignore_errors=True)
-
-    def load(directory: str) -> None:
-        with dist.scope():
-            ckpt.read(os.path.join(directory, "tf")).assert_existing_objects_matched()
-
-    return Saver(save, load)
 
 
 def shard_batches(tf, dist, x, y, batch: int, seed: int):
@@ -142,16 +119,6 @@ def stream_train_fn(tf, dist, task, step, source, cfg, local_replicas: int):
     return train
 
 
-def replica_checksums(dist, model) -> list[float]:
-    """Sum of |weights| per in-process replica (MirroredStrategy keeps one copy per device)."""
-    per: list[float] = []
-    for v in model.weights:  # a Keras 3 variable's .value is the tf variable (a MirroredVariable in scope)
-        for i, part in enumerate(dist.experimental_local_results(getattr(v, "value", v))):
-            total = float(np.abs(np.asarray(part, dtype="float64")).sum())
-            per[i : i + 1] = [per[i] + total] if i < len(per) else [total]
-    return per
-
-
 def tf_worker_loop(config: dict) -> None:
     """A TF trial's worker: the loop's start (raylab/loop/start.py), its distribution strategy, Keras, the data and
     the model in the strategy's scope, then the shared loop (raylab/loop/epochs.py run_epochs)."""
@@ -187,20 +154,9 @@ def tf_worker_loop(config: dict) -> None:
     phases.mark("model")
     train, xla, execution = training(tf, dist, task, model, optimizer, batches, cfg, ran, data.streamed, local_replicas)
     scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
-    actual = {
-        "actual_strategy": ran,
-        **fallback,
-        "replicas_in_sync": dist.num_replicas_in_sync,
-        "local_replicas": local_replicas,
-        "global_batch": cfg.global_batch,
-        "steps_per_call": cfg.window,
-        **tf_facts(tf, keras.__version__, dist, model, threads),
-        **task.built(getattr(optimizer, "inner_optimizer", optimizer), data.sample()),
-        "precision_applied": {v: k for k, v in POLICIES.items()}.get(
-            keras.mixed_precision.global_policy().name, "fp32"
-        ),
-        "execution": execution,
-    }
+    actual = _actual(
+        cfg, keras, tf, dist, ran, fallback, local_replicas, threads, model, optimizer, task, data, execution
+    )
     run_epochs(
         cfg,
         rank,
@@ -225,8 +181,26 @@ def tf_worker_loop(config: dict) -> None:
     )
 
 
+def _actual(cfg, keras, tf, dist, ran, fallback, local_replicas, threads, model, optimizer, task, data, execution):
+    """What rank 0 says ran: the strategy (or its fallback), its replicas, the precision Keras applied."""
+    return {
+        "actual_strategy": ran,
+        **fallback,
+        "replicas_in_sync": dist.num_replicas_in_sync,
+        "local_replicas": local_replicas,
+        "global_batch": cfg.global_batch,
+        "steps_per_call": cfg.window,
+        **tf_facts(tf, keras.__version__, dist, model, threads),
+        **task.built(getattr(optimizer, "inner_optimizer", optimizer), data.sample()),
+        "precision_applied": {v: k for k, v in POLICIES.items()}.get(
+            keras.mixed_precision.global_policy().name, "fp32"
+        ),
+        "execution": execution,
+    }
+
+
 def _model(tf, keras, dist, task, precision: str):
-    """(model, optimizer) built in the strategy's scope; fp16's loss-scale optimizer (raylab/frameworks/tf/loss_scale.py)."""
+    """(model, optimizer) built in the strategy's scope; fp16's loss-scale optimizer (tf/loss_scale.py)."""
     from raylab.frameworks.tf import loss_scale
 
     with dist.scope():
@@ -368,8 +342,8 @@ def tpu_strategy(tf, fallback: str):
 
 
 def reset() -> None:
-    """Between two trials of a warm worker group (raylab/loop/group_worker.py): Keras' session (its graph, layer names and
-    uids) and global dtype policy as a new process has them, and the GPU's peak-memory counter from zero. The
+    """Between two trials of a warm worker group (raylab/loop/group_worker.py): Keras' session (its graph, layer names
+    and uids) and global dtype policy as a new process has them, and the GPU's peak-memory counter from zero. The
     threads and logical devices a process set stay: a warm group's trials share them (raylab/driver/groups.py)."""
     import keras
     import tensorflow as tf
