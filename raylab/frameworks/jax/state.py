@@ -68,7 +68,7 @@ def from_host(tree, like):
     return jax.tree.map(one, tree, like, is_leaf=lambda v: isinstance(v, SavedKey))
 
 
-def jax_saver(holder: StateHolder, feed):  # feed: jax/worker.py's Feed
+def jax_saver(holder: StateHolder, feed):  # feed: jax/mesh.py's Feed
     """Checkpoints as a pickle of the state's numpy arrays (parameters, batch statistics, dropout keys, optimizer
     state): rank 0 writes, every rank loads it and replicates it again (every process holds the same state)."""
     from raylab.loop import Saver

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from raylab.frameworks.jax.layers import model_settings
+from raylab.frameworks.jax.mesh import Feed, global_mesh
 from raylab.frameworks.jax.state import SavedKey, StateHolder, checksum, jax_saver, local_copy  # noqa: F401 - SavedKey:
 # checkpoints pickled before jax/state.py existed name it here
 
@@ -31,18 +32,12 @@ def jax_worker_loop(config: dict) -> None:
     from raylab.loop.start import start
 
     cfg, phases, ctx, jax = start(config, jax_imports)
-    from flax import nnx
-
     from raylab.frameworks.jax.compiles import watch
     from raylab.frameworks.jax import flops
     from raylab.loop import StepContext, Training, run_epochs
 
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    if jax.process_count() != world:
-        raise RuntimeError(
-            f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
-            "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)"
-        )
+    _check_processes(jax, world)
     compiles = watch(cfg.warmup_steps)
     mesh, devices = global_mesh(cfg.short, cfg.device)
     phases.mark("setup")
@@ -52,13 +47,7 @@ def jax_worker_loop(config: dict) -> None:
     batches = batch_source(data, cfg, rank, world, steps_per_epoch, feed)
     phases.mark("data")
 
-    model = task.build_model(cfg.seed)
-    model.train()
-    graph, params, rest = nnx.split(model, nnx.Param, ...)
-    model.eval()
-    graph_eval = nnx.split(model, nnx.Param, ...)[0]
-    tx = task.build_optimizer()
-    state = feed.replicate((params, rest, tx.init(params)))
+    model, graph, graph_eval, params, tx, state = _split_model(task, cfg.seed, feed)
     phases.mark("model")
 
     from raylab.frameworks.jax.profile import capture
@@ -94,6 +83,28 @@ def jax_worker_loop(config: dict) -> None:
             flops=flops.of(task, graph, holder),
         ),
     )
+
+
+def _check_processes(jax, world: int) -> None:
+    if jax.process_count() != world:
+        raise RuntimeError(
+            f"jax sees {jax.process_count()} processes but the trial has {world} workers: "
+            "jax.distributed was not initialised (raylab/frameworks/jax/kinds.py's backend)"
+        )
+
+
+def _split_model(task, seed: int, feed):
+    """The recipe's model split into its graph (train and eval modes), parameters and the rest; the optimizer; the
+    train state replicated over the mesh: (model, graph, graph_eval, params, tx, state)."""
+    from flax import nnx
+
+    model = task.build_model(seed)
+    model.train()
+    graph, params, rest = nnx.split(model, nnx.Param, ...)
+    model.eval()
+    graph_eval = nnx.split(model, nnx.Param, ...)[0]
+    tx = task.build_optimizer()
+    return model, graph, graph_eval, params, tx, feed.replicate((params, rest, tx.init(params)))
 
 
 def jax_imports(cfg):
@@ -140,55 +151,6 @@ def configure(jax, directory: str | None) -> None:
         jax.config.update("jax_compilation_cache_dir", f"{directory}/jax")
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-
-
-def global_mesh(short: str, asked: str):
-    """(Mesh over the trial's devices along "batch", those devices): jax:none one local device, jax:dp every
-    process's devices. `asked`: the device the trial was asked for (a GPU that jax does not see fails)."""
-    import jax
-    from jax.sharding import Mesh
-
-    devices = jax.devices() if short == "dp" else jax.local_devices()[:1]
-    if asked == "gpu" and devices[0].platform != "gpu":
-        raise RuntimeError(
-            f"--device gpu, but jax runs on {devices[0].platform} on this worker (a CPU-only jaxlib?); "
-            "install jax[cuda12]==0.10.2 or use --device cpu."
-        )
-    return Mesh(np.array(devices), ("batch",)), devices
-
-
-class Feed:
-    """Where arrays go: a batch sharded along the mesh (each process gives its slice), the state replicated."""
-
-    def __init__(self, mesh, world: int):
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        self.world = world
-        self.batch = NamedSharding(mesh, PartitionSpec("batch"))
-        self.replicated = NamedSharding(mesh, PartitionSpec())
-
-    def put(self, xy):
-        """A batch (numpy, this process's slice) as global arrays; one process: numpy as it is (jit moves it)."""
-        import jax
-
-        if self.world == 1 and self.batch.mesh.size == 1:
-            return xy
-        return jax.tree.map(lambda a: jax.make_array_from_process_local_data(self.batch, a), xy)
-
-    def replicate(self, tree):
-        """Every leaf (a host value, the same on every process) as an array replicated over the mesh."""
-        import jax
-
-        if jax.process_count() == 1:
-            return jax.tree.map(lambda a: jax.device_put(a, self.replicated), tree)
-
-        def one(a):
-            if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):  # a key: its data replicated, wrapped again
-                return jax.random.wrap_key_data(one(jax.random.key_data(a)), impl=jax.random.key_impl(a))
-            host = np.asarray(a)
-            return jax.make_array_from_callback(host.shape, self.replicated, lambda index: host[index])
-
-        return jax.tree.map(one, tree)
 
 
 def shard_and_task(cfg, world: int, rank: int):
