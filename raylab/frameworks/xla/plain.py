@@ -1,5 +1,5 @@
-"""PyTorch/XLA's plain script (raylab/frameworks/plain.py): torch's loop on the XLA device (`torch_xla.sync()` per step),
-its batches from a DataLoader behind MpDeviceLoader, as the xla trials take them."""
+"""PyTorch/XLA's plain script (raylab/frameworks/plain.py): torch's loop on the XLA device (`torch_xla.sync()` per
+step), its batches from a DataLoader behind MpDeviceLoader, as the xla trials take them."""
 
 from __future__ import annotations
 

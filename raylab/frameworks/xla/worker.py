@@ -17,20 +17,16 @@ def sync_path(pjrt: str, world: int) -> str:
 
 def xla_worker_loop(config: dict) -> None:
     """A torch_xla trial's worker: torch's start and data (torch/worker.py), the XLA device, the shared loop."""
-    from raylab.frameworks import cpu_threads
     from raylab.frameworks.torch.state import param_checksum
-    from raylab.frameworks.torch.worker import shard_and_task, torch_facts, torch_imports
+    from raylab.frameworks.torch.worker import shard_and_task, torch_imports
     from raylab.loop.start import start
 
     cfg, phases, ctx, _ = start(config, torch_imports)
-    import torch
-    import torch.distributed as dist
     import torch_xla
     import torch_xla.debug.metrics as met
 
     from raylab.frameworks.xla import flops
-    from raylab.loop import StepContext, Training, run_epochs
-    from raylab.frameworks.xla.profile import capture
+    from raylab.loop import Training, run_epochs
     from raylab.loop.compiles import CompileWatch
 
     phases.mark("imports")
@@ -38,23 +34,13 @@ def xla_worker_loop(config: dict) -> None:
     pjrt = os.environ["PJRT_DEVICE"]
     path = sync_path(pjrt, world)
     device = _device(pjrt, ctx)
-    # autocast bf16 is TPU-only in torch_xla 2.9
-    profile = capture(False) if cfg.profile else None
-    step = (
-        StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16), profile=profile)
-        if cfg.precision == "bf16" and pjrt == "TPU"
-        else StepContext(profile=profile)
-    )
+    step = _step_context(cfg, pjrt)
     phases.mark("setup")
     task, steps_per_epoch, data = shard_and_task(cfg, ctx, xla=True)
     batches = device_batches(data, cfg, rank, device, steps_per_epoch)
     phases.mark("data")
 
-    module = task.build_model()
-    if world > 1:  # every replica starts from rank 0's weights, as DDP would
-        for p in module.parameters():
-            dist.broadcast(p.data, src=0)
-    model = module.to(device).train()
+    model = _model(task, world, device)
     optimizer, scheduler = task.build_optimizer(list(model.parameters()))
     phases.mark("model")
 
@@ -63,21 +49,7 @@ def xla_worker_loop(config: dict) -> None:
     )  # a cheap counter, read every step
     train = xla_train(task, model, optimizer, scheduler, batches, path, step, compiles, device)
 
-    actual = {
-        "strategy_class": "xla+gloo-allreduce" if path == "gloo-cpu" else ("xla-ddp" if world > 1 else "xla"),
-        "replicas_in_sync": world,
-        "device_kind": "xla:" + pjrt.lower(),
-        "pjrt_device": pjrt,
-        **device_name(pjrt),
-        "sync_path": path,
-        **(cpu_threads.recorded() if pjrt == "CPU" else {}),
-        **torch_facts(model),
-        "precision_applied": step.precision,
-        "torch_xla_version": torch_xla.__version__,
-        "execution": cfg.execution,
-        "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
-        **task.built(optimizer, scheduler, data.sample()),
-    }
+    actual = _actual(cfg, pjrt, path, world, model, step, compiles, task, optimizer, scheduler, data)
     run_epochs(
         cfg,
         rank,
@@ -99,6 +71,54 @@ def xla_worker_loop(config: dict) -> None:
             saver=xla_saver(model, optimizer, scheduler, device, rank),
         ),
     )
+
+
+def _step_context(cfg, pjrt: str):
+    """The step's context: autocast bf16 where asked on a TPU (torch_xla 2.9's autocast is TPU-only), the profiler."""
+    import torch
+
+    from raylab.frameworks.xla.profile import capture
+    from raylab.loop import StepContext
+
+    profile = capture(False) if cfg.profile else None
+    if cfg.precision == "bf16" and pjrt == "TPU":
+        return StepContext("bf16", autocast=lambda: torch.autocast("xla", dtype=torch.bfloat16), profile=profile)
+    return StepContext(profile=profile)
+
+
+def _model(task, world: int, device):
+    """The recipe's model on the XLA device, in training mode; every replica starts from rank 0's weights, as DDP."""
+    import torch.distributed as dist
+
+    module = task.build_model()
+    if world > 1:
+        for p in module.parameters():
+            dist.broadcast(p.data, src=0)
+    return module.to(device).train()
+
+
+def _actual(cfg, pjrt: str, path: str, world: int, model, step, compiles, task, optimizer, scheduler, data) -> dict:
+    """What rank 0 says ran: the XLA device, how its replicas sync, the precision applied."""
+    import torch_xla
+
+    from raylab.frameworks import cpu_threads
+    from raylab.frameworks.torch.worker import torch_facts
+
+    return {
+        "strategy_class": "xla+gloo-allreduce" if path == "gloo-cpu" else ("xla-ddp" if world > 1 else "xla"),
+        "replicas_in_sync": world,
+        "device_kind": "xla:" + pjrt.lower(),
+        "pjrt_device": pjrt,
+        **device_name(pjrt),
+        "sync_path": path,
+        **(cpu_threads.recorded() if pjrt == "CPU" else {}),
+        **torch_facts(model),
+        "precision_applied": step.precision,
+        "torch_xla_version": torch_xla.__version__,
+        "execution": cfg.execution,
+        "recompile_steps": compiles.late_steps,  # filled in as training runs; sent at the end
+        **task.built(optimizer, scheduler, data.sample()),
+    }
 
 
 def xla_saver(model, optimizer, scheduler, device, rank: int):
