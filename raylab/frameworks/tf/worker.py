@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 
 import numpy as np
 
 from raylab.data import num_items
 from raylab.frameworks.tf.state import replica_checksums, tf_saver
+from raylab.frameworks.tf.strategies import strategy_for
 
 POLICIES = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}  # --precision -> the Keras policy that applies it
 
@@ -31,24 +31,6 @@ def _threads(tf, threads: int, local_replicas: int) -> dict:
     tf.config.threading.set_intra_op_parallelism_threads(intra)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
     return {"intra_op_threads": intra, "inter_op_threads": inter}
-
-
-def _build_strategy(tf, name: str, local_replicas: int, device: str):
-    if name == "none":
-        return tf.distribute.get_strategy()
-    if name == "mwms":
-        ring = tf.distribute.experimental.CommunicationImplementation.RING
-        nccl = tf.distribute.experimental.CommunicationImplementation.NCCL
-        options = tf.distribute.experimental.CommunicationOptions(implementation=nccl if device == "gpu" else ring)
-        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    if device == "gpu":
-        return tf.distribute.MirroredStrategy()
-    # On CPU, MirroredStrategy sees one device: split it into one logical CPU per replica. One replica is the CPU
-    # itself, left as it is: a warm process that ran tf:none has its devices fixed (TF refuses a new split).
-    if local_replicas > 1:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * local_replicas)
-    return tf.distribute.MirroredStrategy(devices=[f"/cpu:{i}" for i in range(local_replicas)])
 
 
 def shuffled_dataset(tf, x, y, batch: int, seed: int, shard: tuple[int, int] | None = None, start: int = 0):
@@ -133,7 +115,7 @@ def tf_worker_loop(config: dict) -> None:
 
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     threads = _threads(tf, cfg.threads, cfg.replicas // world)
-    dist, ran, fallback = _strategy_for(tf, cfg, cfg.replicas // world)
+    dist, ran, fallback = strategy_for(tf, cfg, cfg.replicas // world)
     if cfg.short == "tpu":  # replicas = the TPU cores found (or the fallback's devices), known only here
         cfg = dataclasses.replace(cfg, replicas=dist.num_replicas_in_sync)
     local_replicas = cfg.replicas // world
@@ -305,40 +287,6 @@ def tf_facts(tf, keras_version: str, dist, model, threads: dict) -> dict:
         **threads,
         **device_name(tf),  # memory.py
     }
-
-
-def _strategy_for(tf, cfg, local_replicas: int):
-    """(strategy, the strategy that ran, fallback facts)."""
-    if cfg.short != "tpu":
-        return _build_strategy(tf, cfg.short, local_replicas, cfg.device), cfg.short, {}
-    dist, reason = tpu_strategy(tf, cfg.tpu_fallback)
-    return (dist, "mirrored", {"fallback_reason": reason}) if reason else (dist, "tpu", {})
-
-
-def tpu_strategy(tf, fallback: str):
-    """TPUStrategy over this host's TPU cores; if none is found, MirroredStrategy when the user allowed it.
-
-    Returns (strategy, why the fallback happened or None). Ray must have given this worker TPU
-    chips; then the resolver finds the host's TPU ("local": a TPU VM) and the system is initialised.
-    """
-    import ray
-
-    try:
-        if not ray.get_runtime_context().get_accelerator_ids().get("TPU"):
-            raise RuntimeError("Ray assigned this worker no TPU chips")
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
-        tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver), None
-    except Exception as e:  # noqa: BLE001 - every way of not finding a TPU ends the same way
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        reason = f"no TPU on {socket.gethostname()} ({first})"
-        if fallback != "mirrored":
-            raise RuntimeError(
-                f"{reason}; run tf:tpu on a TPU node or choose another strategy "
-                "(or pass --tpu-fallback mirrored to run MirroredStrategy, recorded as such)."
-            ) from None
-        return tf.distribute.MirroredStrategy(), reason
 
 
 def reset() -> None:
