@@ -47,20 +47,10 @@ def tf_model(keras=None):
     if keras is None:
         import keras
     L = keras.layers
-    fmt = "channels_last"
+    init = {"data_format": "channels_last", "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}
 
     def conv(x, filters, kernel, stride, name, bias=False):
-        return L.Conv2D(
-            filters,
-            kernel,
-            strides=stride,
-            padding="same",
-            use_bias=bias,
-            data_format=fmt,
-            kernel_initializer="glorot_uniform",
-            bias_initializer="zeros",
-            name=name,
-        )(x)
+        return L.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=bias, name=name, **init)(x)
 
     def bn(x, name):
         return L.BatchNormalization(axis=-1, momentum=BN_MOMENTUM_KERAS, epsilon=BN_EPSILON, name=name)(x)
@@ -73,17 +63,7 @@ def tf_model(keras=None):
         return L.ReLU(name=f"{name}_relu2")(L.Add(name=f"{name}_add")([y, x]))
 
     def decoder_block(x, skip, cout, name):
-        x = L.Conv2DTranspose(
-            cout,
-            2,
-            strides=2,
-            padding="valid",
-            use_bias=True,
-            data_format=fmt,
-            kernel_initializer="glorot_uniform",
-            bias_initializer="zeros",
-            name=f"{name}_up",
-        )(x)
+        x = L.Conv2DTranspose(cout, 2, strides=2, padding="valid", use_bias=True, name=f"{name}_up", **init)(x)
         x = L.Concatenate(axis=-1, name=f"{name}_cat")([x, skip])
         x = L.ReLU(name=f"{name}_relu1")(bn(conv(x, cout, 3, 1, f"{name}_conv1"), f"{name}_bn1"))
         return L.ReLU(name=f"{name}_relu2")(bn(conv(x, cout, 3, 1, f"{name}_conv2"), f"{name}_bn2"))
