@@ -1,7 +1,7 @@
 """What a restart costs: a trial's worker SIGKILLed mid-epoch 2, then Ray Train restarts the worker group from the
 last checkpoint (epoch 1's end).
 
-Each round runs `bench/held_recipe.py` (the fashion MLP in torch; its own in-process Ray cluster, its own HOME and
+Each round runs `tests/held_recipe.py` (the fashion MLP in torch; its own in-process Ray cluster, its own HOME and
 MLflow store) with one trial, for 1 and for 2 workers. The recipe's model holds its trial at step 1.5 x
 steps-per-epoch and writes the worker's pid; this tool kills that process there, so the kill lands mid-trial on
 the trial's own worker however fast the machine runs the steps, and lets every later hold (the restarted
@@ -35,7 +35,7 @@ WAIT_S = 600  # the longest a round waits for its trial to reach the hold
 def fashion_args(trial: str, workers: int, epochs: int, steps: int, device: str, uri: str) -> list[str]:
     """The held recipe's command line a round runs (its path first)."""
     return [
-        str(ROOT / "bench" / "held_recipe.py"),
+        str(ROOT / "tests" / "held_recipe.py"),
         "--quick",
         "--trials",
         trial,
@@ -58,7 +58,8 @@ def fashion_args(trial: str, workers: int, epochs: int, steps: int, device: str,
 
 def kill_at_hold(gate: Path, done: threading.Event) -> int | None:
     """Kills the worker that holds first (the pid in its held file) and releases every later hold; the pid killed."""
-    from held_recipe import Gate
+    sys.path.insert(0, str(ROOT))
+    from tests.held_recipe import Gate
 
     killed, holds = None, Gate(gate)
     deadline = time.monotonic() + WAIT_S

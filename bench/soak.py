@@ -1,6 +1,6 @@
 """Soak: many trials in a row from one driver, with faults, watching for what a long run leaks (issue 48).
 
-Runs the fashion MLP as a user would (`bench/held_recipe.py`: recipes/fashion.py's task, its models wrapped so
+Runs the fashion MLP as a user would (`tests/held_recipe.py`: recipes/fashion.py's task, its models wrapped so
 that each trial's Ray Train workers hold at one training step, mid-epoch 2, until the soak lets them go on), with
 a HOME, TMPDIR and RAY_TMPDIR of its own (so every process, port and Ray session directory it makes can be told
 from the machine's others) against a real `mlflow server` (sqlite) on a free port. The full form (default):
@@ -55,7 +55,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 BIN = Path(sys.executable).parent
-from bench.held_recipe import Gate  # noqa: E402 - after the repository is on the path
+from tests.held_recipe import Gate  # noqa: E402 - after the repository is on the path
 from raylab.runtime.cluster import KEEP_SESSIONS  # noqa: E402
 
 KINDS = (
@@ -239,7 +239,7 @@ class Soak:
         self.drivers += 1
         cmd = [
             sys.executable,
-            str(ROOT / "bench" / "held_recipe.py"),
+            str(ROOT / "tests" / "held_recipe.py"),
             *extra,
             "--tracking-uri",
             self.uri,

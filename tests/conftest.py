@@ -31,7 +31,7 @@ os.environ.update(HOME=str(RAY_HOME), RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKE
 
 FINAL = {}  # the session's exit status, once every hook that may change it has run
 
-# RAYLAB_TEST_PACE=k: the speed the tests that act on a held trial (bench/held_recipe.py) see this machine run at,
+# RAYLAB_TEST_PACE=k: the speed the tests that act on a held trial (tests/held_recipe.py) see this machine run at,
 # to show that their outcome does not depend on it. k > 1: every held training step takes k times as long (the
 # recipe reads it); k < 1: the trials run k x the steps (`paced`), so they end 1/k times sooner, as on a faster
 # machine. The faults land all the same.

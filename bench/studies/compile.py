@@ -25,7 +25,7 @@ TRIALS = "torch:none,tf:none,jax:none"
 # model -> (recipe file, its arguments): a few hundred steps where a step is quick, the recipe's --quick otherwise
 MODELS = {
     "mlp": ("fashion.py", ["--quick", "--epochs", "2"]),
-    "two-input": (str(ROOT / "bench" / "compile_two_inputs.py"), ["--epochs", "2"]),
+    "two-input": (str(ROOT / "tests" / "integration" / "two_inputs_recipe.py"), ["--epochs", "2"]),
     "cnn": ("fashion_cnn.py", ["--quick", "--batch", "128", "--epochs", "2"]),
     "resunet": ("resunet_train.py", ["--quick", "--threads", "2"]),
 }

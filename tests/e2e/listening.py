@@ -15,7 +15,7 @@ KINDS = {
     "gcs_server": lambda title: title.split(" ")[0].endswith("/gcs_server"),
     "raylet": lambda title: title.split(" ")[0].endswith("/raylet"),
     "ray::...": lambda title: title.startswith("ray::"),
-    "the driver": lambda title: "recipes/fashion.py" in title or "bench/held_recipe.py" in title,  # its variant
+    "the driver": lambda title: "recipes/fashion.py" in title or "tests/held_recipe.py" in title,  # its variant
     "autoscaler/_private/monitor.py": lambda title: "autoscaler/_private/monitor.py" in title,
     "dashboard/dashboard.py": lambda title: "dashboard/dashboard.py" in title,
 }

@@ -6,10 +6,10 @@ signal while it waits, then lets it go on (a handler that deferred the stop acts
 - `import`: before Python has imported raylab (no handler of raylab's yet);
 - `store`: as the MLflow store opens (a sqlite store opens in a thread while Ray starts: raylab/cli/session.py);
 - `ray`: inside `ray.init`, Ray's processes started and the driver not yet connected to them;
-- `trial`: the first trial's worker group starting, its torch model held as it is built (bench/held_recipe.py's
+- `trial`: the first trial's worker group starting, its torch model held as it is built (tests/held_recipe.py's
   hold, in the Ray Train worker; the gate's held-1 and release-1).
 
-The command line is the held recipe's (bench/held_recipe.py, recipes/fashion.py's task); raylab itself has no hook.
+The command line is the held recipe's (tests/held_recipe.py, recipes/fashion.py's task); raylab itself has no hook.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def held_open(self, *args, **kwargs):
 
 ray_worker.connect, tracking.Tracker.__init__ = held_connect, held_open
 
-from bench.held_recipe import recipe  # noqa: E402
+from tests.held_recipe import recipe  # noqa: E402
 from raylab import main  # noqa: E402
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A warm group that loses its worker process while idle, between two trials of one invocation: Ray Train does not
 restart it (no trial is running to go on with), it ends and leaves nothing running, and the next trial of its kind
 starts cold in a new group, recording why. The kill lands while another group's trial is held mid-epoch by its own
-model (bench/held_recipe.py), so the idle group is idle then, whatever this machine's speed."""
+model (tests/held_recipe.py), so the idle group is idle then, whatever this machine's speed."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.held_recipe import Gate
+from tests.held_recipe import Gate
 from tests.conftest import paced
 from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 from tests.e2e.test_resume import nothing_left, processes_of
@@ -55,7 +55,7 @@ def test_an_idle_warm_group_that_loses_its_process_ends_and_its_next_trial_start
     # A B B A: torch:none (A) and torch:ddp x2 (B) in warm groups of their own; each trial holds mid-epoch 2.
     cmd = [
         sys.executable,
-        str(ROOT / "bench" / "held_recipe.py"),
+        str(ROOT / "tests" / "held_recipe.py"),
         "--quick",
         "--compile",
         "off",

@@ -58,7 +58,7 @@ def sqlite_store(where: Path) -> tuple[str, MlflowClient]:
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory) -> dict:
     """torch:none on the quick subset, SIGTERMed once its first epoch is in MLflow and it holds mid-epoch 2 (the
-    held recipe, bench/held_recipe.py: it cannot end first, whatever this machine's speed), while a thread records
+    held recipe, tests/held_recipe.py: it cannot end first, whatever this machine's speed), while a thread records
     what its process tree listens on (test_listening.py): {"code", "out", "client", "listeners"}."""
     tmp_path = tmp_path_factory.mktemp("stopped")
     env = user_env(tmp_path)
@@ -67,7 +67,7 @@ def stopped(tmp_path_factory) -> dict:
     gate.mkdir()
     cmd = [
         sys.executable,
-        str(ROOT / "bench" / "held_recipe.py"),
+        str(ROOT / "tests" / "held_recipe.py"),
         "--quick",
         "--compile",
         "off",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from bench.held_recipe import Gate
+from tests.held_recipe import Gate
 from tests.conftest import paced
 from tests.e2e.test_idle_group import pid_in, released_to_the_end
 from tests.e2e.test_interrupt import user_env, wait_for
@@ -40,7 +40,7 @@ def test_a_worker_killed_after_a_tracking_outage_restarts_its_trial_once(tmp_pat
     gate.mkdir()
     cmd = [
         sys.executable,
-        str(ROOT / "bench" / "held_recipe.py"),
+        str(ROOT / "tests" / "held_recipe.py"),
         "--quick",
         "--compile",
         "off",

@@ -1,6 +1,6 @@
 """The driver SIGKILLed mid-matrix (a crash, a lost head node), then `--resume last`: the finished trial is not
 run again, the interrupted one goes on from its last checkpoint, all under the first invocation's parent run.
-The kill lands while the second trial is held mid-epoch by its own model (bench/held_recipe.py), whatever
+The kill lands while the second trial is held mid-epoch by its own model (tests/held_recipe.py), whatever
 this machine's speed."""
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ def nothing_left(home: Path, timeout: float = 150) -> None:
 def test_driver_killed_mid_matrix_then_resume_last_finishes_every_trial_once(tmp_path):
     env = user_env(tmp_path)
     uri, client = sqlite_store(tmp_path)
-    recipe = [sys.executable, str(ROOT / "bench" / "held_recipe.py")]
+    recipe = [sys.executable, str(ROOT / "tests" / "held_recipe.py")]
     where = ["--tracking-uri", uri, "--experiment", "crashed"]
     gate = tmp_path / "gate"
     gate.mkdir()
     # Two trials (torch:none's two repeats, in one warm group), each held mid-epoch 2 by its model
-    # (bench/held_recipe.py): the first is let go on and finishes; the driver is SIGKILLed while the second
+    # (tests/held_recipe.py): the first is let go on and finishes; the driver is SIGKILLed while the second
     # is held, past its first epoch's checkpoint. No race with the machine's speed: the second cannot end first.
     first = subprocess.Popen(
         [

@@ -1,5 +1,5 @@
 """The soak benchmark's short form (bench/soak.py --short, issue 48): three torch:none trials of one driver in a warm
-worker group, the second's Ray Train worker SIGKILLed while it holds mid-epoch 2 (bench/held_recipe.py), against a
+worker group, the second's Ray Train worker SIGKILLed while it holds mid-epoch 2 (tests/held_recipe.py), against a
 real `mlflow server`.
 Every trial ends FINISHED, the killed one restarted exactly once, and once the driver exits nothing of its
 session is left: no process with its HOME, no listening port, no /dev/shm entry, one Ray session directory."""

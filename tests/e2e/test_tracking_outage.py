@@ -2,7 +2,7 @@
 
 The outage lasts RAYLAB_TEST_OUTAGE_S seconds (default 30: past MLflow's own HTTP retries, which raylab cuts
 to about 10 s against a server, so the writes must be kept and sent later). It starts mid-trial on any machine: the
-trial is held mid-epoch 2 by its own model (bench/held_recipe.py) until its first epoch is in MLflow and the server
+trial is held mid-epoch 2 by its own model (tests/held_recipe.py) until its first epoch is in MLflow and the server
 is gone; let go then, its next epoch's writes find the server away, and the server comes back only once the driver
 has said so. Nothing here depends on this machine's speed: the trial holds again after its last step, and is let go
 only once the server answers again (the short form: the driver then finds it back and sends what it kept) or once
@@ -83,7 +83,7 @@ def test_a_tracking_server_outage_mid_trial_loses_nothing(tmp_path, monkeypatch)
     gate.mkdir()
     cmd = [
         sys.executable,
-        str(ROOT / "bench" / "held_recipe.py"),
+        str(ROOT / "tests" / "held_recipe.py"),
         "--quick",
         "--compile",
         "off",

@@ -27,14 +27,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def held(gate: Path, steps: int, **holds):
-    """bench/held_recipe.py's fashion recipe, its Ray Train workers holding at 1.5 x `steps` (mid-epoch 2) until
+    """tests/held_recipe.py's fashion recipe, its Ray Train workers holding at 1.5 x `steps` (mid-epoch 2) until
     a Killer lets them go (its gate directory, made here), and where `holds` say (held_recipe.recipe: at_build,
     last_at); its model code travels by value to the workers, as a recipe file run as a script does.
     RAYLAB_TEST_PACE=k runs every training step k times slower."""
     from ray import cloudpickle
 
     gate.mkdir(parents=True, exist_ok=True)
-    spec = importlib.util.spec_from_file_location("held_recipe", ROOT / "bench" / "held_recipe.py")
+    spec = importlib.util.spec_from_file_location("held_recipe", ROOT / "tests" / "held_recipe.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["held_recipe"] = module
     spec.loader.exec_module(module)

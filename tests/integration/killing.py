@@ -4,7 +4,7 @@ one invocation each losing the process its plan names.
 A Killer thread acts on each trial once, at a point the trial is known to be at, and kills what the plan says for
 that trial's next repeat: {"torch:ddp x2": ["worker", None]} kills a worker of the first repeat and leaves the
 second alone (the uninterrupted twin the restarted one is compared with). The point is the held recipe's
-(bench/held_recipe.py, run with its gate directory): a Ray Train worker of the trial holds mid-epoch 2 and says
+(tests/held_recipe.py, run with its gate directory): a Ray Train worker of the trial holds mid-epoch 2 and says
 so in the gate, and the trial is the one whose sink that process said hello to ("worker" kills that very process).
 "worker@build" and "worker@last" kill it where torch's held model also holds, as it is built (the worker group
 starting the trial) and at the evaluation after the last training step.
@@ -78,7 +78,7 @@ class Killer(threading.Thread):
         other holds, its other ranks' and a restarted worker's, are let go); every hold let go."""
         from mlflow.tracking import MlflowClient
 
-        from bench.held_recipe import Gate
+        from tests.held_recipe import Gate
 
         client, planned, gate = MlflowClient(tracking_uri=self.uri), {}, Gate(self.gate)
         while not self.stop.is_set():  # until the run ends: every hold is let go, however long the run takes

@@ -2,7 +2,7 @@
 
 The invocation is conftest.py's `lost_workers`: torch:ddp x2, tf:mwms x2, torch:ps-sync x2, xla:ddp x2 and jax:dp x2,
 3 epochs of 200 steps, each twice (A B B A), one repeat of each losing a process while it holds mid-epoch 2 (the
-held recipe, bench/held_recipe.py: a Ray Train worker, the very one that holds; ps-sync its parameter server), the
+held recipe, tests/held_recipe.py: a Ray Train worker, the very one that holds; ps-sync its parameter server), the
 other the uninterrupted twin. Each trial checkpoints at epoch ends; Ray Train restarts the worker group from the
 last checkpoint, the data order goes on where it was, and MLflow holds every epoch once. (tf:ps's lost tasks, the
 other invocation: test_ps.py; the two are in different files so that a slice of the full tier holds one.)

@@ -1,6 +1,6 @@
 """A worker lost at a held point of a trial and the trial restarted, in the default tier: torch:none twice in one
 warm worker group on the shared local cluster, its worker SIGKILLed as the group starts the first trial and after
-the second's last training step (bench/held_recipe.py holds each there until the Killer has acted,
+the second's last training step (tests/held_recipe.py holds each there until the Killer has acted,
 tests/integration/killing.py). The lost processes of every distributed kind, restarted from their checkpoints
 beside uninterrupted twins: test_fault_tolerance.py (full tier).
 """

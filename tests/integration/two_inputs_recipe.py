@@ -1,14 +1,14 @@
 """The two-input recipe of tests/integration/test_jax.py (written from docs/recipes.md alone: two named inputs, AdamW
 with a step schedule, accuracy and top-3 accuracy, a global batch of 64) as a recipe file, for bench/studies/compile.py.
 
-    python bench/studies/compile_two_inputs.py --trials torch:none,tf:none,jax:none --compile off,on
+    python tests/integration/two_inputs_recipe.py --trials torch:none,tf:none,jax:none --compile off,on
 """
 
 import os
 import sys
 from pathlib import Path
 
-ROOT = str(Path(__file__).resolve().parents[2])
+ROOT = str(Path(__file__).resolve().parents[2])  # the repository
 sys.path.insert(0, ROOT)
 # the workers import the builders from the test module, as the driver does (they inherit its environment)
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)

@@ -21,7 +21,7 @@ polled by TF's own ops; the held file names the chief, a process of the trial, a
 it); JAX's through `jax.debug.callback` in the jitted training step (traced where the module's dropout is not
 deterministic: `model.train()`). Whoever lets the holds go reads them through `Gate`.
 
-    RAYLAB_TEST_GATE=/tmp/gate python bench/held_recipe.py --trials torch:none --steps-per-epoch 200
+    RAYLAB_TEST_GATE=/tmp/gate python tests/held_recipe.py --trials torch:none --steps-per-epoch 200
 """
 
 from __future__ import annotations
