@@ -3,13 +3,12 @@
     .venv/bin/python bench/before_after.py --before 5e68f50 --epochs 2 --rounds 2
     .venv/bin/python bench/before_after.py --before 5e68f50 --trials torch:none,xla:single --workers 1
 
-For every trial of the fashion recipe, the checkout at --before (a git worktree, made once under
-/tmp) and this working tree each run `recipes/fashion.py --trials KIND --workers N` at the same
-time, with the same arguments, each on its own in-process Ray cluster: both see the same minutes of
-this shared machine, so their ratio is not the machine's drift between runs. Rounds alternate which
-one starts first. Prints each round's after/before ratio of steady-state samples/s and the median, and whether the two trials
-recorded the same param, metric and tag names (a move that must not change what is recorded).
-Both run with this tree's .venv; the --before checkout must take the same command line.
+For every trial of the fashion recipe, the checkout at --before (a git worktree, made once under /tmp) and this working
+tree each run `recipes/fashion.py --trials KIND --workers N` at the same time, with the same arguments, each on its own
+in-process Ray cluster: both see the same minutes of this shared machine, so their ratio is not the machine's drift
+between runs. Rounds alternate which one starts first. Prints each round's after/before ratio of steady-state samples/s
+and the median, and whether the two trials recorded the same param, metric and tag names (a move that must not change
+what is recorded). Both run with this tree's .venv; the --before checkout must take the same command line.
 
 With --alone the two sides run one after the other instead (order alternating): trials of two
 workers side by side are four busy processes on this 2-core machine, and which side wins the

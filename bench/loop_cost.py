@@ -257,9 +257,10 @@ def run_plain(framework: str, args, tmp: Path, data, epochs: int, execution: str
 
 
 def epochs_for(framework: str, args, tmp: Path, data) -> int:
-    """Epochs that give each side at least --min-steady-s of steady steps: --epochs, or more where a 1-epoch plain
-    run's steady rate says that --epochs of them fall short (with half again to spare: the machine's drift between the
-    calibration and a round put a tenth's spare under the floor in 2026-12-02's run; the first epoch's warm-up aside)."""
+    """Epochs that give each side at least --min-steady-s of steady steps: --epochs, or more where a 1-epoch plain run's
+    steady rate says that --epochs of them fall short (with half again to spare: the machine's drift between the
+    calibration and a round put a tenth's spare under the floor in 2026-12-02's run; the first epoch's warm-up
+    aside)."""
     if args.min_steady_s <= 0:
         return args.epochs
     one = run_plain(framework, args, tmp, data, 1)
@@ -379,7 +380,8 @@ def main() -> None:
         epochs = {
             (c.recipe, f): epochs_for(f, c, Path(top) / c.recipe, data[c.recipe]) for c in runs for f in frameworks
         }
-        chosen: dict = {}  # (recipe, framework) -> the execution its trial ran (--compile best's choice): the plain side's
+        # (recipe, framework) -> the execution its trial ran (--compile best's choice): the plain side's
+        chosen: dict = {}
         for r in range(args.rounds):
             for case in runs:
                 tmp, name = Path(top) / case.recipe, case.recipe

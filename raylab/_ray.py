@@ -8,12 +8,14 @@ is for, and where Ray keeps it (checked against Ray 2.60):
 - `ray_logging`, `ray_worker` (ray._private.ray_logging, ray._private.worker): the driver's console takes over
   Ray's printer of worker output and of the cluster's notices (raylab/runtime/console.py), and finds the node
   this process started (raylab/runtime/cluster.py);
-- `ray_utils` (ray._private.utils): `set_sigterm_handler`, held off while `ray.init` starts (raylab/runtime/stopping.py);
+- `ray_utils` (ray._private.utils): `set_sigterm_handler`, held off while `ray.init` starts
+  (raylab/runtime/stopping.py);
 - `ray_constants` (ray._private.ray_constants): the worker-process set-up hook's variable (raylab/prewarm.py),
   the process-group shutdown's default timeout (raylab/frameworks/torch/process_group.py);
 - `get_train_context` (ray.train.v2._internal.execution.context): a worker's result queue (raylab/loop/checkpoint.py);
 - `get_address_and_port` (ray.train._internal.utils): a free port on this node (raylab/frameworks/rendezvous.py);
-- `TrainingFramework` (ray.train.v2._internal.util): what a backend says it runs (raylab/frameworks/torch/process_group.py);
+- `TrainingFramework` (ray.train.v2._internal.util): what a backend says it runs
+  (raylab/frameworks/torch/process_group.py);
 - `ControllerCallback`, `WorkerGroupCallback`, `FailureDecision`, `DefaultFailurePolicy`
   (ray.train.v2._internal.execution): the controller's policy and start guard (raylab/driver/policy.py).
 

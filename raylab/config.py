@@ -145,13 +145,14 @@ class Settings:
     pin_cpus: bool = False  # --pin-cpus: a trial's training processes on CPUs of their own (raylab/settings/pinning.py)
     share_nodes: bool = False  # --share-nodes: hold no node against other jobs (raylab/driver/hold.py)
     invocation_key: str = field(default_factory=lambda: uuid.uuid4().hex[:12])  # names its compile cache directory
-    # --compile best: (framework, batch per replica, precision) -> its Choice, once raced (measured) or read from the host's
-    # cache (raylab/probes/race.py); --race-again measures again instead of reading the cache
+    # --compile best: (framework, batch per replica, precision) -> its Choice, once raced (measured) or read from the
+    # host's cache (raylab/probes/race.py); --race-again measures again instead of reading the cache
     best: dict = field(default_factory=dict)
     race_again: bool = False
 
     def length(self) -> str:
-        """How long each trial trains, for people: "10 epoch(s)", or "until 5 s of steady steps (at most 10 epoch(s))"."""
+        """How long each trial trains, for people: "10 epoch(s)", or "until 5 s of steady steps (at most 10
+        epoch(s))"."""
         epochs = f"{self.epochs} epoch(s)"
         return epochs if self.seconds is None else f"until {self.seconds:g} s of steady steps (at most {epochs})"
 

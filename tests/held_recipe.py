@@ -1,17 +1,17 @@
-"""A user's recipe that holds its training at a known point: the fashion MLP in TF, torch and JAX, whose model
-waits at one training step of each trial until whoever runs it lets it go on. A test or a tool that acts on a trial mid-epoch
-(kills its driver, its worker: tests/e2e/test_resume.py, bench/restart.py) acts while the trial is held there,
-however fast this machine runs the steps: the trial cannot end first, and the act cannot land before the point.
+"""A user's recipe that holds its training at a known point: the fashion MLP in TF, torch and JAX, whose model waits at
+one training step of each trial until whoever runs it lets it go on. A test or a tool that acts on a trial mid-epoch
+(kills its driver, its worker: tests/e2e/test_resume.py, bench/restart.py) acts while the trial is held there, however
+fast this machine runs the steps: the trial cannot end first, and the act cannot land before the point.
 
 With RAYLAB_TEST_GATE=DIR in the driver's environment (read there, it travels with the models), each trial's model, at
-its HOLD_AT-th training step in a Ray Train worker (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N counts the holds in
-DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds
+its HOLD_AT-th training step in a Ray Train worker (its `steps-per-epoch` x 1.5: mid-epoch 2), writes DIR/held-N (N
+counts the holds in DIR, from 1; the file holds the worker's pid) and waits for DIR/release-N, at most HOLD_S seconds
 (RAYLAB_TEST_HOLD_AT=STEP holds there instead: a `--resume` run's command line does not give the steps;
-RAYLAB_TEST_LAST_AT=STEP holds torch's model again at the evaluation after training step STEP). With
-RAYLAB_TEST_PACE=k (k > 1) every training step takes k times as long (`Counter`): the tests that act on a held
-trial run so to show that their outcome does not depend on this machine's speed. Without either, the recipe trains
-as recipes/fashion.py does (the model is the same, wrapped). Tests may also hold torch's model as it is built and
-at the evaluation after its last step (`recipe(at_build=..., last_at=...)`).
+RAYLAB_TEST_LAST_AT=STEP holds torch's model again at the evaluation after training step STEP). With RAYLAB_TEST_PACE=k
+(k > 1) every training step takes k times as long (`Counter`): the tests that act on a held trial run so to show that
+their outcome does not depend on this machine's speed. Without either, the recipe trains as recipes/fashion.py does (the
+model is the same, wrapped). Tests may also hold torch's model as it is built and at the evaluation after its last step
+(`recipe(at_build=..., last_at=...)`).
 
 How each framework's model holds: torch's (and torch_xla's, whose forward runs on the host each step) in its
 forward; TF's in a layer that runs a `tf.py_function` in training steps (not under XLA: `--compile off` or `best`,

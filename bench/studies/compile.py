@@ -2,10 +2,10 @@
 steady step time, samples/s, compile time and test accuracy, side by side in one invocation per model; then what
 the compile cache saves (the same compiled trial twice in one invocation, warm cache against cold).
 
-    python bench/studies/compile.py                          # every model: fashion MLP, two-input MLP, fashion CNN, ResNet-UNet
-    python bench/studies/compile.py --models mlp,cnn         # some of them
-    python bench/studies/compile.py --cache                  # the compile cache: second trial against first, warm and cold
-    python bench/studies/compile.py --why                    # the MLP's torch step eager and compiled, in one process
+    python bench/studies/compile.py                  # every model: fashion MLP, two-input MLP, fashion CNN, ResNet-UNet
+    python bench/studies/compile.py --models mlp,cnn # some of them
+    python bench/studies/compile.py --cache          # the compile cache: second trial against first, warm and cold
+    python bench/studies/compile.py --why            # the MLP's torch step eager and compiled, in one process
 
 Every trial is one worker with --threads (default 1; the ResNet-UNet 2, as its recipe runs it) on this machine's
 CPUs. Figures into bench/results.md ("Compiled against eager").
@@ -120,7 +120,8 @@ def cache(timeout: int) -> None:
                 run = client.get_run(t["run_id"])
                 m = run.data.metrics
                 print(
-                    f"| {mode} | {t['trial']} | {run.data.params['repeat']} | {m.get('compile_time_warmup_s', 0):.2f} | "
+                    f"| {mode} | {t['trial']} | {run.data.params['repeat']} | "
+                    f"{m.get('compile_time_warmup_s', 0):.2f} | "
                     f"{m.get('compile_count_warmup', 0):.0f} |",
                     flush=True,
                 )
@@ -242,7 +243,8 @@ def why_tf(rounds: int = 7, windows: int = 10) -> None:
     print("| dropout | step | ms/step (median of 7 x 320 steps) |\n| --- | --- | --- |")
     for (d, c), v in times.items():
         print(
-            f"| {'yes' if d else 'no'} | {'XLA (jit_compile=True)' if c else 'tf.function'} | {statistics.median(v):.3f} |"
+            f"| {'yes' if d else 'no'} | {'XLA (jit_compile=True)' if c else 'tf.function'} | "
+            f"{statistics.median(v):.3f} |"
         )
 
 

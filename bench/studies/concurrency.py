@@ -50,7 +50,8 @@ def run(address: str, store: Path, extra: list[str], trials: str, epochs: int | 
 
 
 def check_exclusive(store: Path, summary: dict) -> list[tuple]:
-    """(trial, nodes held, start, end, startup_s, samples/s) per trial; raises if two overlapping trials held a common node."""
+    """(trial, nodes held, start, end, startup_s, samples/s) per trial; raises if two overlapping trials held a common
+    node."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{store}")

@@ -111,7 +111,9 @@ def exported_images(pngs: Path) -> Path:
         recipe = WORK / "pngs_recipe.py"
         recipe.write_text(f"""from raylab.data import stream
 from recipes.fashion import RECIPE as FASHION
-RECIPE = FASHION.variant(name="pngs", data=stream.images({str(pngs / "train")!r}, {str(pngs / "test")!r}, size=(32, 32)))
+RECIPE = FASHION.variant(
+    name="pngs", data=stream.images({str(pngs / "train")!r}, {str(pngs / "test")!r}, size=(32, 32))
+)
 """)
         subprocess.run(
             [PY, "-m", "raylab", "data", "export", str(recipe), str(out)],
@@ -369,7 +371,8 @@ def trials(args) -> None:
     }
     client = MlflowClient(tracking_uri=uri)
     print(
-        f"{'data':15} {'trial':14} {'samples/s':>10} {'input wait':>10} {'first wait s':>12} {'first chunk s':>13}  start-up"
+        f"{'data':15} {'trial':14} {'samples/s':>10} {'input wait':>10} {'first wait s':>12} "
+        f"{'first chunk s':>13}  start-up"
     )
     for name, cmd in runs.items():
         out = Path(tempfile.mkdtemp()) / "summary.json"
@@ -386,7 +389,8 @@ def trials(args) -> None:
             phases = " + ".join(f"{k[8:-2]} {m[k]:.1f}" for k in m if k.startswith("startup_") and k != "startup_s")
             print(
                 f"{name:15} {t['trial']:14} {m['samples_per_sec']:10,.0f} {m['input_wait_share']:10.1%} "
-                f"{m.get('stream_first_wait_s', float('nan')):12.2f} {m.get('stream_first_chunk_s', float('nan')):13.2f}"
+                f"{m.get('stream_first_wait_s', float('nan')):12.2f} "
+                f"{m.get('stream_first_chunk_s', float('nan')):13.2f}"
                 f"  {m['startup_s']:.1f} s = {phases}",
                 flush=True,
             )
@@ -434,7 +438,8 @@ def main() -> None:
                 )
     ray.shutdown()
     print(
-        f"\nraylab per data CPU ({data_cpus}) / plain one-process reader, medians of {args.rounds} round(s), batch {BATCH}, "
+        f"\nraylab per data CPU ({data_cpus}) / plain one-process reader, medians of {args.rounds} round(s), "
+        f"batch {BATCH}, "
         f"{os.cpu_count()} CPUs"
     )
     print(

@@ -25,7 +25,8 @@ trained (cores, from /proc/stat, the trained process's own share taken out where
 share the 2 cores with the step.
 
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks torch,tf --rounds 9
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks torch --rounds 9 --rungs plain,task,train
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks torch --rounds 9 \
+        --rungs plain,task,train
 
 Results in bench/results.md ("The ladder").
 """

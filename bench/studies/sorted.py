@@ -51,7 +51,8 @@ def make_table() -> Path:
     return WORK
 
 
-RECIPE = '''"""The label-sorted table (bench/studies/sorted.py): streamed from its Parquet file, or the same rows in memory."""
+RECIPE = '''"""The label-sorted table (bench/studies/sorted.py): streamed from its Parquet file, or the same rows in
+memory."""
 import os
 
 import numpy as np
@@ -93,7 +94,8 @@ else:
     arrays = np.load(f"{W}/table.npz")
     DATA = tuple(arrays[k] for k in ("x_train", "y_train", "x_test", "y_test"))
 RECIPE = Recipe(name="sorted_table", data=DATA, models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
-                batch_per_replica=64, epochs=3, loss="sparse_categorical_crossentropy", optimizer=optimizer("adam", 1e-3),
+                batch_per_replica=64, epochs=3, loss="sparse_categorical_crossentropy",
+                optimizer=optimizer("adam", 1e-3),
                 metrics=("accuracy",))
 if __name__ == "__main__":
     main(RECIPE)

@@ -94,7 +94,8 @@ def parity(args) -> None:
             print(f"round {r} {side}: {sides[side][-1]}", flush=True)
     print(f"\n{args.recipe}: {' '.join(common)} ({args.rounds} round(s), medians)")
     print(
-        f"{'trial':16} {'acc mem':>8} {'acc str':>8} {'diff':>7} {'sps mem':>9} {'sps str':>9} {'ratio':>6} {'wait str':>8}"
+        f"{'trial':16} {'acc mem':>8} {'acc str':>8} {'diff':>7} {'sps mem':>9} {'sps str':>9} {'ratio':>6} "
+        f"{'wait str':>8}"
     )
     for trial in sides["memory"][0]:
 

@@ -18,10 +18,11 @@ running and holding the GIL, and the frames it spent the most samples in (leaf f
 training thread is the one that holds the GIL most. What runs beside it in the trial's process and not in the plain
 one is what the trial adds to its step.
 
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py                    # torch, the fashion MLP
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py     # torch, the fashion MLP
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py --framework jax \
         --recipe residual_mlp --batch 64 --epochs 30
-    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py --rungs trial,plain,task,train   # the ladder's rungs
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/thread_profile.py --rungs trial,plain,task,train
+        # (the ladder's rungs)
 
 py-spy (`pip install py-spy`) must be on PATH or in the venv's bin; it reads other processes' memory (root, or
 ptrace allowed). Results in bench/results.md ("Where the trial's process spends its time").

@@ -31,8 +31,8 @@ DATA_CPUS = 1  # CPUs a streamed trial leaves free for Ray Data's read and map t
 
 
 def worker_resources(strategy, layout, cfg: Settings) -> tuple[float, int, dict]:
-    """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves: on a trial's own
-    accelerator type (cfg.on(spec)), a sliver of the nodes' `accelerator_type:TYPE` (Ray's own way of asking for one)."""
+    """(CPUs, GPUs, other resources such as TPU) each worker process of a trial reserves: on a trial's own accelerator
+    type (cfg.on(spec)), a sliver of the nodes' `accelerator_type:TYPE` (Ray's own way of asking for one)."""
     total = ray.cluster_resources()
     cpus, _ = reservation(strategy, layout, total, cfg.streamed)
     gpus = layout.replicas // layout.ray_workers if cfg.device == "gpu" else 0

@@ -25,8 +25,8 @@ def train_run_name(run_id: str) -> str:
 
 
 def worker_env(strategy, backend, cfg: Settings) -> dict:
-    """What a trial's worker processes get in their environment from their start (raylab/frameworks/prewarm.py): what the
-    framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
+    """What a trial's worker processes get in their environment from their start (raylab/frameworks/prewarm.py): what
+    the framework reads at import, which now happens as the process starts, before the worker loop sets it too."""
     return strategy.worker_env(backend, cfg) if strategy.worker_env else {}
 
 

@@ -8,9 +8,8 @@ and recorded as it was set.
   jax CNN step on both cores of the 2-core development VM, 1.75 s of CPU per s (bench/results.md, "Threads").
 - XLA_FLAGS=--xla_cpu_multi_thread_eigen=false for one thread, true for more: Eigen's multi-threaded kernels.
 
-Recorded on every trial that sets them: the worker's start environment (`worker_start_env`, raylab/frameworks/prewarm.py) and
-the `pjrt_nproc` and `xla_flags` facts (`recorded`).
-"""
+Recorded on every trial that sets them: the worker's start environment (`worker_start_env`,
+raylab/frameworks/prewarm.py) and the `pjrt_nproc` and `xla_flags` facts (`recorded`)."""
 
 from __future__ import annotations
 

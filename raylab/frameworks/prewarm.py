@@ -8,11 +8,10 @@ as a process has connected, before its first task: raylab's hook (set per trial 
 function's own imports then find the modules loaded, or wait on Python's import lock for the rest.
 
 Each worker loop's first act is `hello` (raylab/loop/start.py): it tells the trial's sink the process's pid, so the
-console can file the
-process's output under its trial when several trials run at once (raylab/runtime/console.py), and what the process found in
-its environment when it started (read from /proc/self/environ, which later changes to os.environ do not touch):
-the trial records it as the tag `worker_start_env`. (Not from the hook: calling an actor there, before the
-process's first task, crashes Ray 2.60's worker.)
+console can file the process's output under its trial when several trials run at once (raylab/runtime/console.py), and
+what the process found in its environment when it started (read from /proc/self/environ, which later changes to
+os.environ do not touch): the trial records it as the tag `worker_start_env`. (Not from the hook: calling an actor
+there, before the process's first task, crashes Ray 2.60's worker.)
 
 Every trial still gets new worker processes: nothing is carried from one trial to the next.
 """

@@ -1,8 +1,8 @@
-"""Where a trial's processes meet: the one way raylab picks an address for a framework's coordinator, server or
-process group's master. On the worker that will listen: its node's IP as Ray knows it and a free port there, from Ray
-Train's own `get_address_and_port`, the pick Ray Train's TorchConfig makes for torch's process group (MASTER_ADDR,
-MASTER_PORT: torch:ddp, and xla:ddp's gloo group, raylab/frameworks/torch/process_group.py). TF's backend asks every worker
-for one (each runs a gRPC server: TF_CONFIG, raylab/frameworks/tf/kinds.py), jax's asks rank 0 for its coordinator
+"""Where a trial's processes meet: the one way raylab picks an address for a framework's coordinator, server or process
+group's master. On the worker that will listen: its node's IP as Ray knows it and a free port there, from Ray Train's
+own `get_address_and_port`, the pick Ray Train's TorchConfig makes for torch's process group (MASTER_ADDR, MASTER_PORT:
+torch:ddp, and xla:ddp's gloo group, raylab/frameworks/torch/process_group.py). TF's backend asks every worker for one
+(each runs a gRPC server: TF_CONFIG, raylab/frameworks/tf/kinds.py), jax's asks rank 0 for its coordinator
 (`jax.distributed.initialize`, raylab/frameworks/jax/kinds.py). Run in the worker, through the worker group.
 """
 

@@ -127,7 +127,8 @@ def summary(trial: str, found: Captured, steps: tuple[int, int], seconds: float,
         )
     if total:
         lines += [
-            f"operations' self time: {total:.3f} s (summed over threads{' and devices' if 'CUDA' in found.tool else ''})",
+            f"operations' self time: {total:.3f} s "
+            f"(summed over threads{' and devices' if 'CUDA' in found.tool else ''})",
             f"  communication (all-reduce, broadcast, collectives): {comm:.3f} s, {_share(comm, total)}",
             f"  compute (every other operation): {total - comm:.3f} s, {_share(total - comm, total)}",
         ]

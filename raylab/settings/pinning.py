@@ -32,7 +32,10 @@ def refusal(nodes: int, owns_cluster: bool) -> str | None:
     if not affinity_supported():
         return "this OS sets no CPU affinity (Linux only)"
     if not owns_cluster:
-        return "the cluster was not started by this driver (--address, RAY_ADDRESS): its processes are not raylab's to move"
+        return (
+            "the cluster was not started by this driver (--address, RAY_ADDRESS): its processes are not raylab's "
+            "to move"
+        )
     if nodes != 1:
         return f"the cluster has {nodes} nodes: CPUs are pinned on a one-node cluster only"
     return None

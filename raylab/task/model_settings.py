@@ -68,8 +68,8 @@ def family(std: float, fan_in: int | None, fan_out: int | None) -> str:
 
 def summary(norms: list, dropouts: list, weights: list) -> str:
     """The `model_settings` tag: {"norm": [[kind, eps, decay, count, first name]], "dropout": [[rate, count, first
-    name]], "init": {shape: [[std, distribution, family, name, values read]]}}, shapes as "fan x fan" (the smaller first: a
-    transposed convolution's layout swaps them) or the length of a vector."""
+    name]], "init": {shape: [[std, distribution, family, name, values read]]}}, shapes as "fan x fan" (the smaller
+    first: a transposed convolution's layout swaps them) or the length of a vector."""
     grouped: dict = {}
     for name, kind, eps, decay in norms:
         key = (kind, _round(eps), None if decay is None else _round(decay))

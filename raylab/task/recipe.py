@@ -91,7 +91,7 @@ def single_kinds() -> dict[str, str]:
 @dataclass(frozen=True)
 class StepBench:
     name: str
-    # whose model builder (a framework's `models`: xla uses torch's on an XLA device) -> builder(ctx) -> (run_once, facts)
+    # whose builder (a framework's `models`: xla uses torch's on an XLA device) -> builder(ctx) -> (run_once, facts)
     builders: dict[str, Callable[["BenchContext"], tuple[Callable[[], Any], dict]]]
     batch: int  # items per iteration (samples/s = batch / iteration time)
     iterations: int  # timed iterations

@@ -215,10 +215,10 @@ def shared_run(
     kill: dict | None = None,
     seconds: float | None = None,
 ) -> Ran:
-    """Runs a recipe once for a whole module: its console captured (tests read `out` as they would capsys's),
-    its start-ups charged to `name`, which declares `starts` of them and `seconds` of time. kill: a Killer's plan (killing.py) to carry
-    out while it runs, {trial name: [victim per repeat]}, at each trial's hold mid-epoch 2: the recipe is then the
-    held one (held(), its gate `where`/gate)."""
+    """Runs a recipe once for a whole module: its console captured (tests read `out` as they would capsys's), its
+    start-ups charged to `name`, which declares `starts` of them and `seconds` of time. kill: a Killer's plan
+    (killing.py) to carry out while it runs, {trial name: [victim per repeat]}, at each trial's hold mid-epoch 2: the
+    recipe is then the held one (held(), its gate `where`/gate)."""
     import ray
 
     from tests.integration.killing import Killer

@@ -2,11 +2,10 @@
 out of memory in its probe, and the trial runs at the size found, less its 10% margin. torch here, in the default
 tier; TF and JAX in test_batch_max_tf_jax.py (full tier).
 
-The model makes each item cost hundreds of MB (its input copied K times) with almost no arithmetic, so the
-edge under the cap is a few items and the search, starting at the recipe's batch of 2, reaches it in about three
-probes (each a fresh Ray Train start-up: under a cap no trial is warm); the search's doubling and bisecting on every path is
-tests/unit/test_batchsize.py's, against real allocator failures.
-"""
+The model makes each item cost hundreds of MB (its input copied K times) with almost no arithmetic, so the edge under
+the cap is a few items and the search, starting at the recipe's batch of 2, reaches it in about three probes (each a
+fresh Ray Train start-up: under a cap no trial is warm); the search's doubling and bisecting on every path is
+tests/unit/test_batchsize.py's, against real allocator failures."""
 
 from __future__ import annotations
 

@@ -94,10 +94,10 @@ def streamed(ray_cluster, tmp_path_factory, template_db, sorted_by_label):
 
 
 def test_a_label_sorted_file_trains_in_every_framework_like_in_memory(streamed, lost_workers):
-    """Every trial FINISHED, input_wait_s and Ray Data's statistics recorded for the streamed ones, test accuracy
-    close to the same trial on the same rows in memory (the uninterrupted twins of `lost_workers`: tf, torch and
-    jax; the 0.01 comparison of every trial on whole epochs is bench/studies/stream.py parity's; here 600 steps of batch 32)
-    though the file is sorted by label: each worker's split was shuffled whole every pass, and says so."""
+    """Every trial FINISHED, input_wait_s and Ray Data's statistics recorded for the streamed ones, test accuracy close
+    to the same trial on the same rows in memory (the uninterrupted twins of `lost_workers`: tf, torch and jax; the 0.01
+    comparison of every trial on whole epochs is bench/studies/stream.py parity's; here 600 steps of batch 32) though
+    the file is sorted by label: each worker's split was shuffled whole every pass, and says so."""
     assert streamed.code == 0, streamed.tail()
     memory = {
         name: run

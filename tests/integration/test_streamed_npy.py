@@ -1,5 +1,6 @@
 """docs/data.md's `my_shards.py` (label-sorted `.npy` shards, written by its data function) trained as the page saves
-it, on the shared local cluster. (The README test runs the page's command too; an exported Parquet: test_streamed_files.py.)"""
+it, on the shared local cluster. (The README test runs the page's command too; an exported Parquet:
+test_streamed_files.py.)"""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""tf:tpu on a cluster with no TPU at all (this machine), with --tpu-fallback mirrored: the trial runs as tf:mirrored and
-says so. (The refusal without it: test_tpu.py, default tier; a TPU host without a real TPU: tests/multinode.)"""
+"""tf:tpu on a cluster with no TPU at all (this machine), with --tpu-fallback mirrored: the trial runs as tf:mirrored
+and says so. (The refusal without it: test_tpu.py, default tier; a TPU host without a real TPU: tests/multinode.)"""
 
 from __future__ import annotations
 

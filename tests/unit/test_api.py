@@ -92,8 +92,10 @@ def test_a_recipe_written_for_the_old_paths_runs_and_warns_once_per_old_name(tmp
     assert "--trials" in out.stdout
     warnings = re.findall(r"DeprecationWarning: (.*)", out.stderr)
     assert warnings == [
-        "raylab.stream moved to raylab.data.stream; import raylab.data.stream instead (raylab.stream goes in raylab 0.3.0)",
-        "raylab.scenes moved to raylab.data.scenes; import raylab.data.scenes instead (raylab.scenes goes in raylab 0.3.0)",
+        "raylab.stream moved to raylab.data.stream; import raylab.data.stream instead "
+        "(raylab.stream goes in raylab 0.3.0)",
+        "raylab.scenes moved to raylab.data.scenes; import raylab.data.scenes instead "
+        "(raylab.scenes goes in raylab 0.3.0)",
     ], out.stderr
 
 

@@ -64,7 +64,8 @@ def store(mlflow_uri):
 
 
 def test_table_lists_trials_failure_and_logs_chart(store, tmp_path):
-    """The table shows every trial with formatted figures and the failed trial's error; the chart is a parent artifact."""
+    """The table shows every trial with its figures formatted and the failed trial's error; the chart is the parent's
+    artifact."""
     tracker, parent = store
     chart = tmp_path / "chart.png"
     text = compare(tracker, "exp", None, "table", chart)

@@ -214,7 +214,8 @@ def _main_fails(capsys, argv) -> str:
         (["--seconds", "0", "--trials", "tf:none"], "--seconds is 0; give the seconds of steady steps"),
         (
             ["--seconds", "5", "--trials", "tf:none,torch:ddp", "--workers", "1,2"],
-            "--seconds ends a trial when its one training process has timed enough, and torch:ddp x2 train(s) in several",
+            "--seconds ends a trial when its one training process has timed enough, and torch:ddp x2 train(s) in "
+            "several",
         ),
         (["--seconds", "5", "--trials", "tf:ps", "--workers", "1"], "tf:ps x1 train(s) in several processes"),
         (

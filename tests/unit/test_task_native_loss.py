@@ -1,4 +1,5 @@
-"""A Native torch loss may return the batch mean (a scalar), as raylab.task.Native documents, or one value per example."""
+"""A Native torch loss may return the batch mean (a scalar), as raylab.task.Native documents, or one value per
+example."""
 
 from __future__ import annotations
 

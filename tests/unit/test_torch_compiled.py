@@ -29,7 +29,8 @@ def model():
 
 
 def trained(execution: str, steps: int, precision: str = "fp32", state=None):
-    """(module, compiled model, its step sums, evaluate, CompileWatch, saver) after `steps` steps on one fixed problem."""
+    """(module, compiled model, its step sums, evaluate, CompileWatch, saver) after `steps` steps on one fixed
+    problem."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(512, 6)).astype(np.float32)
     y = (x[:, :3].argmax(1)).astype(np.int64)

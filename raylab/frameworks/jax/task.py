@@ -159,8 +159,8 @@ def _metric_value(value, spec: Native):
     if is_number(value):
         return jnp.float32(float(value))
     raise NativeContractError(
-        f"the recipe's custom metric {spec.describe('jax')} returned {returned(value)}: a metric returns the batch mean "
-        "or a (numerator, denominator) pair, each a 0-d array or a number."
+        f"the recipe's custom metric {spec.describe('jax')} returned {returned(value)}: a metric returns the batch "
+        "mean or a (numerator, denominator) pair, each a 0-d array or a number."
     )
 
 

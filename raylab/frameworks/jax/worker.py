@@ -323,9 +323,10 @@ def jax_facts(params, cfg) -> dict:
 
 
 def reset() -> None:
-    """Between two trials of a warm worker group (raylab/loop/group_worker.py): jax's in-memory compiled functions (keyed on
-    the last trial's; the persistent cache on disk stays, so a repeat compiles from it). jax has no way to reset
-    an accelerator's peak-memory counter: on a GPU or TPU a warm trial's device_peak_mb is the process's so far."""
+    """Between two trials of a warm worker group (raylab/loop/group_worker.py): jax's in-memory compiled functions
+    (keyed on the last trial's; the persistent cache on disk stays, so a repeat compiles from it). jax has no way to
+    reset an accelerator's peak-memory counter: on a GPU or TPU a warm trial's device_peak_mb is the process's so
+    far."""
     import jax
 
     jax.clear_caches()
