@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from raylab import config as C
+from raylab import config
 from raylab.cli.expand import check_positive, parse_trials
-from raylab.cli import flags as F
+from raylab.cli import flags
 from raylab.errors import UserError
 
 
 def bench_parser(bench) -> argparse.ArgumentParser:
     from raylab.task.recipe import single_kinds
 
-    p = F.parser(bench.name, bench.doc)
+    p = flags.parser(bench.name, bench.doc)
     what = p.add_argument_group("what to run")
     what.add_argument(
         "--trials",
@@ -23,7 +23,7 @@ def bench_parser(bench) -> argparse.ArgumentParser:
     )
     what.add_argument(
         "--iterations",
-        type=F.integer,
+        type=flags.integer,
         default=bench.iterations,
         help=f"timed {bench.what}s per trial, after {bench.warmup} warm-up ones (default: %(default)s)",
     )
@@ -32,26 +32,26 @@ def bench_parser(bench) -> argparse.ArgumentParser:
         action="store_true",
         help=f"smoke run: batch {bench.quick_batch}, 1 warm-up + {bench.quick_iterations} timed {bench.what}s",
     )
-    F.add_repeats(what)
-    F.add_seed(what, "seed of the synthetic inputs and weights", 0)
-    F.add_precision(what, "bf16 only, as autocast on CUDA (torch) and XLA TPU", "fp32")
-    F.add_where(p.add_argument_group("where to run"), "trial")
-    F.add_recording(p.add_argument_group("recording"), bench.name)
+    flags.add_repeats(what)
+    flags.add_seed(what, "seed of the synthetic inputs and weights", 0)
+    flags.add_precision(what, "bf16 only, as autocast on CUDA (torch) and XLA TPU", "fp32")
+    flags.add_where(p.add_argument_group("where to run"), "trial")
+    flags.add_recording(p.add_argument_group("recording"), bench.name)
     return p
 
 
-def bench_config(bench, args) -> C.Settings:
+def bench_config(bench, args) -> config.Settings:
     from raylab.driver.stepbench import check_trials
 
     kinds = parse_trials(args.trials)
     check_trials(bench, kinds)
-    return C.Settings(
-        trials=[C.TrialSpec(*k.split(":"), 1) for k in kinds],
+    return config.Settings(
+        trials=[config.TrialSpec(*k.split(":"), 1) for k in kinds],
         epochs=1,
         threads=check_positive("threads", args.threads),
         seed=args.seed,
         quick=args.quick,
-        tracking_uri=args.tracking_uri or C.default_tracking_uri(),
+        tracking_uri=args.tracking_uri or config.default_tracking_uri(),
         experiment=args.experiment,
         json_path=args.json,
         precision=args.precision,
@@ -76,8 +76,8 @@ def _run(bench, args) -> int:
     try:
         cfg = bench_config(bench, args)
         for kind in dict.fromkeys(s.kind for s in cfg.trials):  # before Ray starts (torch_xla imports, say)
-            if C.get_strategy(kind).preflight:
-                C.get_strategy(kind).preflight(cfg, {})
+            if config.get_strategy(kind).preflight:
+                config.get_strategy(kind).preflight(cfg, {})
         tracker = connect(cfg, args.address)
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)

@@ -3,7 +3,7 @@ the nodes and CPUs) and what happens when they fail (restarts, checkpoints, --re
 
 from __future__ import annotations
 
-from raylab.cli import flags as F
+from raylab.cli import flags
 
 
 def add_placement(g) -> None:
@@ -42,7 +42,7 @@ def add_sharing(g) -> None:
     """How trials share the cluster and its CPUs, and what each may use."""
     g.add_argument(
         "--concurrency",
-        type=F.concurrency,
+        type=flags.concurrency,
         default=1,
         metavar="N|auto",
         help="run up to N trials at the same time, each on whole nodes no other running trial uses "
@@ -87,7 +87,7 @@ def add_sharing(g) -> None:
     )
     g.add_argument(
         "--memory-cap-mb",
-        type=F.integer,
+        type=flags.integer,
         default=None,
         metavar="MB",
         help="cap every training worker process's memory at MB (its data segment, RLIMIT_DATA, what it "
@@ -100,7 +100,7 @@ def add_sharing(g) -> None:
 def add_fault_tolerance(g) -> None:
     g.add_argument(
         "--max-failures",
-        type=F.integer,
+        type=flags.integer,
         default=1,
         metavar="N",
         help="worker-group restarts per trial after a lost worker process or node: Ray Train restarts the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from raylab import config as C
+from raylab import config
 from raylab.errors import UserError
 from raylab.cli.expand import (
     check_positive,
@@ -52,18 +52,18 @@ def chosen(recipe, args, name: str):
     return getattr(recipe, name) if name in set_fields(args.set) else None
 
 
-def make_config(recipe, args) -> C.Settings:
+def make_config(recipe, args) -> config.Settings:
     """The invocation's config; `recipe` is the one edited() returned for these args."""
     notes: list[str] = []
     hardware = parse_hardware(args.device, args.accelerator_type)
     trials = _trials(recipe, args, notes, hardware)
     _check_combinations(args, hardware)
-    cfg = C.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args, hardware))
+    cfg = config.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args, hardware))
     check_seconds(cfg)
     return cfg
 
 
-def check_seconds(cfg: C.Settings) -> None:
+def check_seconds(cfg: config.Settings) -> None:
     """--seconds ends a trial where its one training process has timed enough: a trial of several processes (each
     would decide apart, and the steps they take together must match) and --plain (its scripts run fixed steps) are
     refused."""
@@ -85,7 +85,7 @@ def check_seconds(cfg: C.Settings) -> None:
         raise UserError("--plain runs its plain scripts over the trials' epochs, not for --seconds; drop one of them.")
 
 
-def _trials(recipe, args, notes: list[str], hardware: list[str]) -> list[C.TrialSpec]:
+def _trials(recipe, args, notes: list[str], hardware: list[str]) -> list[config.TrialSpec]:
     """The trial matrix (--trials x --workers x a --batch sweep x the --device items), checked against the recipe's
     models and batch."""
     kinds = parse_trials(args.trials)
@@ -136,7 +136,7 @@ def _run_settings(args, hardware: list[str]) -> dict:
         "quick": args.quick,
         "device": hardware[0].partition(":")[0],
         "hardware": hardware,
-        "tracking_uri": args.tracking_uri or C.default_tracking_uri(),
+        "tracking_uri": args.tracking_uri or config.default_tracking_uri(),
         "experiment": args.experiment,
         "json_path": args.json,
         "prices": read_prices(args.prices),
@@ -196,7 +196,7 @@ def resumed_argv(recipe, args, argv: list[str]) -> tuple[list[str], str]:
             f"--resume runs the recorded command of the run it resumes; drop {flags} "
             "(only --tracking-uri, --experiment, --address and --json go with it)."
         )
-    tracker = Tracker(args.tracking_uri or C.default_tracking_uri(), args.experiment)
+    tracker = Tracker(args.tracking_uri or config.default_tracking_uri(), args.experiment)
     parent = tracker.parent_run(args.resume)
     recorded = parent.data.tags.get("raylab.argv")
     if recorded is None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from raylab import config as C
+from raylab import config
 from pathlib import Path
 
-from raylab.cli import cluster_flags, flags as F
+from raylab.cli import cluster_flags, flags
 from raylab.registry import kinds
 from raylab.task import OPTIMIZERS
 
 
 def recipe_parser(recipe) -> argparse.ArgumentParser:
-    p = F.parser(recipe.name, recipe.doc)
+    p = flags.parser(recipe.name, recipe.doc)
     what = p.add_argument_group("what to run")
     _what_to_run(what, recipe)
     _how_timed(what)
@@ -22,10 +22,10 @@ def recipe_parser(recipe) -> argparse.ArgumentParser:
     _length(task, recipe)
     _numerics(task, recipe)
     where = p.add_argument_group("where to run")
-    F.add_where(where, "replica", sweep=True)
+    flags.add_where(where, "replica", sweep=True)
     cluster_flags.add_placement(where)
     recording = p.add_argument_group("recording")
-    F.add_recording(recording, recipe.name)
+    flags.add_recording(recording, recipe.name)
     recording.add_argument(
         "--prices",
         type=Path,
@@ -63,7 +63,7 @@ def _what_to_run(g, recipe) -> None:
     )
     g.add_argument(
         "--ps",
-        type=F.integer,
+        type=flags.integer,
         default=1,
         help="parameter servers for tf:ps and torch:ps-* trials, beside --workers workers (default: %(default)s)",
     )
@@ -79,7 +79,7 @@ def _what_to_run(g, recipe) -> None:
         action="store_true",
         help=f"smoke run: {recipe.quick_train} train / {recipe.quick_test} test items, 1 epoch",
     )
-    F.add_repeats(g)
+    flags.add_repeats(g)
     g.add_argument(
         "--plain",
         action="store_true",
@@ -90,7 +90,7 @@ def _what_to_run(g, recipe) -> None:
         "--baseline",
         dest="plain",
         nargs=0,
-        action=F.Renamed,
+        action=flags.Renamed,
         new="--plain",
         help="the old name of --plain (goes in 0.4.0)",
     )
@@ -100,8 +100,8 @@ def _how_timed(g) -> None:
     """How each trial's steps are run and read back: the window, the execution, per-step latencies."""
     g.add_argument(
         "--window",
-        type=F.integer,
-        default=C.DEFAULT_WINDOW,
+        type=flags.integer,
+        default=config.DEFAULT_WINDOW,
         metavar="K",
         help="training steps between host reads: loss and metrics add up on the device and are read "
         "once per K steps (and at each epoch's end); TF runs the K steps as one tf.function call "
@@ -198,13 +198,13 @@ def _length(g, recipe) -> None:
     """How long each trial trains: epochs, steps in each, or seconds of steady steps."""
     g.add_argument(
         "--epochs",
-        type=F.integer,
+        type=flags.integer,
         default=None,
         help=f"passes over the data (default: {recipe.epochs}; 1 with --quick)",
     )
     g.add_argument(
         "--steps-per-epoch",
-        type=F.integer,
+        type=flags.integer,
         default=None,
         metavar="N",
         help="training steps per epoch, the data repeating as needed; 0 = one pass over each worker's "
@@ -226,8 +226,8 @@ def _length(g, recipe) -> None:
 
 def _numerics(g, recipe) -> None:
     """The seed and the precision a trial runs with."""
-    F.add_seed(g, "init, shuffle and shard seed", recipe.seed, set_key=True)
-    F.add_precision(
+    flags.add_seed(g, "init, shuffle and shard seed", recipe.seed, set_key=True)
+    flags.add_precision(
         g,
         "bf16 by torch (autocast, CPU and CUDA), TF (Keras mixed_bfloat16), JAX, and xla on a TPU; "
         "fp16 with a dynamic loss scale by torch:none/ddp and tf:none/mirrored/mwms (emulated and slow "

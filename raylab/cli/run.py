@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from raylab import config as C
+from raylab import config
 from raylab.cli.configure import edited, make_config, resumed_argv, without_flags
 from raylab.cli.recipe_flags import recipe_parser
 from raylab.settings import precision
@@ -61,7 +61,7 @@ def _at_the_door(recipe, args, argv: list[str]):
     return argv, recipe, cfg, ds, connect(cfg, args.address)
 
 
-def _announce(recipe, cfg: C.Settings, ds) -> None:
+def _announce(recipe, cfg: config.Settings, ds) -> None:
     for note in cfg.notes + ([ds.note] if ds.note else []):
         print(f"raylab: note: {note}")
     items = f"{ds.train_items} train / {ds.test_items} test items" if ds.train_items is not None else "items counted"
@@ -74,7 +74,7 @@ def _announce(recipe, cfg: C.Settings, ds) -> None:
     )
 
 
-def load_data(recipe, cfg: C.Settings):
+def load_data(recipe, cfg: config.Settings):
     """The recipe's data, checked, and its task checked against it: UserErrors before Ray starts."""
     from raylab.data import as_dataset
     from raylab.task import check
@@ -96,7 +96,7 @@ def load_data(recipe, cfg: C.Settings):
     return ds.subset(recipe.quick_train, recipe.quick_test) if cfg.quick else ds
 
 
-def check_streamed(cfg: C.Settings) -> None:
+def check_streamed(cfg: config.Settings) -> None:
     """What cannot run on a streamed dataset says so before Ray starts."""
 
     cfg.streamed = True

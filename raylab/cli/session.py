@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from raylab import config as C
+from raylab import config
 
 SUMMARY_KEYS = [
     "samples_per_sec",
@@ -36,7 +36,7 @@ SUMMARY_KEYS = [
 ]
 
 
-def connect(cfg: C.Settings, address: str | None):
+def connect(cfg: config.Settings, address: str | None):
     """The MLflow store, then Ray, then every trial's resource check: UserErrors before anything runs.
 
     A sqlite store's path is checked first; opening it (a new file's schema takes about 3 s) then overlaps Ray's
@@ -55,7 +55,7 @@ def connect(cfg: C.Settings, address: str | None):
     return tracker
 
 
-def _open_store_while_ray_starts(cfg: C.Settings, address: str | None):
+def _open_store_while_ray_starts(cfg: config.Settings, address: str | None):
     from concurrent.futures import ThreadPoolExecutor
 
     import ray
@@ -109,7 +109,7 @@ def run_tags(recipe_file: str | None) -> dict:
     }
 
 
-def run_to_end(cfg: C.Settings, tracker, run) -> int:
+def run_to_end(cfg: config.Settings, tracker, run) -> int:
     """run(tags) -> (parent id, outcomes), then the summary and comparison; a stop signal (stoppable()) during the
     trials ends them KILLED, and the command with status 130."""
     from raylab.driver import hold
@@ -130,7 +130,7 @@ def run_to_end(cfg: C.Settings, tracker, run) -> int:
         return _compared(cfg, tracker, parent_id, outcomes)
 
 
-def _compared(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
+def _compared(cfg: config.Settings, tracker, parent_id: str, outcomes: list) -> int:
     from raylab.driver.outcome import INTERRUPTS
 
     try:
@@ -144,7 +144,7 @@ def _compared(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
         return 130
 
 
-def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
+def summary(cfg: config.Settings, parent_id: str, outcomes: list) -> dict:
     from raylab.record.tracking import error_summary
 
     return {
@@ -172,7 +172,7 @@ def summary(cfg: C.Settings, parent_id: str, outcomes: list) -> dict:
     }
 
 
-def finish(cfg: C.Settings, tracker, parent_id: str, outcomes: list) -> int:
+def finish(cfg: config.Settings, tracker, parent_id: str, outcomes: list) -> int:
     """The JSON summary, the comparison and the MLflow hint; the exit status."""
     if cfg.json_path:
         cfg.json_path.write_text(json.dumps(summary(cfg, parent_id, outcomes), indent=2))

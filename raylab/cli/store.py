@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from raylab import config as C
+from raylab import config
 from raylab.errors import UserError
 
 
@@ -39,7 +39,7 @@ def compare_main(argv: list[str]) -> int:
         from raylab.compare.table import compare
         from raylab.record.tracking import Tracker
 
-        uri = args.tracking_uri or C.default_tracking_uri()
+        uri = args.tracking_uri or config.default_tracking_uri()
         if uri.startswith("sqlite:") and not Path(uri.split("sqlite:///", 1)[-1]).exists():
             raise UserError(f"no MLflow store at {uri}; run a recipe first or pass --tracking-uri.")
         tracker = Tracker(uri)
