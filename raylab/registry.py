@@ -167,6 +167,8 @@ PARTS = {
 # them): ready(task, x, y, batch, label, precision, device, threads, seed, cache_dir) -> the candidate built and its
 # first step run, ready to be timed (raylab/probes/race.py Racer). A framework of one execution a kind has none.
 RACE_PART = {"race": ("ready",)}
+# The CUDA libraries a framework's GPU steps run on (pip's wheels): in every GPU framework's runtimes.
+CUDA_RUNTIMES = ("nvidia-cudnn-cu12", "nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12", "nvidia-cuda-nvrtc-cu12")
 DEVICES = ("cpu", "gpu")  # the devices a kind's executions are asked on (Strategy.candidates)
 
 

@@ -8,15 +8,10 @@ import sys
 from pathlib import Path
 
 from raylab import config
+from raylab.compare.stats import HEADLINE
 
 SUMMARY_KEYS = [
-    "samples_per_sec",
-    "step_time_p50_ms",
-    "step_time_p90_ms",
-    "startup_s",
-    "first_step_s",
-    "wall_s",
-    "val_accuracy",
+    *HEADLINE,
     "val_loss",
     "compile_time_warmup_s",
     "compiles_after_warmup",

@@ -3,17 +3,12 @@ the table, the parity report and the statistics read."""
 
 from __future__ import annotations
 
+from raylab.compare.stats import HEADLINE
 from raylab.errors import UserError
 from raylab.record.tracking import PARENT, ROLE
 
 METRICS = [
-    "samples_per_sec",
-    "step_time_p50_ms",
-    "step_time_p90_ms",
-    "startup_s",
-    "first_step_s",
-    "wall_s",
-    "val_accuracy",
+    *HEADLINE,
     "val_loss",
     "train_loss",
     "train_accuracy",

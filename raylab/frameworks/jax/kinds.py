@@ -80,25 +80,8 @@ class JaxConfig(BackendConfig):
 
 _FP16 = "optax applies no loss scaling (jax runs bf16)"
 # A jax step is always compiled (jax.jit): --compile off and on both run it, recorded as jit.
-NONE = Strategy(
-    "jax:none",
-    jax_worker_loop,
-    lambda device: BackendConfig(),
-    max_workers=1,
-    batch_search=True,
-    worker_env=_worker_env,
-    fp16=_FP16,
-    executions=always("jit"),
-    warm_with="jax:dp",
-)
-DP = Strategy(
-    "jax:dp",
-    jax_worker_loop,
-    lambda device: JaxConfig(),
-    batch_search=True,
-    worker_env=_worker_env,
-    fp16=_FP16,
-    executions=always("jit"),
-)
+_JAX = {"batch_search": True, "worker_env": _worker_env, "fp16": _FP16, "executions": always("jit")}
+NONE = Strategy("jax:none", jax_worker_loop, lambda device: BackendConfig(), max_workers=1, warm_with="jax:dp", **_JAX)
+DP = Strategy("jax:dp", jax_worker_loop, lambda device: JaxConfig(), **_JAX)
 
 KINDS = {"none": NONE, "dp": DP}

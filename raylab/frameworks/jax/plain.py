@@ -73,11 +73,9 @@ def build(jt, seed: int):
     import optax
     from flax import nnx
 
-    model = jt.build_model(seed)
-    model.train()
-    graph, params, rest = nnx.split(model, nnx.Param, ...)
-    model.eval()
-    graph_eval = nnx.split(model, nnx.Param, ...)[0]
+    from raylab.frameworks.jax.state import split
+
+    graph, params, rest, graph_eval = split(jt.build_model(seed))
     tx = jt.build_optimizer()
     state = (params, rest, tx.init(params))
     width = 1 + 2 * len(jt.specs)

@@ -1,6 +1,7 @@
-"""A jax trial's train state (parameters, the rest of the model's state, optimizer state) as its worker keeps it:
-held for the step that donates it (`StateHolder`), summed to compare replicas (`checksum`), and checkpointed as
-numpy with its PRNG keys kept as keys (`jax_saver`)."""
+"""A jax trial's train state (parameters, the rest of the model's state, optimizer state) as its worker keeps it: split
+from the recipe's Flax NNX model (`split`, as the plain script splits it too), held for the step that donates it
+(`StateHolder`), summed to compare replicas (`checksum`), and checkpointed as numpy with its PRNG keys kept as keys
+(`jax_saver`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,17 @@ import os
 import pickle
 
 import numpy as np
+
+
+def split(model) -> tuple:
+    """The model as a jax step takes it: (its graph in training mode, its parameters, the rest of its state, its graph
+    in evaluation mode)."""
+    from flax import nnx
+
+    model.train()
+    graph, params, rest = nnx.split(model, nnx.Param, ...)
+    model.eval()
+    return graph, params, rest, nnx.split(model, nnx.Param, ...)[0]
 
 
 class StateHolder:

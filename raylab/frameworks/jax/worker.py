@@ -20,7 +20,7 @@ import numpy as np
 
 from raylab.frameworks.jax.layers import model_settings
 from raylab.frameworks.jax.mesh import Feed, global_mesh
-from raylab.frameworks.jax.state import SavedKey, StateHolder, checksum, jax_saver, local_copy  # noqa: F401 - SavedKey:
+from raylab.frameworks.jax.state import SavedKey, StateHolder, checksum, jax_saver, local_copy, split  # noqa: F401 - SavedKey:
 # checkpoints pickled before jax/state.py existed name it here
 
 FIRST_LOSSES = 4  # the first steps' losses every jax trial records (first_losses)
@@ -63,26 +63,23 @@ def jax_worker_loop(config: dict) -> None:
         first.read(actual)
         return np.asarray(sums.addressable_data(0), dtype=np.float64)
 
-    run_epochs(
-        cfg,
-        rank,
-        Training(
-            steps_per_epoch,
-            train,
-            compiles.apart(task.evaluator(*inference(graph_eval, holder))),
-            task.results,
-            actual,
-            lambda: checksum(holder.state),
-            read=read,
-            batches=batches,
-            step=step,
-            saver=jax_saver(holder, feed),
-            phases=phases,
-            extra=compiles.figures,
-            data=data,
-            flops=flops.of(task, graph, holder),
-        ),
+    training = Training(
+        steps_per_epoch,
+        train,
+        compiles.apart(task.evaluator(*inference(graph_eval, holder))),
+        task.results,
+        actual,
+        lambda: checksum(holder.state),
+        read=read,
+        batches=batches,
+        step=step,
+        saver=jax_saver(holder, feed),
+        phases=phases,
+        extra=compiles.figures,
+        data=data,
+        flops=flops.of(task, graph, holder),
     )
+    run_epochs(cfg, rank, training)
 
 
 def _check_processes(jax, world: int) -> None:
@@ -96,13 +93,8 @@ def _check_processes(jax, world: int) -> None:
 def _split_model(task, seed: int, feed):
     """The recipe's model split into its graph (train and eval modes), parameters and the rest; the optimizer; the
     train state replicated over the mesh: (model, graph, graph_eval, params, tx, state)."""
-    from flax import nnx
-
     model = task.build_model(seed)
-    model.train()
-    graph, params, rest = nnx.split(model, nnx.Param, ...)
-    model.eval()
-    graph_eval = nnx.split(model, nnx.Param, ...)[0]
+    graph, params, rest, graph_eval = split(model)
     tx = task.build_optimizer()
     return model, graph, graph_eval, params, tx, feed.replicate((params, rest, tx.init(params)))
 

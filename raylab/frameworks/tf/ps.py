@@ -153,23 +153,20 @@ def _chief(tf, cfg, group: str) -> None:
 
     # One copy of the weights (on the ps): nothing to compare across replicas. The chief reads each
     # worker's window sums once (a fetch per worker per window).
-    run_epochs(
-        cfg,
-        0,
-        Training(
-            steps_per_epoch,
-            train,
-            lambda: evaluate(x_test, y_test),
-            task.results,
-            actual,
-            lambda: None,
-            read=lambda sums: sums,
-            syncs=lambda: lags["fetches"],
-            extra=lambda: _staleness(param_bytes, workers, lags),
-            batches=batches,
-            saver=ps_saver(tf, model, optimizer, cfg.sink, group),
-        ),
+    training = Training(
+        steps_per_epoch,
+        train,
+        lambda: evaluate(x_test, y_test),
+        task.results,
+        actual,
+        lambda: None,
+        read=lambda sums: sums,
+        syncs=lambda: lags["fetches"],
+        extra=lambda: _staleness(param_bytes, workers, lags),
+        batches=batches,
+        saver=ps_saver(tf, model, optimizer, cfg.sink, group),
     )
+    run_epochs(cfg, 0, training)
 
 
 def _per_worker(tf, dist, coordinator, x, y, cfg):

@@ -7,18 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 
-def ready(
-    task,
-    x,
-    y,
-    batch: int,
-    label: str,
-    precision: str,
-    device: str,
-    threads: int,
-    seed: int,
-    cache_dir: str | None = None,
-):
+def ready(task, x, y, batch, label, precision, device, threads, seed, cache_dir=None):
     """(run(k): k training steps of the recipe's model in execution `label` ("tf.function" or "xla"), in one
     tf.function call as a trial's window, then their one host read; seconds its first step took, tracing and
     XLA's compilation included; `cache_dir` is torch's, unused). Raises what building or compiling it raised (an op
@@ -27,14 +16,14 @@ def ready(
 
     tf, keras = _set_up(precision, device, threads, seed)
     from raylab.frameworks.tf.task import TFTask
-    from raylab.frameworks.tf.worker import _model, shard_batches, training
+    from raylab.frameworks.tf.worker import _model, shard_batches, training_step
 
     tt = TFTask(task, tf, keras, 10_000)
     dist = tf.distribute.get_strategy()
     model, optimizer = _model(tf, keras, dist, tt, precision)
     batches = shard_batches(tf, dist, tt.inputs(x), tt.targets(y), batch, seed)
     spec = SimpleNamespace(execution=label, short="none", warmup_steps=3, global_batch=batch, window=32)
-    train, _, _ = training(tf, dist, tt, model, optimizer, batches, spec, "none", False, 1)
+    train, _, _ = training_step(tf, dist, tt, model, optimizer, batches, spec, "none", False, 1)
 
     def run(k: int):
         return train(k).numpy()

@@ -134,33 +134,32 @@ def tf_worker_loop(config: dict) -> None:
     phases.mark("data")
     model, optimizer = _model(tf, keras, dist, task, cfg.precision)
     phases.mark("model")
-    train, xla, execution = training(tf, dist, task, model, optimizer, batches, cfg, ran, data.streamed, local_replicas)
+    train, xla, execution = training_step(
+        tf, dist, task, model, optimizer, batches, cfg, ran, data.streamed, local_replicas
+    )
     scale = np.array([1.0 / local_replicas] + [1.0] * (2 * len(task.specs)))  # loss: mean over local replicas
     actual = _actual(
         cfg, keras, tf, dist, ran, fallback, local_replicas, threads, model, optimizer, task, data, execution
     )
-    run_epochs(
-        cfg,
-        rank,
-        Training(
-            steps_per_epoch,
-            train,
-            task.evaluator(model),
-            task.results,
-            actual,
-            lambda: replica_checksums(dist, model),
-            read=lambda sums: sums.numpy() * scale,
-            data=data,
-            flops=flops.of(task, model),
-            batches=batches,
-            saver=tf_saver(tf, dist, model, optimizer),
-            phases=phases,
-            extra=combined(
-                loss_scale.figures(optimizer) if cfg.precision == "fp16" else None, xla.figures if xla else None
-            ),
-            step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None),
+    training = Training(
+        steps_per_epoch,
+        train,
+        task.evaluator(model),
+        task.results,
+        actual,
+        lambda: replica_checksums(dist, model),
+        read=lambda sums: sums.numpy() * scale,
+        data=data,
+        flops=flops.of(task, model),
+        batches=batches,
+        saver=tf_saver(tf, dist, model, optimizer),
+        phases=phases,
+        extra=combined(
+            loss_scale.figures(optimizer) if cfg.precision == "fp16" else None, xla.figures if xla else None
         ),
+        step=StepContext(actual["precision_applied"], profile=capture(False) if cfg.profile else None),
     )
+    run_epochs(cfg, rank, training)
 
 
 def _actual(cfg, keras, tf, dist, ran, fallback, local_replicas, threads, model, optimizer, task, data, execution):
@@ -195,7 +194,7 @@ def _model(tf, keras, dist, task, precision: str):
     return model, optimizer
 
 
-def training(tf, dist, task, model, optimizer, batches, cfg, ran: str, streamed: bool, local_replicas: int):
+def training_step(tf, dist, task, model, optimizer, batches, cfg, ran: str, streamed: bool, local_replicas: int):
     """(train(k), its XlaWatch or None, the execution that runs): every local replica's step, XLA-compiled under
     --compile on (raylab/frameworks/tf/compiled.py), a window of them per tf.function call."""
     from raylab.frameworks.tf.compiled import XlaWatch, replica_step

@@ -1,26 +1,16 @@
 """PyTorch: what raylab knows of it without importing it."""
 
-from raylab.registry import Framework
+from raylab.registry import CUDA_RUNTIMES, Framework
 
+# A registry entry, laid out by hand: a line a concern.
+# fmt: off
 FRAMEWORK = Framework(
-    name="torch",
-    title="PyTorch",
-    package="torch",
-    extra="torch",
-    kinds=("none", "ddp", "ps-sync", "ps-async"),
-    single="none",
-    models="torch",
-    # torch._dynamo: torch.optim's first optimizer imports it.
-    imports=("torch", "torch.distributed", "torch._dynamo"),
-    color="tab:blue",
+    name="torch", title="PyTorch", package="torch", extra="torch", models="torch", color="tab:blue",
+    kinds=("none", "ddp", "ps-sync", "ps-async"), single="none",
+    imports=("torch", "torch.distributed", "torch._dynamo"),  # torch._dynamo: torch.optim's first optimizer imports it
     collective_paths=("torch/distributed",),
     device_errors=("torch",),  # torch.OutOfMemoryError is CUDA's caching allocator
     # what its steps compile to and run on besides its package (raylab/probes/host.py keys kept answers on them)
-    runtimes=(
-        "triton",
-        "nvidia-cudnn-cu12",
-        "nvidia-cuda-runtime-cu12",
-        "nvidia-cublas-cu12",
-        "nvidia-cuda-nvrtc-cu12",
-    ),
+    runtimes=("triton", *CUDA_RUNTIMES),
 )
+# fmt: on

@@ -81,7 +81,7 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
 
     from raylab.frameworks.torch.compiled import compile_model, set_cache, watch
     from raylab.frameworks.torch.state import param_checksum
-    from raylab.frameworks.torch.worker import compile_figures, counted, host_copy, mean_loss, train_fn
+    from raylab.frameworks.torch.worker import CountedReads, compile_figures, counted, mean_loss, train_fn
     from raylab.loop import StepContext, Training, combined, run_epochs
 
     task, batches, test = _shard(cfg, rank, workers, total_updates)
@@ -102,33 +102,26 @@ def _train(cfg, rank: int, workers: int, sync: bool, steps_per_epoch: int, total
     # pull at different versions by design: nothing to compare.
     checksum = (lambda: param_checksum(model)) if sync else (lambda: None)
     # Every step's gradients leave the worker for the servers: a host read per step besides the window's.
-    reads = [0]
+    read = CountedReads()
 
-    def read(sums):
-        reads[0] += 1
-        return host_copy(sums)
-
-    run_epochs(
-        cfg,
-        rank,
-        Training(
-            steps_per_epoch,
-            train,
-            lambda: evaluate(*test),
-            task.results,
-            actual,
-            checksum,
-            read=read,
-            batches=batches,
-            step=step,
-            saver=ps_saver(servers, group, cfg.sink),
-            syncs=lambda: reads[0] + remote.comm["steps"],
-            extra=combined(
-                lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
-                compile_figures(compiles),
-            ),
+    training = Training(
+        steps_per_epoch,
+        train,
+        lambda: evaluate(*test),
+        task.results,
+        actual,
+        checksum,
+        read=read,
+        batches=batches,
+        step=step,
+        saver=ps_saver(servers, group, cfg.sink),
+        syncs=lambda: read.count + remote.comm["steps"],
+        extra=combined(
+            lambda: ps_figures(servers, remote.comm, 2 * remote.param_bytes * workers, sync),
+            compile_figures(compiles),
         ),
     )
+    run_epochs(cfg, rank, training)
 
 
 def _shard(cfg, rank: int, workers: int, total_updates: int):

@@ -7,18 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 
-def ready(
-    task,
-    x,
-    y,
-    batch: int,
-    label: str,
-    precision: str,
-    device: str,
-    threads: int,
-    seed: int,
-    cache_dir: str | None = None,
-):
+def ready(task, x, y, batch, label, precision, device, threads, seed, cache_dir=None):
     """(run(k): k training steps of the recipe's model in execution `label`, then their one host read; seconds its
     first step took, compilation included; Inductor's cache in `cache_dir`, the trials'). Raises what building or
     compiling it raised (a graph break under

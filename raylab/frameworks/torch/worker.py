@@ -88,33 +88,26 @@ def torch_worker_loop(config: dict) -> None:
         cfg.precision, device, optimizer, capture(device.type == "cuda") if cfg.profile else None
     )
     actual = _actual(cfg, ctx, device, model, module, step, task, optimizer, scheduler, data, compiles)
-    reads = [0]  # the loop's reads, counted where GradScaler reads too (a recipe's optimizer under fp16)
+    read = CountedReads()  # counted where GradScaler reads too (a recipe's optimizer under fp16)
 
-    def read(sums):
-        reads[0] += 1
-        return host_copy(sums)
-
-    run_epochs(
-        cfg,
-        rank,
-        Training(
-            steps_per_epoch,
-            train_fn(task, model, optimizer, scheduler, batches, step, scale, mean_loss(task, cfg.execution), compiles),
-            counted(compiles, task.evaluator(compiled, device)),
-            task.results,
-            actual,
-            lambda: param_checksum(module),
-            read=read,
-            batches=batches,
-            step=step,
-            data=data,
-            flops=flops.of(task, module),
-            saver=torch_saver(module, optimizer, scheduler, device, scale),
-            phases=phases,
-            syncs=(lambda: reads[0] + scale.reads) if scale is not None and not scale.on_device else None,
-            extra=combined(scale.figures if scale is not None else None, compile_figures(compiles)),
-        ),
+    training = Training(
+        steps_per_epoch,
+        train_fn(task, model, optimizer, scheduler, batches, step, scale, mean_loss(task, cfg.execution), compiles),
+        counted(compiles, task.evaluator(compiled, device)),
+        task.results,
+        actual,
+        lambda: param_checksum(module),
+        read=read,
+        batches=batches,
+        step=step,
+        data=data,
+        flops=flops.of(task, module),
+        saver=torch_saver(module, optimizer, scheduler, device, scale),
+        phases=phases,
+        syncs=(lambda: read.count + scale.reads) if scale is not None and not scale.on_device else None,
+        extra=combined(scale.figures if scale is not None else None, compile_figures(compiles)),
     )
+    run_epochs(cfg, rank, training)
 
 
 def _actual(cfg, ctx, device, model, module, step, task, optimizer, scheduler, data, compiles) -> dict:
@@ -276,6 +269,18 @@ def as_float32(pred):
     if isinstance(pred, (tuple, list)):
         return type(pred)(t.float() for t in pred)
     return tree_map(lambda t: t.float(), pred)
+
+
+class CountedReads:
+    """The loop's host reads of its window sums (`read=`), counted: torch's GradScaler and a ps worker's pushes read
+    too, and the trial's `host_syncs` adds them up."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, sums):
+        self.count += 1
+        return host_copy(sums)
 
 
 def host_copy(sums):

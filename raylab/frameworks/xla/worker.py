@@ -50,27 +50,24 @@ def xla_worker_loop(config: dict) -> None:
     train = xla_train(task, model, optimizer, scheduler, batches, path, step, compiles, device)
 
     actual = _actual(cfg, pjrt, path, world, model, step, compiles, task, optimizer, scheduler, data)
-    run_epochs(
-        cfg,
-        rank,
-        Training(
-            steps_per_epoch,
-            train,
-            compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)),
-            task.results,
-            actual,
-            lambda: param_checksum(model),
-            read=lambda sums: sums.double().cpu().numpy(),
-            batches=batches,
-            step=step,
-            syncs=lambda: device_reads(met),
-            extra=compiles.figures,
-            phases=phases,
-            data=data,
-            flops=flops.of(task, model),
-            saver=xla_saver(model, optimizer, scheduler, device, rank),
-        ),
+    training = Training(
+        steps_per_epoch,
+        train,
+        compiles.apart(task.evaluator(model, device, sync=torch_xla.sync)),
+        task.results,
+        actual,
+        lambda: param_checksum(model),
+        read=lambda sums: sums.double().cpu().numpy(),
+        batches=batches,
+        step=step,
+        syncs=lambda: device_reads(met),
+        extra=compiles.figures,
+        phases=phases,
+        data=data,
+        flops=flops.of(task, model),
+        saver=xla_saver(model, optimizer, scheduler, device, rank),
     )
+    run_epochs(cfg, rank, training)
 
 
 def _step_context(cfg, pjrt: str):
