@@ -5,15 +5,13 @@
 standard library's or an installed package's, followed through their imports (a recipe whose builder imports its
 model from a module of its own, as raylab/models/resunet.py does from resunet_torch.py, changes its fingerprint when
 that module changes; raylab's own modules are in identity()). It is read without importing the framework: the
-source, not the built model. `cache_key` is the whole key of a kept race: the host, the cluster, the trial's settings,
-the model's source and the task.
+source, not the built model. The whole key of a kept race: raylab/probes/race_key.py.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import importlib.machinery
 import sys
 import sysconfig
@@ -123,44 +121,3 @@ def model_source(builder) -> str:
         except OSError:  # a source that is not a file (a notebook's cell): its name stands for it
             digest.update(str(path).encode())
     return digest.hexdigest()
-
-
-def cache_key(recipe, cfg, key: tuple, labels: list[str], x) -> str:
-    """What must be equal for a kept answer to hold: the host's identity (raylab/probes/host.py: raylab, the
-    framework and its compilers' and runtimes' versions), the cluster's hosts and accelerator types, the device,
-    threads, the model's source (the builder's and the user's modules it imports), the task and the shapes."""
-    import ray
-
-    from raylab.data import tree_map
-    from raylab.probes.host import identity
-    from raylab.registry import framework
-
-    name, batch, precision, hardware = key
-    fw = framework(name)
-    alive = [n for n in ray.nodes() if n.get("Alive")]
-    hosts = sorted({n.get("NodeManagerHostname", "") for n in alive})
-    accelerators = sorted({r for n in alive for r in n.get("Resources", {}) if r.startswith("accelerator_type:")})
-    shapes = str(tree_map(lambda a: (tuple(a.shape[1:]), str(a.dtype)), x))
-    return hashlib.sha256(
-        json.dumps(
-            [
-                identity([fw]),
-                hosts,
-                accelerators,
-                hardware or cfg.device,
-                cfg.threads,
-                name,
-                batch,
-                precision,
-                labels,
-                shapes,
-                model_source(recipe.models.get(fw.models)),
-                repr(recipe.loss),
-                repr(recipe.optimizer),
-                repr(recipe.schedule),
-                repr(recipe.metrics),
-                repr(recipe.preprocess),
-            ],
-            default=str,
-        ).encode()
-    ).hexdigest()[:24]

@@ -29,7 +29,7 @@ import time
 
 from raylab.config import Settings, TrialSpec
 from raylab.probes.choice import Choice
-from raylab.probes.fingerprint import cache_key
+from raylab.probes.race_key import cache_key
 from raylab.registry import framework
 
 RACE_TIMEOUT_S = 1800.0  # compiling the ResNet-UNet took 52 s here; a race past this is given up: usual executions
