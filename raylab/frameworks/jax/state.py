@@ -83,7 +83,7 @@ def from_host(tree, like):
 def jax_saver(holder: StateHolder, feed):  # feed: jax/mesh.py's Feed
     """Checkpoints as a pickle of the state's numpy arrays (parameters, batch statistics, dropout keys, optimizer
     state): rank 0 writes, every rank loads it and replicates it again (every process holds the same state)."""
-    from raylab.loop import Saver
+    from raylab.loop.checkpoint import Saver
 
     def save(directory: str, rank: int) -> None:
         host = to_host(holder.state)  # every rank reads its own copy: nothing waits on another process

@@ -15,7 +15,7 @@ def tf_saver(tf, dist, model, optimizer):
     scratch directory, as multi-worker TF expects), every rank reads."""
     import shutil
 
-    from raylab.loop import Saver
+    from raylab.loop.checkpoint import Saver
 
     ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
 

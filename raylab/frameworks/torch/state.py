@@ -10,7 +10,7 @@ def torch_saver(module, optimizer, scheduler, device=None, scale=None):
     state)."""
     import torch
 
-    from raylab.loop import Saver
+    from raylab.loop.checkpoint import Saver
 
     def save(directory: str, rank: int) -> None:
         if rank == 0:
