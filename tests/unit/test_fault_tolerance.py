@@ -103,8 +103,8 @@ def test_handoff_sends_only_after_the_controller_took_the_report():
 
     def poll():
         handoff.queue.get_nowait()
+        polled.set()  # taken, before task_done releases the handoff: "epoch 1" sent finds it set
         handoff.queue.task_done()
-        polled.set()
 
     threading.Timer(0.2, poll).start()
     deadline = time.monotonic() + 10
