@@ -56,7 +56,9 @@ class Progress(threading.Thread):
             for pid, ip in pids:
                 console.get().claim(ip, pid, self.log)
         self.log_epochs(epochs)
-        if latest and latest != self.last_line and final is None:
+        ended = epochs[-1]["epoch"] if epochs else 0  # the sink keeps them in order
+        # A report from an epoch whose end is logged is stale: its line would follow "epoch N done".
+        if latest and latest != self.last_line and final is None and latest["epoch"] > ended:
             self.show(latest)
         return epochs, final
 

@@ -152,6 +152,35 @@ def test_a_workers_note_is_one_warning_line_on_raylabs_console(tmp_path, monkeyp
     assert out.getvalue() == "[torch:none x1] WARNING: the streamed train split looks sorted by 'label'\n"
 
 
+def test_no_progress_line_follows_its_epochs_end(tmp_path, monkeypatch):
+    """A progress report from an epoch whose end the same poll logs (JAX's last report of epoch 1 reached the sink
+    beside that epoch's end) prints no line after `epoch 1 done`; the next epoch's report does."""
+    import io
+
+    from raylab.driver import progress
+    from raylab.runtime import console
+
+    out = io.StringIO()
+    monkeypatch.setattr(console, "_console", console.Console(root=tmp_path, stream=out))
+    monkeypatch.setattr(progress.ray, "get", lambda refs, timeout=None: refs)  # the fake sink's calls are values
+
+    class Call:  # an actor method whose .remote() is its value now
+        def __init__(self, value):
+            self.remote = value
+
+    latest = {"epoch": 1, "epochs": 2, "step": 436, "steps": 439, "samples_per_sec": 900.0, "loss": 0.5}
+    ended = {"epoch": 1, "epoch_time_s": 3.0, "train_loss": 0.5, "val_accuracy": 0.8}
+    polled = {"now": (latest, [ended], None)}
+    sink = SimpleNamespace(poll=Call(lambda: polled["now"]), pids=Call(lambda: []), notes=Call(lambda: []))
+    tracker = SimpleNamespace(log_metrics=lambda *a, **k: None)
+    watch = progress.Progress(sink, tracker=tracker, run_id="r", label="jax:none x1")
+    watch.poll()
+    assert out.getvalue().splitlines() == ["[jax:none x1] epoch 1 done in 3.0s loss 0.5000 val_accuracy 0.8"]
+    polled["now"] = ({**latest, "epoch": 2, "step": 10}, [ended], None)
+    watch.poll()
+    assert out.getvalue().splitlines()[-1].startswith("[jax:none x1] epoch 2/2 step 10/439"), out.getvalue()
+
+
 def test_each_restart_decision_says_the_attempt_it_ended_and_the_processes_then():
     """A failure recorded by the sink (TrialSink.failure, called in the process here) carries the attempt it ended
     and the processes the trial had; the failures tag says both, so two restarts for one kill show which is which."""
