@@ -178,13 +178,9 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
     began = time.time()
     if rung.startswith("trial"):  # trial+NAME=VALUE: the trial with that setting in its environment
         extra = dict(kv.split("=", 1) for kv in rung.split("+")[1:])
-        saved = {k: os.environ.get(k) for k in extra}
-        os.environ.update(extra)
-        try:
-            got, span = run_trial(framework, args, tmp), None  # (its steady seconds are not known here)
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        asked = argparse.Namespace(recipe="fashion", batch=args.batch, threads=args.threads)
+        got = run_trial(framework, asked, tmp, args.epochs, extra_env=extra)
+        span = None  # (its steady seconds are not known here)
     else:
         env = {
             **os.environ,
