@@ -1,6 +1,7 @@
 """Typed run configuration: what one invocation's command line settled (`Settings`) and each trial of its matrix
-(`TrialSpec`, which resolves its kind's Strategy once). raylab/cli/ builds them at the door, its values checked
-in raylab/cli/expand.py: every user mistake is a UserError before Ray starts or any worker runs.
+(`TrialSpec`, which resolves its kind's Strategy once). raylab/cli/ builds them at the door, each value checked
+(raylab/cli/expand.py); what each trial runs with is resolved, and what cannot run refused, in
+raylab/settings/resolve.py: every user mistake is a UserError before Ray starts or any worker runs.
 """
 
 from __future__ import annotations
@@ -106,9 +107,8 @@ class Settings:
     device: str = "cpu"  # "cpu" or "gpu": what each replica is asked to run on (a trial's own under a sweep: on())
     accelerator_type: str | None = None  # the Ray accelerator type its nodes must have (a trial's own: on())
     hardware: list[str] = field(default_factory=list)  # --device's items as asked ("cpu", "gpu:H100"), in order
-    precision: str = "fp32"  # asked for; what each backend applied is recorded per trial
+    precision: str = "fp32"  # asked for; what a trial applies: raylab/settings/resolve.py trial()
     precision_fallback: str = "error"  # a trial that cannot apply --precision: "error" before Ray starts, or "fp32"
-    precision_fallen: dict = field(default_factory=dict)  # trial name -> why it runs fp32 instead (the fallback)
     notes: list[str] = field(default_factory=list)  # things the driver should tell the user
     tpu_fallback: str = "error"  # tf:tpu without a TPU: "error" before training, or run "mirrored" and record it
     tpu_type: str | None = None  # e.g. "v4-8": TPU trials ask Ray for that slice's head resource

@@ -1,7 +1,8 @@
 """raylab's door, for tests: what a command line passes before Ray starts, run without starting Ray.
 
 - `at_the_door(argv)`: a recipe's command line (`RECIPE.py FLAGS...`) through the recipe's parser, the checked
-  configuration and the data with its task checked (raylab/cli/run.py `_at_the_door`, less the connection).
+  configuration, its trials resolved, and the data with its task checked (raylab/cli/run.py `_at_the_door`, less the
+  connection).
 - `parsed(call, argv)`: any other command's own argparse parser (`raylab compare`, a bench script), stopped once
   it has parsed; a parser error fails with argparse's own message.
 """

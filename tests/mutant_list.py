@@ -98,7 +98,7 @@ def quick(m) -> None:
     m(
         "bf16-fallback",
         "bf16, and its recorded fallback",
-        "raylab/settings/precision.py",
+        "raylab/settings/resolve.py",
         '        if cfg.precision_fallback != "fp32":\n',
         "        if False:\n",
         UNIT + "test_precision.py",

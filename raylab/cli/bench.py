@@ -9,6 +9,7 @@ from raylab import config
 from raylab.cli.expand import check_positive, parse_trials
 from raylab.cli import flags
 from raylab.errors import UserError
+from raylab.settings import resolve
 
 
 def bench_parser(bench) -> argparse.ArgumentParser:
@@ -41,11 +42,9 @@ def bench_parser(bench) -> argparse.ArgumentParser:
 
 
 def bench_config(bench, args) -> config.Settings:
-    from raylab.driver.stepbench import check_trials
-
+    """The step benchmark's Settings, its trials resolved and refused as a recipe's are (settings.resolve)."""
     kinds = parse_trials(args.trials)
-    check_trials(bench, kinds)
-    return config.Settings(
+    cfg = config.Settings(
         trials=[config.TrialSpec(*k.split(":"), 1) for k in kinds],
         epochs=1,
         threads=check_positive("threads", args.threads),
@@ -59,6 +58,8 @@ def bench_config(bench, args) -> config.Settings:
         steps_per_epoch=check_positive("iterations", args.iterations),
         repeats=check_positive("repeats", args.repeats),
     )
+    resolve.check_bench(bench.name, cfg)
+    return cfg
 
 
 def bench_main(bench, argv: list[str] | None = None) -> int:
@@ -75,9 +76,6 @@ def _run(bench, args) -> int:
 
     try:
         cfg = bench_config(bench, args)
-        for kind in dict.fromkeys(s.kind for s in cfg.trials):  # before Ray starts (torch_xla imports, say)
-            if config.get_strategy(kind).preflight:
-                config.get_strategy(kind).preflight(cfg, {})
         tracker = connect(cfg, args.address)
     except UserError as e:
         print(f"raylab: error: {e}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""From a parsed command line to the edited recipe and its Settings: every user mistake a UserError.
+"""From a parsed command line to the edited recipe and its Settings, each flag's value checked (a UserError); what
+the trials run with, the values together, is resolved and refused in raylab/settings/resolve.py.
 
 A recipe field that is both a flag and a --set key (epochs, steps_per_epoch, seed, precision; --batch
 and --lr edit the recipe directly) is decided in one place, `chosen`: the flag when given, else the
@@ -12,18 +13,11 @@ import json
 
 from raylab import config
 from raylab.errors import UserError
-from raylab.cli.expand import (
-    check_positive,
-    expand_trials,
-    parse_compile,
-    parse_hardware,
-    parse_trials,
-    parse_workers,
-    split_trial,
-)
+from raylab.cli.expand import check_positive, parse_compile, parse_hardware, parse_trials, parse_workers
 from raylab.cli.overrides import parse_batches, set_fields
 from raylab.record.prices import read_prices
 from raylab.registry import get_strategy
+from raylab.settings.resolve import expand_trials, split_trial
 from raylab.tpu import parse_topology, parse_tpu_type
 
 # What --resume may be given beside it: where to look and where to run; the rest is the recorded command's.
@@ -53,36 +47,14 @@ def chosen(recipe, args, name: str):
 
 
 def make_config(recipe, args) -> config.Settings:
-    """The invocation's config; `recipe` is the one edited() returned for these args."""
+    """The invocation's config, each flag's value checked; `recipe` is the one edited() returned for these args.
+    settings.resolve.check refuses what its trials cannot run, once the data is loaded (cli/run.py)."""
     notes: list[str] = []
     hardware = parse_hardware(args.device, args.accelerator_type)
     trials = _trials(recipe, args, notes, hardware)
-    _check_combinations(args, hardware)
-    cfg = config.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args, hardware))
-    check_seconds(cfg)
-    return cfg
-
-
-def check_seconds(cfg: config.Settings) -> None:
-    """--seconds ends a trial where its one training process has timed enough: a trial of several processes (each
-    would decide apart, and the steps they take together must match) and --plain (its scripts run fixed steps) are
-    refused."""
-    if cfg.seconds is None:
-        return
-    if not cfg.seconds > 0:
-        raise UserError(
-            f"--seconds is {cfg.seconds:g}; give the seconds of steady steps each trial should time, "
-            "more than 0 (5 is the least a figure is compared at)."
-        )
-    several = [s.name for s in cfg.trials if s.layout(cfg).ray_workers > 1]
-    if several:
-        raise UserError(
-            f"--seconds ends a trial when its one training process has timed enough, and "
-            f"{', '.join(several)} train(s) in several processes; run those with --epochs or "
-            "--steps-per-epoch instead (drop them from --trials, or give --workers 1)."
-        )
-    if cfg.plain:
-        raise UserError("--plain runs its plain scripts over the trials' epochs, not for --seconds; drop one of them.")
+    if args.json is not None and not args.json.parent.resolve().is_dir():
+        raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")
+    return config.Settings(trials=trials, notes=notes, **_task_settings(recipe, args), **_run_settings(args, hardware))
 
 
 def _trials(recipe, args, notes: list[str], hardware: list[str]) -> list[config.TrialSpec]:
@@ -161,13 +133,6 @@ def _run_settings(args, hardware: list[str]) -> dict:
         "batch_max": (args.batch or "").strip() == "max",
         "memory_cap_mb": None if args.memory_cap_mb is None else check_positive("memory-cap-mb", args.memory_cap_mb),
     }
-
-
-def _check_combinations(args, hardware: list[str]) -> None:
-    if args.plain and any(h.partition(":")[0] != "cpu" for h in hardware):
-        raise UserError("--plain runs the plain scripts on CPU only; drop --plain or use --device cpu.")
-    if args.json is not None and not args.json.parent.resolve().is_dir():
-        raise UserError(f"--json {args.json}: directory {args.json.parent} does not exist; create it first.")
 
 
 def check_failures(n: int) -> int:

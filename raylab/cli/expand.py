@@ -1,23 +1,15 @@
-"""The command line's values checked and expanded, in one place: --trials (each kind known and its framework
+"""The command line's values parsed and each checked on its own: --trials (each kind known and its framework
 installed), --workers and --batch counts, --compile and --compile-mode, --device and --accelerator-type (the
-hardware axis), into the trial matrix of TrialSpecs
-(`expand_trials`). Every mistake is a UserError before Ray starts."""
+hardware axis). Every mistake is a UserError before Ray starts; what the trials run with, these values together, is
+resolved in raylab/settings/resolve.py (the trial matrix, `expand_trials`)."""
 
 from __future__ import annotations
 
 import re
 
-from raylab.config import TrialSpec
 from raylab.errors import UserError
-from raylab.registry import framework_of, get_strategy, kinds
-
-
-def split_trial(item: str) -> tuple[str, int | None]:
-    """'tf:mwms x2' -> ('tf:mwms', 2): a trial as raylab names it fixes its worker count; 'tf:mwms' -> None."""
-    kind, _, count = " ".join(item.split()).partition(" x")
-    if count and not count.isdigit() or count == "0":
-        raise UserError(f"trial '{item}': write a worker count as 'KIND xN', e.g. 'tf:mwms x2'.")
-    return kind, int(count) if count else None
+from raylab.registry import framework_of, kinds
+from raylab.settings.resolve import split_trial
 
 
 def parse_trials(text: str) -> list[str]:
@@ -65,55 +57,6 @@ def parse_workers(text: str) -> list[int]:
     return parse_counts(text, "--workers", "1,2")
 
 
-def expand_trials(
-    kinds: list[str], workers: list[int], notes: list[str], batches=(None,), compiles=("best",), hardware=("cpu",)
-) -> list[TrialSpec]:
-    """The trial matrix: per hardware item of a --device sweep, per batch size of a --batch sweep, every kind on
-    every worker count it supports, in the order given, each in every execution --compile asks that it has on that
-    device (one trial per distinct execution: jax:none is jit both ways), or, under --compile best, once, its
-    execution chosen before the trials run (raylab/probes/race.py). A trial carries its hardware item (and its name
-    shows it) where --device sweeps or names an accelerator type."""
-    import dataclasses
-
-    tagged = len(hardware) > 1 or any(":" in h for h in hardware)
-    specs = []
-    fitting = [(item, fitting_workers(item, workers, notes)) for item in kinds]
-    for h in hardware:
-        device = h.partition(":")[0]
-        on = []
-        for item, fits in fitting:
-            kind = split_trial(item)[0]
-            strategy = get_strategy(kind)
-            fw, st = kind.split(":")
-            best = list(compiles) == ["best"]
-            runs = [None] if best else executions(strategy, compiles, device, notes)
-            on += [
-                TrialSpec(fw, st, w, execution=e, best=best, hardware=h if tagged else None) for w in fits for e in runs
-            ]
-        specs += [dataclasses.replace(s, batch=b) for b in batches for s in on]
-    return specs
-
-
-def fitting_workers(item: str, workers: list[int], notes: list[str]) -> list[int]:
-    """The worker counts a trial item runs on: its own ' xN', else --workers', less those its kind cannot (a note
-    for those; a UserError where none is left)."""
-    kind, fixed = split_trial(item)
-    strategy = get_strategy(kind)
-    asked = [fixed] if fixed else workers
-    fits = [w for w in asked if strategy.max_workers is None or w <= strategy.max_workers]
-    if not fits:
-        raise UserError(
-            f"{kind} runs on at most {strategy.max_workers} worker(s), but it was asked for "
-            f"{','.join(map(str, asked))}; add 1 to --workers or pick a multi-worker strategy such as tf:mwms."
-        )
-    if len(fits) < len(asked):
-        notes.append(
-            f"{kind} runs on at most {strategy.max_workers} worker(s): skipped workers="
-            f"{','.join(str(w) for w in asked if w not in fits)}"
-        )
-    return fits
-
-
 DEVICES = ("cpu", "gpu")
 ACCELERATOR_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
@@ -146,23 +89,6 @@ def parse_hardware(devices: str, types: str | None = None) -> list[str]:
                 )
             out.append(f"{device}:{t}" if t else device)
     return list(dict.fromkeys(out))
-
-
-def executions(strategy, compiles, device: str, notes: list[str]) -> list[str | None]:
-    """The distinct executions a kind runs for the --compile values asked (None: its --compile off one); UserError
-    where it can run none of them, a note for each it skips."""
-    off = strategy.executions["off"]
-    runs, skipped = [], []
-    for asked in compiles:
-        label, why = strategy.execution(asked, device)
-        if label is None:
-            skipped.append(why)
-        elif (None if label == off else label) not in runs:
-            runs.append(None if label == off else label)
-    if not runs:
-        raise UserError(f"{skipped[0]}; drop it from --trials or choose another --compile.")
-    notes += [f"{why}: skipped" for why in skipped]
-    return runs
 
 
 def parse_compile(values: str, modes: str) -> list[str]:

@@ -8,7 +8,7 @@ import sys
 from raylab import config
 from raylab.cli.configure import edited, make_config, resumed_argv, without_flags
 from raylab.cli.recipe_flags import recipe_parser
-from raylab.settings import precision
+from raylab.settings import resolve
 from raylab.errors import UserError
 
 
@@ -75,39 +75,14 @@ def _announce(recipe, cfg: config.Settings, ds) -> None:
 
 
 def load_data(recipe, cfg: config.Settings):
-    """The recipe's data, checked, and its task checked against it: UserErrors before Ray starts."""
+    """The recipe's data, checked, its task checked against it, and what the trials run with on it resolved
+    (settings.resolve.check): UserErrors before Ray starts."""
     from raylab.data import as_dataset
     from raylab.task import check
 
     ds = as_dataset(recipe.data, recipe.name)
     check(recipe.task(ds.target_names), ds.target_names)
-    cfg.precision_fallen = precision.check(cfg)
-    cfg.notes += [
-        f"{name} runs fp32, not {cfg.precision}: {why} (--precision-fallback fp32)"
-        for name, why in cfg.precision_fallen.items()
-    ]
-    if cfg.batch_max:
-        from raylab.probes import batchsize
-
-        batchsize.check([s.kind for s in cfg.trials], ds.streamed, cfg.resume)
+    resolve.check(cfg, ds.streamed)
     if ds.streamed:
-        check_streamed(cfg)
         return ds  # --quick limits it when Ray Data opens it (raylab/driver/invocation.py)
     return ds.subset(recipe.quick_train, recipe.quick_test) if cfg.quick else ds
-
-
-def check_streamed(cfg: config.Settings) -> None:
-    """What cannot run on a streamed dataset says so before Ray starts."""
-
-    cfg.streamed = True
-    for spec in cfg.trials:
-        if spec.strategy.ps_roles:
-            raise UserError(
-                f"{spec.kind} reads in-memory data only (its parameter-server workers take their own "
-                "shards outside Ray Train's dataset splits); drop it from --trials or run without --data."
-            )
-    if cfg.plain:
-        raise UserError(
-            "--plain runs plain scripts on in-memory arrays; run it without --data (or a streamed "
-            "recipe), or drop --plain."
-        )

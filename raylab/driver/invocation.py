@@ -201,7 +201,7 @@ def _run_held(
     inv: Invocation, recipe: Recipe, cfg: Settings, ds: Dataset, tracker: Tracker, one_machine: bool
 ) -> tuple[str, list]:
     inv.shared = share_data(recipe, cfg, ds)
-    race.resolve(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
+    race.choose(recipe, cfg, ds, inv.shared)  # --compile best: each framework's execution, measured or kept
     for device in dict.fromkeys(cfg.on(s).device for s in cfg.trials):
         cluster.driver_imports([s.kind for s in cfg.trials], device)
     nodes = matrix.cluster_nodes()

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import time
 
-from raylab.errors import UserError
 from raylab import registry
-from raylab.task.recipe import BenchContext, StepBench, single_kinds
+from raylab.task.recipe import BenchContext, StepBench
 
 
 def _bench_task(
@@ -67,15 +66,6 @@ def _bench_task(
             compiles_after_warmup=total[0] - compiled[0],
         )
     return builtins_only({"result": result, "facts": {**facts, **host_facts()}})
-
-
-def check_trials(bench: StepBench, kinds: list[str]) -> None:
-    single = single_kinds()
-    wrong = [k for k in kinds if k not in single]
-    if wrong:
-        raise UserError(
-            f"{bench.name} is a single-process step benchmark; it runs {', '.join(single)}, not {', '.join(wrong)}."
-        )
 
 
 def run_bench(bench: StepBench, cfg, tracker, tags: dict) -> tuple[str, list]:

@@ -12,6 +12,7 @@ from raylab.loop.guard import guard
 from raylab.config import Settings, TrialSpec, compile_cache_dir
 from raylab.driver import matrix
 from raylab.runtime import cluster
+from raylab.settings import resolve
 from raylab.driver.resources import worker_resources
 from raylab.loop.worker_config import WorkerConfig
 from raylab.task.recipe import Recipe
@@ -33,24 +34,24 @@ def worker_env(strategy, backend, cfg: Settings) -> dict:
 def worker_config(
     recipe: Recipe, cfg: Settings, spec: TrialSpec, task, shared: dict, sink, start: float, run_id: str = ""
 ) -> WorkerConfig:
-    """The small picklable config every worker of the trial receives."""
-    strategy = spec.strategy
-    layout = spec.layout(cfg)
+    """The small picklable config every worker of the trial receives: its settings as resolve.trial resolved them."""
+    resolved = resolve.trial(cfg, spec)
+    layout = resolved.layout
     return WorkerConfig(
         trial=spec.name,
-        short=strategy.short,
+        short=resolved.strategy.short,
         task=task,
         shared=getattr(shared, "info", shared),
         replicas=layout.replicas,
         batch_per_replica=recipe.per_replica(layout.replicas),
         epochs=cfg.epochs,
-        threads=cfg.threads,
+        threads=resolved.threads,
         seed=cfg.seed,
         warmup_steps=recipe.warmup_steps,
         trial_start=start,
         sink=sink,
-        device=cfg.device,
-        precision=cfg.precision,
+        device=resolved.device,
+        precision=resolved.precision,
         tpu_fallback=cfg.tpu_fallback,
         ps=cfg.ps,
         steps_per_epoch=cfg.steps_per_epoch,
@@ -61,7 +62,7 @@ def worker_config(
         memory_cap_mb=cfg.memory_cap_mb,
         profile=cfg.profile,
         probe=cfg.probe,
-        execution=spec.executes(),
+        execution=resolved.execution,
         compile_cache=compile_cache_dir(cfg, run_id),
         run_id=run_id,
         storage=cfg.storage,

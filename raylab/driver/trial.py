@@ -16,7 +16,7 @@ import ray
 from raylab import failure
 from raylab.config import Settings, TrialSpec
 from raylab.data import Dataset
-from raylab.settings import pinning
+from raylab.settings import pinning, resolve
 from raylab.runtime import console
 from raylab.probes import batchsize, floor, peak
 from raylab.probes.utilization import utilization, worker_nodes
@@ -192,15 +192,16 @@ class Trial:
         memory, memory_tags = self.peak_memory()
         agreed = self.replica_agreement()  # worker_node_ids: where its workers ran
         types, here = worker_nodes(agreed)  # a peak measured on this host is its trials' only where they ran here
+        resolved = resolve.trial(self.cfg, spec)
         used, used_tags = utilization(
             spec.framework,
-            spec.strategy.device(self.cfg),
+            resolved.runs_on,
             rec.tags,
-            self.cfg.threads,
+            resolved.threads,
             int(rec.tags.get("replicas_in_sync") or spec.workers),
             rec.result.get("achieved_tflops"),
             peak.load() if here else {},
-            [self.cfg.accelerator_type, *types, self.cfg.tpu_type],
+            [resolved.accelerator_type, *types, self.cfg.tpu_type],
         )
         # what ran beside its workers over their timed window, per node (raylab/loop/beside.py)
         beside, beside_tags = beside_figures(*ray.get([self.sink.besides.remote(), self.sink.worker_nodes.remote()]))
@@ -208,7 +209,7 @@ class Trial:
         memory_tags.update({**used_tags, **beside_tags})
         self.outcome.result, self.outcome.ran = {**rec.result, **memory}, rec.ran
         self.tracker.log_metrics(run_id, {**rec.metrics, **memory}, step=0)
-        fallen = self.cfg.precision_fallen.get(spec.name)
+        fallen = resolved.precision_fallback_reason
         self.tracker.set_tags(
             run_id, {**rec.tags, **agreed, **memory_tags, **({"precision_fallback_reason": fallen} if fallen else {})}
         )

@@ -92,31 +92,6 @@ def bisect(fits, start: int, limit: int) -> tuple[int, int | None]:
     return lo, hi
 
 
-def check(kinds: list[str], streamed: bool, resume: str | None = None) -> None:
-    """--batch max where it cannot run stops before Ray starts."""
-    if resume:
-        raise UserError(
-            "--resume goes on at the batch each trial already ran; the recorded --batch max cannot search "
-            "again. Start a new invocation instead."
-        )
-    from raylab.registry import get_strategy
-    from raylab import registry
-
-    others = [k for k in kinds if not get_strategy(k).batch_search]
-    if others:
-        searched = [k for k in registry.kinds() if get_strategy(k).batch_search]
-        raise UserError(
-            f"--batch max searches {', '.join(searched)} trials (not XLA's, not the parameter-server "
-            f"ones): drop "
-            f"{', '.join(sorted(set(others)))}, or give --batch a size."
-        )
-    if streamed:
-        raise UserError(
-            "--batch max needs the data in memory (it runs probes on the first items); give --batch a "
-            "size with streamed data."
-        )
-
-
 def find(recipe, cfg, spec, ds, shared, nodes=None, log=print, groups=None) -> tuple[int, Search, int | None]:
     """(per-replica batch found, the search, the smallest size that ran out of memory, None if none did)."""
     from raylab.data import num_items

@@ -23,7 +23,7 @@ class Choice:
     candidates: dict  # label -> {"step_ms", "first_s", "windows", "spread"}, {"error": why}, or {} (the only one)
     race_s: float  # the race's wall time on the driver, its Ray task's start included (0: none ran)
     source: str  # "raced", "kept on this host since <date>", "its only candidate"
-    steps: dict = dataclasses.field(default_factory=dict)  # trial name -> the steps it will run (resolve())
+    steps: dict = dataclasses.field(default_factory=dict)  # trial name -> the steps it will run (race.choose)
 
     def ranked(self) -> list[str]:
         """The candidates that ran, fastest first (the only candidate where there was nothing to measure)."""

@@ -31,6 +31,7 @@ from raylab.config import Settings, TrialSpec
 from raylab.probes.choice import Choice
 from raylab.probes.race_key import cache_key
 from raylab.registry import framework
+from raylab.settings import resolve
 
 RACE_TIMEOUT_S = 1800.0  # compiling the ResNet-UNet took 52 s here; a race past this is given up: usual executions
 RACE_ROWS, RACE_MB = 128, 64  # batches of training rows a race steps over, and its most MB of inputs
@@ -40,11 +41,11 @@ def key_of(recipe, cfg: Settings, spec: TrialSpec) -> tuple:
     """(framework, batch per replica, precision, hardware item or None): what one race answers within an
     invocation (a --device sweep races on each device, each accelerator type)."""
     layout = spec.layout(cfg)
-    precision = "fp32" if spec.name in cfg.precision_fallen else cfg.precision
+    precision = resolve.trial(cfg, spec).precision
     return spec.framework, recipe.with_batch(spec.batch).per_replica(layout.replicas), precision, spec.hardware
 
 
-def resolve(recipe, cfg: Settings, ds, shared) -> None:
+def choose(recipe, cfg: Settings, ds, shared) -> None:
     """Every --compile best trial's execution chosen (cfg.trials rewritten, cfg.best filled): each key's kept answer,
     its only candidate, or a race (run_races)."""
     keys = {}

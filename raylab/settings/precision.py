@@ -13,12 +13,12 @@
 Each trial kind says what it meets (`Strategy.bf16`, `Strategy.fp16` in raylab/frameworks/<name>/kinds.py). A trial
 that cannot apply what was asked stops the command before Ray starts with one line, unless
 --precision-fallback fp32 was given: then it runs fp32 and records precision_applied=fp32 with the reason
-(precision_fallback_reason), and the command says so.
+(precision_fallback_reason), and the command says so (raylab/settings/resolve.py decides it, with a trial's other
+settings).
 """
 
 from __future__ import annotations
 
-from raylab.errors import UserError
 from raylab.registry import get_strategy
 
 
@@ -27,23 +27,3 @@ def why_not(kind: str, precision: str, device: str) -> str | None:
     if precision == "fp32":
         return None
     return get_strategy(kind).why_not(precision, device)
-
-
-def check(cfg) -> dict[str, str]:
-    """{trial name: reason} of the trials that will run fp32 instead of what was asked (with
-    --precision-fallback fp32); a UserError without it. Called before Ray starts."""
-    fallen: dict[str, str] = {}
-    for spec in cfg.trials:
-        reason = why_not(spec.kind, cfg.precision, spec.strategy.device(cfg.on(spec)))
-        if reason is None:
-            continue
-        if cfg.precision_fallback != "fp32":
-            fix = "drop it from --trials, or add --precision-fallback fp32 to run it in fp32 (recorded as such)"
-            raise UserError(f"--precision {cfg.precision}: {spec.name} cannot apply it ({reason}); {fix}.")
-        fallen[spec.name] = reason
-    if cfg.precision != "fp32" and cfg.plain:
-        raise UserError(
-            f"--precision {cfg.precision} with --plain: the plain scripts run fp32, so the overhead "
-            "ratio would compare two precisions; drop --plain or run fp32."
-        )
-    return fallen

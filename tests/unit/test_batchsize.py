@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raylab.probes.batchsize import bisect, check
+from raylab.probes.batchsize import bisect
 from raylab.errors import UserError
 from raylab.task.common import test_batches as eval_batches
 
@@ -33,15 +33,24 @@ def test_bisect_finds_the_edge_to_one_item(limit_fits, start, shard, expected):
 
 
 def test_batch_max_is_refused_where_it_cannot_search():
+    """Refused before Ray, with a trial's other settings (raylab/settings/resolve.py)."""
+    from raylab.settings import resolve
+    from tests.unit.test_config import config
+
+    def check(trials: str, streamed: bool, resume: str | None = None) -> None:
+        cfg = config("--trials", trials, "--workers", "1", "--batch", "max")
+        cfg.resume = resume
+        resolve.check(cfg, streamed)
+
     with pytest.raises(UserError, match="not the parameter-server ones"):
-        check(["torch:none", "tf:ps"], streamed=False)
+        check("torch:none,tf:ps", streamed=False)
     with pytest.raises(UserError, match="xla:single"):
-        check(["xla:single"], streamed=False)
+        check("xla:single", streamed=False)
     with pytest.raises(UserError, match="streamed data"):
-        check(["torch:none"], streamed=True)
+        check("torch:none", streamed=True)
     with pytest.raises(UserError, match="--resume"):
-        check(["torch:none"], streamed=False, resume="abc")
-    check(["torch:ddp", "tf:mwms", "tf:none", "torch:none"], streamed=False)
+        check("torch:none", streamed=False, resume="abc")
+    check("torch:ddp,tf:mwms,tf:none,torch:none", streamed=False)
 
 
 def test_evaluation_batches_hold_at_most_the_training_batch():

@@ -11,7 +11,8 @@ import pytest
 import ray
 
 from raylab import cli, data
-from raylab.cli.expand import expand_trials, parse_trials, parse_workers
+from raylab.cli.expand import parse_trials, parse_workers
+from raylab.settings.resolve import expand_trials
 from raylab.config import TrialSpec
 from raylab.errors import UserError
 
@@ -135,7 +136,6 @@ def test_make_config_flags(tmp_path, monkeypatch):
         (["--trials", "tf:none", "--workers", "2"], "at most 1 worker"),
         (["--repeats", "0"], "--repeats is 0"),
         (["--steps-per-epoch", "-1"], "--steps-per-epoch is -1"),
-        (["--plain", "--device", "gpu"], "--plain runs the plain scripts on CPU only"),
     ],
 )
 def test_make_config_rejects(argv, words):

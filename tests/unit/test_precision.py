@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raylab.settings import precision
+from raylab.settings import precision, resolve
 from raylab.errors import UserError
 from tests.unit.test_config import _main_fails, config, no_ray  # noqa: F401 - a fixture
 
@@ -36,14 +36,33 @@ def test_what_cannot_be_applied_stops_unless_a_fallback_is_asked():
         r"runs bf16 on a TPU only\); drop it from --trials, or add "
         r"--precision-fallback fp32",
     ):
-        precision.check(config("--trials", "tf:none,torch:none,xla:single", "--precision", "bf16"))
-    assert precision.check(config("--trials", "tf:none,torch:none", "--precision", "bf16")) == {}
-    fallen = precision.check(
-        config("--trials", "tf:none,xla:single", "--precision", "bf16", "--precision-fallback", "fp32")
-    )
-    assert list(fallen) == ["xla:single x1"]
+        resolve.check(config("--trials", "tf:none,torch:none,xla:single", "--precision", "bf16"))
+    cfg = config("--trials", "tf:none,torch:none", "--precision", "bf16")
+    resolve.check(cfg)
+    assert [resolve.trial(cfg, s).precision for s in cfg.trials] == ["bf16", "bf16"]
+    assert not any("runs fp32" in note for note in cfg.notes)
+    cfg = config("--trials", "tf:none,xla:single", "--precision", "bf16", "--precision-fallback", "fp32")
+    resolve.check(cfg)
+    tf, xla = (resolve.trial(cfg, s) for s in cfg.trials)
+    assert (tf.precision, tf.precision_fallback_reason) == ("bf16", None)
+    assert xla.precision == "fp32" and "TPU only" in xla.precision_fallback_reason
+    assert cfg.notes[-1:] == [
+        f"xla:single x1 runs fp32, not bf16: {xla.precision_fallback_reason} (--precision-fallback fp32)"
+    ]
     with pytest.raises(UserError, match="the plain scripts run fp32"):
-        precision.check(config("--trials", "torch:none", "--precision", "bf16", "--plain"))
+        resolve.check(config("--trials", "torch:none", "--precision", "bf16", "--plain"))
+
+
+def test_a_fallen_trial_keeps_its_fallback_under_a_new_batch():
+    """--batch max gives a trial a new batch (and name " bN"): what it applies is resolved from its kind and device,
+    not looked up by its name."""
+    import dataclasses
+
+    cfg = config("--trials", "xla:single", "--precision", "bf16", "--precision-fallback", "fp32")
+    resolve.check(cfg)
+    searched = dataclasses.replace(cfg.trials[0], batch=512)
+    assert searched.name == "xla:single x1 b512"
+    assert resolve.trial(cfg, searched).precision == "fp32" and resolve.trial(cfg, searched).precision_fallback_reason
 
 
 @pytest.mark.parametrize(
@@ -59,3 +78,24 @@ def test_refused_precision_exits_2_in_one_line_before_ray(no_ray, fashion_root, 
     monkeypatch.setenv("RAYLAB_DATA_DIR", str(fashion_root))
     line = _main_fails(capsys, ["--quick", *argv])
     assert words in line and "--precision-fallback fp32" in line
+
+
+def test_a_trial_s_workers_are_told_what_it_resolved_to():
+    """The driver reads a trial's settings from resolve.trial: a fallen trial's workers are told fp32, a --device
+    sweep's trial its own device, every one the invocation's threads and its execution."""
+    from raylab.driver.trainer import worker_config
+    from tests.unit.test_config import RECIPE
+
+    cfg = config(
+        "--trials", "tf:none,xla:single", "--precision", "bf16", "--precision-fallback", "fp32", "--device", "cpu,gpu"
+    )
+    resolve.check(cfg)
+    told = {s.name: worker_config(RECIPE, cfg, s, None, {}, None, 0.0) for s in cfg.trials}
+    assert {name: (w.device, w.precision) for name, w in told.items()} == {
+        "tf:none x1 on cpu": ("cpu", "bf16"),
+        "xla:single x1 on cpu": ("cpu", "fp32"),
+        "tf:none x1 on gpu": ("gpu", "bf16"),
+        "xla:single x1 on gpu": ("gpu", "fp32"),
+    }
+    assert {w.threads for w in told.values()} == {cfg.threads}
+    assert [w.execution for w in told.values()] == [resolve.trial(cfg, s).execution for s in cfg.trials]

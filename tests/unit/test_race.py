@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from raylab.cli.expand import expand_trials, parse_compile
+from raylab.cli.expand import parse_compile
+from raylab.settings.resolve import expand_trials
 from raylab.config import TrialSpec
 from raylab.probes import race
 from raylab.compare import parity
