@@ -67,7 +67,7 @@ class Progress(threading.Thread):
             metrics = {k: v for k, v in e.items() if k != "epoch"}
             self.tracker.log_metrics(self.run_id, metrics, step=e["epoch"])
             # Synthetic data has random labels: its metrics are chance and are not printed.
-            val = "" if self.synthetic else "".join(f" {k} {v:.4g}" for k, v in e.items() if k.startswith("val_"))
+            val = "" if self.synthetic else "".join(f" {k} {v:#.4g}" for k, v in e.items() if k.startswith("val_"))
             console.get().line(
                 f"[{self.label}] epoch {e['epoch']} done in {e['epoch_time_s']:.1f}s loss {e['train_loss']:.4f}{val}"
             )

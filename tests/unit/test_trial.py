@@ -154,7 +154,8 @@ def test_a_workers_note_is_one_warning_line_on_raylabs_console(tmp_path, monkeyp
 
 def test_no_progress_line_follows_its_epochs_end(tmp_path, monkeypatch):
     """A progress report from an epoch whose end the same poll logs (JAX's last report of epoch 1 reached the sink
-    beside that epoch's end) prints no line after `epoch 1 done`; the next epoch's report does."""
+    beside that epoch's end) prints no line after `epoch 1 done`; the next epoch's report does. The epoch's line
+    prints its figures alike."""
     import io
 
     from raylab.driver import progress
@@ -169,13 +170,16 @@ def test_no_progress_line_follows_its_epochs_end(tmp_path, monkeypatch):
             self.remote = value
 
     latest = {"epoch": 1, "epochs": 2, "step": 436, "steps": 439, "samples_per_sec": 900.0, "loss": 0.5}
-    ended = {"epoch": 1, "epoch_time_s": 3.0, "train_loss": 0.5, "val_accuracy": 0.8}
+    ended = {"epoch": 1, "epoch_time_s": 3.0, "train_loss": 0.5, "val_loss": 1.9, "val_accuracy": 0.8}
     polled = {"now": (latest, [ended], None)}
     sink = SimpleNamespace(poll=Call(lambda: polled["now"]), pids=Call(lambda: []), notes=Call(lambda: []))
     tracker = SimpleNamespace(log_metrics=lambda *a, **k: None)
     watch = progress.Progress(sink, tracker=tracker, run_id="r", label="jax:none x1")
     watch.poll()
-    assert out.getvalue().splitlines() == ["[jax:none x1] epoch 1 done in 3.0s loss 0.5000 val_accuracy 0.8"]
+    # every figure to 4 significant digits, its zeros kept (1.900, not 1.9 beside 0.8123)
+    assert out.getvalue().splitlines() == [
+        "[jax:none x1] epoch 1 done in 3.0s loss 0.5000 val_loss 1.900 val_accuracy 0.8000"
+    ]
     polled["now"] = ({**latest, "epoch": 2, "step": 10}, [ended], None)
     watch.poll()
     assert out.getvalue().splitlines()[-1].startswith("[jax:none x1] epoch 2/2 step 10/439"), out.getvalue()
