@@ -6,7 +6,7 @@ raylab.data, raylab.data.stream, raylab.data.scenes and raylab.models'.
 
 from raylab import _moved
 from raylab.task.recipe import BenchContext, Recipe, StepBench
-from raylab.task import Metric, Native, Scale, Schedule, optimizer
+from raylab.task import Cast, Metric, Native, Scale, Schedule, optimizer
 
 __version__ = "0.2.0"
 
@@ -22,4 +22,4 @@ def main(recipe) -> None:
     sys.exit(bench_main(recipe) if isinstance(recipe, StepBench) else recipe_main(recipe))
 
 
-__all__ = ["BenchContext", "Metric", "Native", "Recipe", "Scale", "Schedule", "StepBench", "main", "optimizer"]
+__all__ = ["BenchContext", "Cast", "Metric", "Native", "Recipe", "Scale", "Schedule", "StepBench", "main", "optimizer"]

@@ -81,7 +81,7 @@ def load_data(recipe, cfg: config.Settings):
     from raylab.task import check
 
     ds = as_dataset(recipe.data, recipe.name)
-    check(recipe.task(ds.target_names), ds.target_names)
+    check(recipe.task(ds.target_names), ds.target_names, None if ds.streamed else ds.input_dtypes)
     resolve.check(cfg, ds.streamed)
     if ds.streamed:
         return ds  # --quick limits it when Ray Data opens it (raylab/driver/invocation.py)

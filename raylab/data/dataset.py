@@ -54,6 +54,12 @@ class Dataset:
         )
 
     @property
+    def input_dtypes(self) -> dict:
+        """{input name (None for one array): its dtype's name}."""
+        x = self.x_train
+        return {k: str(a.dtype) for k, a in x.items()} if isinstance(x, dict) else {None: str(x.dtype)}
+
+    @property
     def train_items(self) -> int:
         return num_items(self.x_train)
 

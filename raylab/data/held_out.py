@@ -23,7 +23,7 @@ class TestRange:
         seen = self.data._test.range if self.data._test is not None else None
         if seen is None:
             return "test inputs not read (no evaluation ran)"
-        return f"test inputs in [{seen[0]:.4g}, {seen[1]:.4g}]"
+        return f"test inputs {seen[2]} in [{seen[0]:.4g}, {seen[1]:.4g}]"
 
 
 class TestRead:
@@ -86,7 +86,7 @@ class TestPass:
     def __init__(self, dataset, info: StreamInfo, prepare: Callable, size: int, early: TestRead | None = None):
         self.dataset, self.info, self.prepare, self.size, self.early = dataset, info, prepare, size, early
         self.kept: list | None = None
-        self.range: tuple[float, float] | None = None
+        self.range: tuple[float, float, str] | None = None  # lowest, highest, the dtypes
         self.read_early: float | None = None  # seconds TestRead took, where its chunks were kept
 
     def __iter__(self):
@@ -134,11 +134,12 @@ class TestPass:
         from raylab.data.chunks import nbytes
         from raylab.data.deliver import READ_AHEAD_BYTES
 
-        kept, held, lo, hi = [], 0, float("inf"), float("-inf")
+        kept, held, lo, hi, dtypes = [], 0, float("inf"), float("-inf"), {}
         for chunk in chunks:
             held += nbytes(chunk)
             x, y = self.prepare(*self.info.split(chunk))
             for a in x.values() if isinstance(x, dict) else [x]:
+                dtypes[str(a.dtype)] = None
                 if len(a):
                     lo, hi = min(lo, float(np.min(a))), max(hi, float(np.max(a)))
             for start in range(0, num_items(y), self.size):
@@ -149,5 +150,5 @@ class TestPass:
             if held > READ_AHEAD_BYTES:
                 kept = None
         if lo <= hi:
-            self.range = (lo, hi)
+            self.range = (lo, hi, "/".join(dtypes))
         self.kept = kept

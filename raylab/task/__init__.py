@@ -20,6 +20,7 @@ from raylab.task.declared import (
     PY_MATH,
     Metric,
     Scale,
+    Cast,
     Task,
     canonical_loss,
     metric,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from raylab.data import num_items, tree_map
-from raylab.task import OPTIMIZERS, Native, NativeContractError, Scale, Task, describe_preprocess, returned
+from raylab.task import OPTIMIZERS, Cast, Native, NativeContractError, Scale, Task, describe_preprocess, returned
 
 EVAL_BATCH_BYTES = 8_000_000  # an evaluation batch holds at most this much input (1000 28x28 images, 72 96x96x3)
 PORTABLE_NAMES = {"Adam": "adam", "AdamW": "adamw", "SGD": "sgd"}  # optimizer class -> portable name
@@ -75,8 +75,8 @@ def prepare_inputs(preprocess, x, family: str):
     """The recipe's preprocessing on a numpy shard; without one, inputs are only cast to float32."""
     if preprocess is None:
         return tree_map(lambda a: a.astype(np.float32, copy=False), x)
-    if isinstance(preprocess, Scale):
-        return tree_map(preprocess, x)
+    if isinstance(preprocess, (Scale, Cast)):
+        return preprocess(x) if isinstance(preprocess, Cast) else tree_map(preprocess, x)
     fn = preprocess.get(family) if isinstance(preprocess, Native) else preprocess
     return fn(x)
 
@@ -122,7 +122,12 @@ def schedule_probe(lr_at, total_steps: int) -> str:
 def input_summary(x) -> str:
     arrays = [np.asarray(a) for a in (x.values() if isinstance(x, dict) else [x])]  # numpy or cpu tensors
     lo, hi = min(float(np.min(a)) for a in arrays), max(float(np.max(a)) for a in arrays)
-    return f"test inputs in [{lo:.4g}, {hi:.4g}]"
+    return f"test inputs {dtypes_shown(arrays)} in [{lo:.4g}, {hi:.4g}]"
+
+
+def dtypes_shown(arrays) -> str:
+    """The arrays' dtypes as the workers hold them, "/"-joined where they differ: what the model is fed."""
+    return "/".join(dict.fromkeys(str(a.dtype).replace("torch.", "") for a in arrays))
 
 
 def _preprocess(task: Task, x):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from raylab.errors import UserError
+from raylab.task.preprocess import Cast, Scale
 
 LOSSES = ("sparse_categorical_crossentropy", "binary_crossentropy", "mean_squared_error", "mean_absolute_error")
 LOSS_ALIASES = {"mse": "mean_squared_error", "mae": "mean_absolute_error"}
@@ -143,22 +144,6 @@ class Metric:
 
 
 @dataclass(frozen=True)
-class Scale:
-    """Portable preprocessing of the inputs: x * scale + shift, as float32 (e.g. Scale(1/255) for images)."""
-
-    scale: float = 1.0
-    shift: float = 0.0
-
-    def __call__(self, x):
-        import numpy as np
-
-        return (np.asarray(x, dtype=np.float32) * np.float32(self.scale) + np.float32(self.shift)).astype(np.float32)
-
-    def describe(self) -> str:
-        return f"x*{self.scale:.6g}+{self.shift:.6g} (float32)"
-
-
-@dataclass(frozen=True)
 class Task:
     """What a worker needs to build the task in its framework; derived from a Recipe (Recipe.task)."""
 
@@ -241,15 +226,18 @@ def describe_schedule(s: Schedule) -> str:
 def describe_preprocess(pre) -> str:
     if pre is None:
         return "none (cast to float32)"
-    if isinstance(pre, Scale):
+    if isinstance(pre, (Scale, Cast)):
         return pre.describe()
     if isinstance(pre, Native):
         return f"custom ({pre.name})"
     return f"custom ({getattr(pre, '__name__', type(pre).__name__)})"
 
 
-def check(task: Task, target_names: tuple[str, ...]) -> None:
-    """Every portable name known, every argument valid, outputs consistent: UserError otherwise."""
+def check(task: Task, target_names: tuple[str, ...], input_dtypes: dict | None = None) -> None:
+    """Every portable name known, every argument valid, outputs consistent, a Cast that keeps the inputs' values
+    (input_dtypes: {input name or None: dtype name}, where the data is in memory): UserError otherwise."""
+    if isinstance(task.preprocess, Cast) and input_dtypes is not None:
+        task.preprocess.check(input_dtypes)
     named = set(target_names)
     for output, loss in task.losses().items():
         if output and output not in named:

@@ -16,8 +16,10 @@ the initializer family it matches (LeCun, Glorot, He, torch's default) where one
 where their structures do: layers of one kind in the same number, parameters of the same shape in the same number.
 What does not line up is said and left to the parameter count.
 
-What is not read: activations (a Flax module and a torch forward call them as functions, which the built model does
-not show) and dropout called as a function in a forward pass.
+Activations are read apart, from a trace of one forward pass (a Flax module and a torch forward call them as
+functions, which the built model does not show): each framework's `layers.activations` counts the calls by kind
+(relu, gelu (exact), gelu (tanh), silu, ...) into the trial's `activations` tag, and `compare()` calls a difference
+in kind or count a mismatch. What is not read: dropout called as a function in a forward pass.
 """
 
 from __future__ import annotations
@@ -114,9 +116,9 @@ def _round(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def compare(settings: dict[str, str]) -> tuple[list[str], list[str]]:
-    """(report lines, differences) over {trial: its model_settings tag}: each difference names the layer (or
-    parameter) and each trial's value."""
+def compare(settings: dict[str, str], activations: dict[str, str] | None = None) -> tuple[list[str], list[str]]:
+    """(report lines, differences) over {trial: its model_settings tag} and {trial: its activations tag}: each
+    difference names the layer (or parameter, or activation) and each trial's value."""
     read, unread = {}, []
     for t, s in settings.items():
         try:
@@ -135,6 +137,7 @@ def compare(settings: dict[str, str]) -> tuple[list[str], list[str]]:
     _norms(read, differences, apart)
     _dropouts(read, differences, apart)
     _inits(read, differences, apart)
+    acts = _activations(activations or {}, read, differences, apart)
     if differences:
         lines += [f"  ! model settings: {d}" for d in differences]
         lines.append('    (set the same value in each framework\'s model: docs/comparing.md, "Model settings")')
@@ -143,7 +146,7 @@ def compare(settings: dict[str, str]) -> tuple[list[str], list[str]]:
         lines.append(
             f"    model settings: alike ({len(counts['norm'])} normalization setting(s), "
             f"{len(counts['dropout'])} dropout rate(s), {sum(map(len, counts['init'].values()))} "
-            "initial parameter spreads compared)"
+            f"initial parameter spreads{acts} compared)"
         )
     if apart:
         lines.append(f"    model settings not lined up one to one: {'; '.join(apart)}")
@@ -223,3 +226,23 @@ def _shown(entry: list) -> str:
         return f"{dist} ({name})"
     what = " ".join(w for w in (fam, dist if dist != "?" else "") if w)
     return f"{what + ', ' if what else ''}std {std:g} ({name})"
+
+
+def _activations(tags: dict, read: dict, differences: list, apart: list) -> str:
+    """Each trial's activation calls by kind, compared where two or more were read; the alike line's words."""
+    found = {}
+    for t in read:
+        try:
+            found[t] = json.loads(tags.get(t) or "")
+        except ValueError:  # "not read: ...", "not counted: ...", or a trial from before the tag
+            continue
+    if len(found) < 2:
+        if found or any(tags.get(t) for t in read):
+            apart.append("activations (read in fewer than two trials: a streamed trial's are not read)")
+        return ""
+    if len({json.dumps(v, sort_keys=True) for v in found.values()}) > 1:
+        shown = ", ".join(
+            f"{t} " + (", ".join(f"{k} x{n}" for k, n in sorted(v.items())) or "none") for t, v in found.items()
+        )
+        differences.append(f"activations: {shown}")
+    return f" and {sum(next(iter(found.values())).values())} activation call(s)"

@@ -76,7 +76,7 @@ def test_readme_recipe_runs_as_written(run_recipe, tmp_path, capsys):
     recipe = load(tmp_path / FILE)
     ds = as_dataset(recipe.data, recipe.name)
     baseline_mae = float(np.mean(np.abs(ds.y_test - ds.y_train.mean())))  # predicting the training mean
-    raw_range = f"test inputs in [{float(np.min(ds.x_test)):.4g}, {float(np.max(ds.x_test)):.4g}]"
+    raw_range = f"test inputs float32 in [{float(np.min(ds.x_test)):.4g}, {float(np.max(ds.x_test)):.4g}]"
 
     exit_code, summary, client = run_recipe(recipe, *args)
     out, err = capsys.readouterr()

@@ -149,7 +149,7 @@ def test_streamed_trials_read_early_agree_on_what_was_built_and_print_no_ray_lin
         # rank 0 read the test split before the train split's first pass, and evaluated from memory
         assert run.data.tags["test_input"].startswith("read once as the worker started"), run.data.tags
         built.add(run.data.tags["built_preprocess"])
-    assert len(built) == 1 and "test inputs in [0, 1]" in built.pop()
+    assert len(built) == 1 and "test inputs float32 in [0, 1]" in built.pop()
     # (this in-process harness also shows the workers' own lines and the raylet's note on the worker killed on
     # purpose; tests/e2e/test_console.py holds the terminal to raylab's lines)
     assert "worker processes have been started" not in streamed.out + streamed.err

@@ -6,11 +6,13 @@ numbers, and what each reports it built is compared, so a framework that built s
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from raylab.errors import UserError
-from raylab.task import Metric, Native, Scale, Schedule, Task, check, lr_factor, optimizer
+from raylab.task import Cast, Metric, Native, Scale, Schedule, Task, check, lr_factor, optimizer
 from raylab.task.common import prepare_inputs
 
 tf = pytest.importorskip("tensorflow")
@@ -213,6 +215,25 @@ def test_nothing_scales_inputs_unless_the_recipe_says_so():
     assert prepare_inputs(None, x, "tf").tolist() == [[0.0, 128.0, 255.0]]
     assert prepare_inputs(Scale(1 / 255), x, "torch").max() == pytest.approx(1.0)
     assert prepare_inputs(None, {"a": x}, "tf")["a"].dtype == np.float32
+
+
+def test_cast_keeps_integer_inputs_integer_and_refuses_to_cut_floats():
+    """Token ids: uint8 arrays (as stored and sent) become the declared int32, values kept; named inputs take their
+    own dtype, the rest float32 as without preprocessing; float inputs cast to integers are refused at the door."""
+    ids = np.array([[0, 7, 255]], np.uint8)
+    out = prepare_inputs(Cast("int32"), ids, "torch")
+    assert out.dtype == np.int32 and out.tolist() == [[0, 7, 255]]
+    both = prepare_inputs(Cast({"ids": "int32"}), {"ids": ids, "mask": ids}, "jax")
+    assert (both["ids"].dtype, both["mask"].dtype) == (np.int32, np.float32)
+    assert Cast("int32").describe() == "cast to int32"
+    task = Task(models={}, loss="sparse_categorical_crossentropy", optimizer=optimizer("adam", 1e-3))
+    check(dataclasses.replace(task, preprocess=Cast("int32")), (), {None: "uint8"})
+    with pytest.raises(UserError, match="are float32, and Cast would cut them to int32"):
+        check(dataclasses.replace(task, preprocess=Cast("int32")), (), {None: "float32"})
+    with pytest.raises(UserError, match=r"Cast names inputs \['tokens'\]"):
+        check(dataclasses.replace(task, preprocess=Cast({"tokens": "int32"})), (), {"ids": "uint8"})
+    with pytest.raises(UserError, match="integer or float dtype"):
+        Cast("text")
 
 
 @pytest.mark.parametrize(
