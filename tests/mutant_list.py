@@ -40,8 +40,16 @@ def quick(m) -> None:
         UNIT + "test_race.py",
     )
     m(
+        "activations-gelu-form",
+        "model settings compared (normalization, dropout, initial spreads, activations)",
+        "raylab/frameworks/jax/layers.py",
+        'found["gelu (tanh)" if _cubed(eqn, made) else "tanh"] += 1',
+        'found["tanh"] += 1',
+        UNIT + "test_model_settings.py",
+    )
+    m(
         "unfair-model-settings",
-        "model settings compared (normalization, dropout, initial spreads)",
+        "model settings compared (normalization, dropout, initial spreads, activations)",
         "raylab/compare/parity.py",
         '        mismatches.append("model settings")\n',
         "        pass\n",
@@ -285,7 +293,7 @@ def heavy(m) -> None:
     m(
         "work-per-sample",
         "work per sample by each framework's counter, GFLOP/s",
-        "raylab/loop/epochs.py",
+        "raylab/loop/work.py",
         '"flops_per_sample": step / num_items(x),',
         '"flops_per_sample": step / num_items(x) / 2,',
         E2E + "test_walkthrough.py",

@@ -57,7 +57,9 @@ def parity(rows: list[dict]) -> tuple[list[str], list[str]]:
     _execution(trials, lines, mismatches)
     hardware(trials, lines)
     work(trials, lines, mismatches)
-    shown, differences = model_settings.compare({r["trial"]: r.get("model_settings") for r in trials})
+    shown, differences = model_settings.compare(
+        {r["trial"]: r.get("model_settings") for r in trials}, {r["trial"]: r.get("activations") for r in trials}
+    )
     lines += shown
     if differences:
         mismatches.append("model settings")

@@ -163,6 +163,7 @@ def _row(run) -> dict:
         "execution_margin": p.get("execution_margin"),
         "optimizer_impl": t.get("optimizer_impl"),
         "model_settings": t.get("model_settings"),
+        "activations": t.get("activations"),
         "flops_count": t.get("flops_count"),
         "cost_split": t.get("cost_split"),
         "start": p.get("start"),

@@ -22,6 +22,7 @@ from raylab.loop.memory import device_peak_mb, peak_rss_mb
 from raylab.loop.report import HostReads, Reporter, builtins_only
 from raylab.loop.state import windows
 from raylab.loop.step import StepContext
+from raylab.loop.work import work
 from raylab.loop.worker_config import WorkerConfig, host_facts
 from raylab.timing import Chrono, Phases
 
@@ -62,6 +63,9 @@ class Training:
     # flops(x, y): one training step's FLOPs on that batch of the data's prepared items, by the framework's own
     # counter (raylab/frameworks/*/flops.py); with `data`, rank 0 counts once, after training (`work`)
     flops: Callable[[Any, Any], int] | None = None
+    # activations(x): {activation: calls} of one forward pass on prepared items (raylab/frameworks/*/layers.py), read
+    # with flops (`work`) into the `activations` tag
+    activations: Callable[[Any], dict] | None = None
 
 
 def over_data(training: Training, rank: int) -> Training:
@@ -77,46 +81,18 @@ def over_data(training: Training, rank: int) -> Training:
     training.actual.update(data_facts(data))
     if training.flops is not None:
         training.actual["flops_count"] = lambda: counted.get("how", "not counted")
+    if training.activations is not None:
+        training.actual["activations"] = lambda: counted.get("activations", "not read")
     return dataclasses.replace(
         training,
         data=None,
         evaluate=evaluation(data, training.evaluate),
         flops=None,
-        extra=combined(stream_stats(data, rank), training.extra, work(training.flops, data, rank, counted)),
+        activations=None,
+        extra=combined(
+            stream_stats(data, rank), training.extra, work(training.flops, training.activations, data, rank, counted)
+        ),
     )
-
-
-WORK_ITEMS = 4  # test items one step's work is counted on (a sample's count does not depend on how many)
-
-
-def work(flops, data, rank: int, counted: dict) -> Callable[[], dict] | None:
-    """Rank 0's flops_per_sample, counted once after training on the first WORK_ITEMS of the in-memory test split (a
-    streamed split is not counted yet), and counted["how"]: the counter, or why there is no count."""
-    if flops is None or rank != 0:
-        return None
-
-    def figures() -> dict:
-        from raylab.data import num_items, tree_map
-
-        if data.streamed:
-            counted["how"] = "not counted: a streamed trial's test split is read in batches"
-            return {}
-        start = time.perf_counter()
-        x, y = (tree_map(lambda a: a[:WORK_ITEMS], v) for v in data.test())
-        try:
-            step = flops(x, y)
-        except Exception as e:  # noqa: BLE001 - a count is an extra: the trial stands without it
-            counted["how"] = f"not counted: {type(e).__name__}: {str(e)[:200]}"
-            return {}
-        if not step > 0:  # nothing the counter knows (an op it has no count for): not a figure of 0
-            counted["how"] = (
-                "not counted: the framework's counter found no matrix product or convolution it counts in the step"
-            )
-            return {}
-        counted["how"] = "forward and gradients, matrix products and convolutions (frameworks' own counters)"
-        return {"flops_per_sample": step / num_items(x), "flops_count_s": time.perf_counter() - start}
-
-    return figures
 
 
 def combined(*extras: Callable[[], dict] | None) -> Callable[[], dict] | None:

@@ -1,7 +1,8 @@
 """The model settings the parity report compares (raylab/task/model_settings.py), read from models each framework
-really built: every bundled recipe's three models alike (the ResNet-UNet's: tests/integration/test_recipes.py, on
-the run that trains it); a recipe that keeps each framework's default LayerNorm epsilon is unfair, naming the
-layers; initializer spreads and distributions told apart."""
+really built, and the activation functions a forward pass of each calls (raylab/frameworks/*/layers.py
+activations): every bundled recipe's three models alike (the ResNet-UNet's: tests/integration/test_recipes.py, on
+the run that trains it); a recipe that keeps each framework's default LayerNorm epsilon, or Flax's default GELU,
+is unfair, naming the layers or the activation; initializer spreads and distributions told apart."""
 
 from __future__ import annotations
 
@@ -14,36 +15,104 @@ import pytest
 
 from raylab.compare import parity
 from raylab.task.model_settings import compare, distribution, family, summary
+from tests.door import load_module
 from tests.integration.conftest import ROOT, load_recipe
 
 
-def read_all(models: dict) -> dict:
+INPUTS = {"fashion": (2, 28, 28), "fashion_cnn": (2, 28, 28), "mnist": (2, 28, 28), "cifar10": (2, 32, 32, 3)}
+INPUTS |= {"residual_mlp": (2, 16), "char_lm": (2, 64)}
+
+
+def read_all(models: dict, shape: tuple | None = None) -> dict:
+    """{trial: (model_settings tag, activations tag)}: each framework's model as built; its activations read on
+    inputs of `shape` (token ids when the shape is a sequence of 64), or not read (None) without one."""
+    import jax.numpy as jnp
+    import torch
     from flax import nnx
 
-    from raylab.frameworks.jax.layers import model_settings as jax_read
-    from raylab.frameworks.tf.layers import model_settings as tf_read
-    from raylab.frameworks.torch.layers import model_settings as torch_read
+    from raylab.frameworks.jax import layers as jax_layers
+    from raylab.frameworks.tf import layers as tf_layers
+    from raylab.frameworks.torch import layers as torch_layers
 
+    x = None
+    if shape is not None:
+        rng = np.random.default_rng(0)
+        x = rng.integers(0, 256, shape, dtype=np.int32) if shape == (2, 64) else rng.random(shape, dtype=np.float32)
+    built = {"tf": models["tf"](), "torch": models["torch"](), "jax": models["jax"](nnx.Rngs(0))}
+    feeds = {"tf": lambda x: x, "torch": torch.from_numpy, "jax": jnp.asarray}
     return {
-        "tf:none x1": tf_read(models["tf"]()),
-        "torch:none x1": torch_read(models["torch"]()),
-        "jax:none x1": jax_read(models["jax"](nnx.Rngs(0))),
+        f"{name}:none x1": (
+            layers.model_settings(built[name]),
+            None if x is None else json.dumps(layers.activations(built[name], feeds[name](x))),
+        )
+        for name, layers in (("tf", tf_layers), ("torch", torch_layers), ("jax", jax_layers))
     }
 
 
 def verdict(settings: dict) -> tuple[list[str], list[str]]:
     rows = [
-        {"trial": t, "status": "FINISHED", "framework": t.split(":")[0], "workers": 1, "model_settings": s}
-        for t, s in settings.items()
+        {
+            "trial": t,
+            "status": "FINISHED",
+            "framework": t.split(":")[0],
+            "workers": 1,
+            "model_settings": s,
+            "activations": a,
+        }
+        for t, (s, a) in settings.items()
     ]
     return parity.parity(rows)
 
 
-@pytest.mark.parametrize("name", ["fashion", "fashion_cnn", "mnist", "cifar10", "residual_mlp"])
+@pytest.mark.parametrize("name", sorted(INPUTS))
 def test_every_bundled_recipes_models_are_alike(name):
-    lines, mismatches = verdict(read_all(load_recipe(name).models))
+    lines, mismatches = verdict(read_all(load_recipe(name).models, INPUTS[name]))
     assert "model settings" not in mismatches, lines
-    assert any(line.startswith("    model settings: alike") for line in lines), lines
+    assert any(line.startswith("    model settings: alike") and "activation call(s)" in line for line in lines), lines
+
+
+def test_flax_default_gelu_is_unfair_naming_the_activation(tmp_path):
+    """recipes/char_lm.py with Flax's default GELU (the tanh approximation) beside torch's and Keras' exact one."""
+    text = (ROOT / "recipes" / "char_lm.py").read_text()
+    assert text.count("nnx.gelu(self.up(self.norm2(x)), approximate=False)") == 1
+    path = tmp_path / "char_lm_flax_gelu.py"
+    path.write_text(
+        text.replace("nnx.gelu(self.up(self.norm2(x)), approximate=False)", "nnx.gelu(self.up(self.norm2(x)))")
+    )
+    lines, mismatches = verdict(read_all(load_module(path, path.stem).RECIPE.models, INPUTS["char_lm"]))
+    assert mismatches == ["model settings"], lines
+    line = next(x for x in lines if x.startswith("  ! model settings: activations: "))
+    assert line.endswith("tf:none x1 gelu (exact) x2, torch:none x1 gelu (exact) x2, jax:none x1 gelu (tanh) x2"), line
+
+
+def test_activations_are_told_apart_in_each_framework():
+    """GELU's two forms, SiLU, a sigmoid and tanh, called as functions or layers: one name in every framework."""
+    import jax.numpy as jnp
+    import keras
+    import torch
+    from flax import nnx
+
+    from raylab.frameworks.jax.layers import activations as jax_read
+    from raylab.frameworks.tf.layers import activations as tf_read
+    from raylab.frameworks.torch.layers import activations as torch_read
+
+    class Torch(torch.nn.Module):
+        def forward(self, x):
+            f = torch.nn.functional
+            return f.gelu(x) + f.gelu(x, approximate="tanh") + f.silu(x) + x.sigmoid() + x.tanh()
+
+    class Flax(nnx.Module):
+        def __call__(self, x):
+            return nnx.gelu(x, approximate=False) + nnx.gelu(x) + nnx.silu(x) + nnx.sigmoid(x) + jnp.tanh(x)
+
+    x = keras.Input((3,))
+    parts = [keras.layers.Dense(3, activation=a)(x) for a in ("gelu", "silu", "sigmoid", "tanh")]
+    keras_model = keras.Model(x, keras.layers.Add()(parts))
+    expected = {"gelu (exact)": 1, "silu": 1, "sigmoid": 1, "tanh": 1}
+    ones = np.ones((1, 3), np.float32)
+    assert tf_read(keras_model, ones) == expected
+    assert torch_read(Torch(), torch.ones(1, 3)) == {**expected, "gelu (tanh)": 1}
+    assert jax_read(Flax(), jnp.ones((1, 3))) == {**expected, "gelu (tanh)": 1}
 
 
 def default_epsilons(tmp_path):
@@ -63,7 +132,7 @@ def default_epsilons(tmp_path):
 
 
 def test_default_layer_norm_epsilons_are_unfair_naming_the_layers(tmp_path):
-    lines, mismatches = verdict(read_all(default_epsilons(tmp_path).models))
+    lines, mismatches = verdict(read_all(default_epsilons(tmp_path).models))  # activations not read: not compared
     assert mismatches == ["model settings"], lines  # the report's verdict: "parity: UNFAIR (model settings differ)"
     line = next(x for x in lines if x.startswith("  ! model settings: LayerNorm epsilon: "))
     assert re.search(r"tf:none x1 0.001 \(layer_normalization(_\d+)?\)", line), line  # Keras counts its names

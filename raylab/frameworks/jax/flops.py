@@ -82,6 +82,21 @@ def of(task, graph, holder):
     return flops
 
 
+def activations_of(graph, holder):
+    """activations(x) for the loop (Training.activations): the activation functions the model's forward pass calls
+    on prepared numpy items (raylab/frameworks/jax/layers.py)."""
+
+    def activations(x) -> dict:
+        from flax import nnx
+
+        from raylab.frameworks.jax.layers import activations
+
+        params, rest, _ = holder.state
+        return activations(nnx.merge(graph, params, rest), x)
+
+    return activations
+
+
 def matmul(n: int, dtype: str, device: str, threads: int):
     """run(k): k jitted products of two n x n matrices in `dtype` on `device` ("cpu", "gpu"), waited for (`raylab
     peak`); float32 at the "highest" matmul precision, as the trials. Threads: the process's environment

@@ -78,6 +78,7 @@ def jax_worker_loop(config: dict) -> None:
         extra=compiles.figures,
         data=data,
         flops=flops.of(task, graph, holder),
+        activations=flops.activations_of(graph, holder),
     )
     run_epochs(cfg, rank, training)
 

@@ -82,6 +82,14 @@ def of(task, model):
     return lambda x, y: count(task, model, x, y)
 
 
+def activations_of(model):
+    """activations(x) for the loop (Training.activations): the activation functions the model's forward pass runs on
+    prepared numpy items (raylab/frameworks/tf/layers.py)."""
+    from raylab.frameworks.tf.layers import activations
+
+    return lambda x: activations(model, x)
+
+
 def matmul(n: int, dtype: str, device: str, threads: int):
     """run(k): k products of two n x n matrices in `dtype` on `device` ("cpu", "gpu"), waited for (`raylab peak`);
     float32 in float32 (TF32 off, as the trials)."""

@@ -151,6 +151,7 @@ def tf_worker_loop(config: dict) -> None:
         read=lambda sums: sums.numpy() * scale,
         data=data,
         flops=flops.of(task, model),
+        activations=flops.activations_of(model),
         batches=batches,
         saver=tf_saver(tf, dist, model, optimizer),
         phases=phases,

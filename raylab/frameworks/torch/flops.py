@@ -32,6 +32,19 @@ def of(task, module):
     return flops
 
 
+def activations_of(module):
+    """activations(x) for the loop (Training.activations): the activation functions the module's forward pass calls
+    on prepared numpy items (raylab/frameworks/torch/layers.py)."""
+
+    def activations(x) -> dict:
+        from raylab.frameworks.torch.layers import activations
+        from raylab.frameworks.torch.task import to_tensors
+
+        return activations(module, to_tensors(x))
+
+    return activations
+
+
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 

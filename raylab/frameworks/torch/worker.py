@@ -102,6 +102,7 @@ def torch_worker_loop(config: dict) -> None:
         step=step,
         data=data,
         flops=flops.of(task, module),
+        activations=flops.activations_of(module),
         saver=torch_saver(module, optimizer, scheduler, device, scale),
         phases=phases,
         syncs=(lambda: read.count + scale.reads) if scale is not None and not scale.on_device else None,

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from raylab.frameworks.torch.flops import DTYPES, count, of
+from raylab.frameworks.torch.flops import DTYPES, activations_of, count, of
 
-__all__ = ["count", "matmul", "of"]
+__all__ = ["activations_of", "count", "matmul", "of"]
 
 
 def matmul(n: int, dtype: str, device: str, threads: int):

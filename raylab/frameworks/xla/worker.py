@@ -65,6 +65,7 @@ def xla_worker_loop(config: dict) -> None:
         phases=phases,
         data=data,
         flops=flops.of(task, model),
+        activations=flops.activations_of(model),
         saver=xla_saver(model, optimizer, scheduler, device, rank),
     )
     run_epochs(cfg, rank, training)
