@@ -40,6 +40,14 @@ def quick(m) -> None:
         UNIT + "test_race.py",
     )
     m(
+        "tf-einsum-count",
+        "work per sample by each framework's counter, GFLOP/s",
+        "raylab/frameworks/tf/flops.py",
+        "    return 2 * math.prod(sizes.values())",
+        "    return 0",
+        UNIT + "test_flops.py",
+    )
+    m(
         "activations-gelu-form",
         "model settings compared (normalization, dropout, initial spreads, activations)",
         "raylab/frameworks/jax/layers.py",

@@ -13,7 +13,7 @@ from tests.integration.conftest import load_recipe
 MLP = 2 * (784 * 128 + 128 * 10) * 2 + 2 * 128 * 10  # 409,088
 
 
-def counts(name: str, x, y, outputs=()) -> dict[str, float]:
+def counts(name, x, y, outputs=()) -> dict[str, float]:
     """Each framework's FLOPs a sample of one training step of the recipe's model on (x, y)."""
     import os
 
@@ -29,7 +29,7 @@ def counts(name: str, x, y, outputs=()) -> dict[str, float]:
     from raylab.frameworks.torch.flops import count as torch_count
     from raylab.frameworks.torch.task import TorchTask, to_tensors
 
-    recipe, n = load_recipe(name), len(x)
+    recipe, n = load_recipe(name) if isinstance(name, str) else name, len(x)
     jt, tt, ft = (
         JaxTask(recipe.task(outputs), 10),
         TorchTask(recipe.task(outputs), 10),
@@ -60,6 +60,78 @@ def test_the_three_counters_agree_on_one_model(name, shape, classes):
     assert found["torch"] == found["jax"] == found["tf"], found  # the same products and convolutions, one convention
     if name == "fashion":
         assert found["torch"] == MLP
+
+
+def test_a_transformers_step_is_counted_alike_token_ids_and_attention_included():
+    """recipes/char_lm.py, attention written out (matrix products of queries, keys and values), on int32 token ids:
+    the same count in the three frameworks, the analytic one."""
+    recipe = load_recipe("char_lm")
+    ds = recipe.data(n_train=4, n_test=4)
+    found = counts(recipe, ds.x_test, ds.y_test)
+    t, d, v = 64, 64, 256
+    dense = 2 * t * (2 * (3 * d * d + d * d + 8 * d * d) + d * v)  # qkv, out, the 4x MLP, the head: a forward pass
+    attention = 2 * 2 * (2 * t * t * d)  # q.k and the mixing, 2 blocks
+    # forward, weight gradients and input gradients (every dense layer's input needs one: embeddings come first)
+    assert found["torch"] == found["jax"] == found["tf"] == 3 * (dense + attention), found
+
+
+def test_the_built_in_attention_layers_are_counted_alike():
+    """torch.nn.MultiheadAttention (its SDPA kernel, counted on the meta device), keras.layers.MultiHeadAttention
+    (einsums, which TF has no statistic for: raylab/frameworks/tf/flops.py einsum_flops) and nnx.MultiHeadAttention,
+    causal, 2 heads: one count, the analytic one."""
+    from raylab import Recipe, optimizer
+
+    t, d, heads = 64, 64, 2
+
+    def tf_model(keras=None):
+        import keras
+
+        x = keras.Input((t, d))
+        return keras.Model(x, keras.layers.MultiHeadAttention(heads, d // heads)(x, x, use_causal_mask=True))
+
+    def torch_model():
+        import torch
+
+        class Attention(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mha = torch.nn.MultiheadAttention(d, heads, batch_first=True)
+
+            def forward(self, x):
+                mask = torch.nn.Transformer.generate_square_subsequent_mask(t, device=x.device)
+                return self.mha(x, x, x, attn_mask=mask, need_weights=False, is_causal=True)[0]
+
+        return Attention()
+
+    def jax_model(rngs):
+        import jax.numpy as jnp
+        from flax import nnx
+
+        class Attention(nnx.Module):
+            def __init__(self):
+                self.mha = nnx.MultiHeadAttention(heads, d, d, decode=False, rngs=rngs)
+
+            def __call__(self, x):
+                return self.mha(x, mask=nnx.make_causal_mask(jnp.ones(x.shape[:2])))
+
+        return Attention()
+
+    recipe = Recipe(
+        "mha",
+        data=None,
+        models={"tf": tf_model, "torch": torch_model, "jax": jax_model},
+        loss="mse",
+        optimizer=optimizer("adam", 1e-3),
+        batch_per_replica=2,
+        epochs=1,
+    )
+    rng = np.random.default_rng(0)
+    x, y = rng.random((2, t, d), dtype=np.float32), rng.random((2, t, d), dtype=np.float32)
+    found = counts(recipe, x, y)
+    projection, attention = 2 * t * d * d, 2 * t * t * d  # one projection; q.k (or the mixing) over both heads
+    # forward: 4 projections and 2 attention products; gradients: the 4 projections' weights, the output
+    # projection's input (the inputs' own gradient is not asked for), 4 for the attention products
+    assert found["torch"] == found["jax"] == found["tf"] == 9 * projection + 6 * attention, found
 
 
 @pytest.mark.parametrize("layer", ["transposed 2x2 stride 2", "3x3 stride 2 padded", "1x1 stride 2", "3x3 unpadded"])

@@ -6,8 +6,10 @@ the step does and compares with torch's and JAX's: the ops counted are those (TF
 holds gradients nothing asks for, such as the first layer's input-gradient, which grappler prunes before the step
 runs); and a convolution's gradient ops count from their smaller side, as torch's counter does (TF's statistic
 counts every input position, the padding an unpadded convolution's gradient never multiplies included: 12% more on
-the CIFAR-10 CNN). An op of those kinds TF has no statistic for (Einsum) counts nothing, and the parity report's
-comparison says so. Tracing computes nothing."""
+the CIFAR-10 CNN). TF has no statistic for Einsum (keras.layers.MultiHeadAttention's scores and mixing): a
+two-operand einsum counts 2 FLOPs for every combination of its indices' values, as torch and JAX count the same
+products (an equation with an ellipsis or an unknown size counts nothing, and the parity report's comparison says
+so). Tracing computes nothing."""
 
 from __future__ import annotations
 
@@ -50,6 +52,22 @@ def conv_gradient_flops(op) -> int:
     return 2 * kh * kw * min(math.prod(grad) * cin, math.prod(other) * cout)
 
 
+def einsum_flops(op) -> int:
+    """A two-operand einsum's multiply-adds, 2 FLOPs each: one for every combination of its indices' values (0 where
+    the equation has an ellipsis, or a size is unknown)."""
+    equation = op.get_attr("equation").decode()
+    operands = equation.split("->")[0].split(",")
+    if len(operands) != 2 or "." in equation:
+        return 0
+    sizes = {}
+    for letters, tensor in zip(operands, op.inputs):
+        dims = tensor.shape.as_list() if tensor.shape.rank is not None else []
+        if len(dims) != len(letters) or None in dims:
+            return 0
+        sizes.update(zip(letters, dims))
+    return 2 * math.prod(sizes.values())
+
+
 def count(task, model, x, y) -> int:
     """FLOPs of the forward pass and the gradients of one training step on the batch (x, y): `model` the Keras model
     as built (its variables are read, not changed)."""
@@ -67,6 +85,9 @@ def count(task, model, x, y) -> int:
     for op in live_ops(traced.outputs):
         if op.type in CONV_GRADIENTS:
             total += conv_gradient_flops(op)
+            continue
+        if op.type == "Einsum":
+            total += einsum_flops(op)
             continue
         if op.type not in COUNTED:
             continue
