@@ -110,7 +110,7 @@ def test_rank0_reads_the_test_split_once_ahead_and_again_only_where_it_is_too_la
     first = list(evaluations)
     assert not deliver.TEST_READ.is_set() and early.seconds > 0 and evaluations.read_early == early.seconds
     assert [len(b[1]) for b in first] == [512] * 5 + [440]  # whole batches across the files' blocks
-    assert rows_of(first) == sorted((x[:, 0] * 2).tolist()) and evaluations.range == (0.0, 2 * x.max())
+    assert rows_of(first) == sorted((x[:, 0] * 2).tolist()) and evaluations.range == (0.0, 2 * x.max(), "float32")
     assert evaluations.kept is not None and list(evaluations) == first  # from memory
 
     monkeypatch.setattr(deliver, "READ_AHEAD_BYTES", 16 << 10)  # 48 KB of rows: over it from the first chunk
