@@ -24,8 +24,8 @@ COLUMNS = [
     ("startup_shown", "startup s", "{}"),  # cold bare, warm marked w (stats.shown_startup)
     ("first_step_s", "first step s", "{:.2f}"),
     ("wall_s", "wall s", "{:.1f}"),
-    ("val_accuracy", "val acc", "{:.4f}"),
-    ("val_loss", "val loss", "{:#.4g}"),
+    ("val_accuracy", "test acc", "{:.4f}"),  # the held-out split: "test" in the table, the chart and the console
+    ("val_loss", "test loss", "{:#.4g}"),
     ("time_to_target_s", "to target s", "{:.1f}"),
     ("compile_time_warmup_s", "compile s", "{:.2f}"),
     ("compiles_after_warmup", "recompiles", "{:.0f}"),
@@ -71,7 +71,7 @@ def _columns(rows: list[dict]) -> list[tuple]:
     columns = COLUMNS + (PS_COLUMNS if any(r.get("parameter_servers") for r in rows) else [])
     shown = {k for k, _, _ in columns}
     columns += [
-        (k, k[4:].replace("_", " "), "{:#.4g}")
+        (k, "test " + k[4:].replace("_", " "), "{:#.4g}")
         for k in dict.fromkeys(k for r in rows for k in r)
         if k.startswith("val_") and k not in shown
     ]

@@ -78,10 +78,13 @@ SPLITS = ("x_train", "y_train", "x_test", "y_test")
 
 def as_dataset(data, name: str) -> Dataset:
     """A recipe's data as a checked Dataset: a Dataset, (x_train, y_train, x_test, y_test) or a dict with
-    those keys (each an array or a dict of named arrays), or a function returning any of them."""
+    those keys (each an array or a dict of named arrays), or a function returning any of them. Arrays are named by
+    what made them: the function's name (`teacher_data`), else "arrays"."""
     from raylab.data.stream import Stream
 
+    made_by = "arrays"
     if callable(data) and not isinstance(data, Dataset):
+        made_by = getattr(data, "__name__", "") if getattr(data, "__name__", "").isidentifier() else made_by
         data = data()
     if isinstance(data, Stream):
         if data.check is not None:
@@ -90,9 +93,9 @@ def as_dataset(data, name: str) -> Dataset:
     if isinstance(data, Dataset):
         ds = data
     elif isinstance(data, (tuple, list)) and len(data) == 4:
-        ds = Dataset(name, *data, source="the recipe's arrays")
+        ds = Dataset(made_by, *data, source="the recipe's arrays")
     elif isinstance(data, dict) and set(data) == set(SPLITS):
-        ds = Dataset(name, *(data[k] for k in SPLITS), source="the recipe's arrays")
+        ds = Dataset(made_by, *(data[k] for k in SPLITS), source="the recipe's arrays")
     else:
         raise UserError(
             f"recipe '{name}': data must be (x_train, y_train, x_test, y_test), a dict with those keys, "

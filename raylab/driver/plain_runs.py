@@ -20,6 +20,7 @@ from raylab.data import Dataset
 from raylab.settings import pinning
 from raylab.runtime import console
 from raylab.driver.outcome import TrialOutcome, recorded
+from raylab.driver.progress import held_out
 from raylab.record.tracking import Tracker
 from raylab.task.recipe import Recipe
 
@@ -177,7 +178,7 @@ def run_plain_item(
         with tempfile.TemporaryDirectory(prefix="raylab-plain-") as tmp:
             result = run_plain(recipe, cfg, ds, framework, Path(tmp), log=log, execution=spec.execution)
         outcome.result, outcome.ran = record_plain(tracker, run_id, result, recipe.target(ds)), "plain"
-        val = "".join(f" {k} {v:#.4g}" for k, v in result.items() if k.startswith("val_"))
+        val = held_out(result)
         print(
             f"[{spec.name}] {result['samples_per_sec']:,.0f} samples/s, whole job {result['wall_s']:.1f} s,{val}",
             flush=True,

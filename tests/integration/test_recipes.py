@@ -64,9 +64,9 @@ def test_cifar10_synthetic_makes_no_accuracy_claim(run_recipe, capsys):
     table = out[out.index("trial  ") : out.index("parity:")]
     row = table.splitlines()[2].split()
     assert row[0] == "torch:none" and row[3] == "eager"
-    assert row[10:12] == ["-", "-"]  # val acc and val loss: not shown
+    assert row[10:12] == ["-", "-"]  # test acc and test loss: not shown
     assert "data is synthetic: throughput only, no accuracy claims" in out
-    assert "val_acc" not in out  # nor in the per-epoch progress lines
+    assert "test_accuracy" not in out  # nor in the per-epoch progress lines
 
 
 def test_plain_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):

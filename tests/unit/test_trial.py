@@ -178,7 +178,7 @@ def test_no_progress_line_follows_its_epochs_end(tmp_path, monkeypatch):
     watch.poll()
     # every figure to 4 significant digits, its zeros kept (1.900, not 1.9 beside 0.8123)
     assert out.getvalue().splitlines() == [
-        "[jax:none x1] epoch 1 done in 3.0s loss 0.5000 val_loss 1.900 val_accuracy 0.8000"
+        "[jax:none x1] epoch 1 done in 3.0s loss 0.5000 test_loss 1.900 test_accuracy 0.8000"
     ]
     polled["now"] = ({**latest, "epoch": 2, "step": 10}, [ended], None)
     watch.poll()
