@@ -164,6 +164,7 @@ def _row(run) -> dict:
         "optimizer_impl": t.get("optimizer_impl"),
         "model_settings": t.get("model_settings"),
         "activations": t.get("activations"),
+        "input_timing": t.get("input_timing"),
         "flops_count": t.get("flops_count"),
         "cost_split": t.get("cost_split"),
         "start": p.get("start"),

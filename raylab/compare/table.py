@@ -46,8 +46,17 @@ def _cell(row: dict, key: str, fmt: str) -> str:
     return "-" if value is None else (fmt(value) if callable(fmt) else fmt.format(value))
 
 
+def _input_wait(row: dict) -> str | None:
+    """The input wait column's cell: the steps' share of time waiting for input, or "in graph" where the input is
+    read inside the framework's graph (tf.data in the step's tf.function) and cannot be timed apart."""
+    if row.get("input_wait_share") is not None:
+        return f"{row['input_wait_share']:.0%}"
+    return "in graph" if row.get("input_timing") == "in the framework's graph" else None
+
+
 def format_table(rows: list[dict]) -> str:
     """One line per trial; with repeats, medians and the samples/s range over them."""
+    rows = [{**r, "input_wait_shown": _input_wait(r)} for r in rows]
     columns, rows, short = steady_column(_columns(rows), rows)
     columns, rows, crowded_notes = beside_column(columns, rows)
     concurrent = any(r.get("overlapped_with") not in (None, "none") for r in rows)
@@ -80,7 +89,7 @@ def _columns(rows: list[dict]) -> list[tuple]:
     if len({r.get("hardware") for r in rows}) > 1:  # a --device sweep: what each row ran on
         columns = columns[:1] + [("hardware", "hardware", "{}")] + columns[1:]
     if any(r.get("input_wait_share") is not None for r in rows):  # the steps' wait for input, where timed
-        columns = columns + [("input_wait_share", "input wait", "{:.0%}")]
+        columns = columns + [("input_wait_shown", "input wait", "{}")]
     if any(r.get("achieved_tflops") is not None for r in rows):  # work per sample x samples/s (parity.work)
         columns = columns + [("achieved_tflops", "GFLOP/s", lambda v: f"{v * 1000:,.1f}")]
     if any(r.get("utilization") is not None for r in rows):  # of `raylab peak`'s product rate (raylab/probes/peak.py)

@@ -319,6 +319,8 @@ class Loop:
             **known,
             **host_facts(),
             "step_timing": "per step (synced)" if window == 1 else f"window mean ({window} steps per host read)",
+            # where the input's wait is timed: apart from the steps, or not at all (read inside the step's graph)
+            "input_timing": "per batch" if self.input_wait() is not None else "in the framework's graph",
             "checkpointing": self.checkpointer.describe(),
             "ray_resources": ",".join(f"{k}={v:g}" for k, v in held.items()),
         }

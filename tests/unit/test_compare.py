@@ -177,9 +177,16 @@ def test_an_input_bound_trial_is_flagged():
     rows = [
         {"trial": "torch:ddp x2", "status": "FINISHED", "samples_per_sec": 900.0, "input_wait_share": 0.35},
         {"trial": "tf:none x1", "status": "FINISHED", "samples_per_sec": 1500.0, "input_wait_share": 0.02},
+        {
+            "trial": "tf:mwms x2",
+            "status": "FINISHED",
+            "samples_per_sec": 1400.0,
+            "input_timing": "in the framework's graph",
+        },
     ]
     table = format_table(rows)
     assert "input wait" in table and "35%" in table and "2%" in table
+    assert table.splitlines()[4].endswith("in graph"), table  # read inside the step's graph: said, not a blank
     assert "torch:ddp x2 !" in table and "tf:none x1 !" not in table
     assert "! input-bound: its steps waited for input 35% of their time (torch:ddp x2)" in table
 
