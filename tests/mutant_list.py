@@ -40,6 +40,15 @@ def quick(m) -> None:
         UNIT + "test_race.py",
     )
     m(
+        "cast-keeps-ints",
+        "a transformer in torch, TF and JAX, fair; integer inputs kept integer (`Cast`): in memory, the object store, "
+        "streamed `.npy` and Parquet",
+        "raylab/task/preprocess.py",
+        "        return np.asarray(x).astype(self.dtype_of(None), copy=False)",
+        "        return np.asarray(x).astype(np.float32, copy=False)",
+        UNIT + "test_task.py",
+    )
+    m(
         "tf-einsum-count",
         "work per sample by each framework's counter, GFLOP/s",
         "raylab/frameworks/tf/flops.py",

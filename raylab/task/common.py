@@ -127,7 +127,7 @@ def input_summary(x) -> str:
 
 def dtypes_shown(arrays) -> str:
     """The arrays' dtypes as the workers hold them, "/"-joined where they differ: what the model is fed."""
-    return "/".join(dict.fromkeys(str(a.dtype).replace("torch.", "") for a in arrays))
+    return "/".join(dict.fromkeys(str(a.dtype) for a in arrays))
 
 
 def _preprocess(task: Task, x):

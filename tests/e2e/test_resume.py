@@ -19,7 +19,7 @@ from tests.e2e.test_interrupt import sqlite_store, user_env, wait_for
 
 pytestmark = pytest.mark.e2e
 RAY_TRAIN_STARTS = 2  # the first driver's warm group (both repeats), the resumed trial
-SECONDS = 75  # measured 45 s (2026-12-06, the 2-core VM)
+SECONDS = 55  # 42 s on 2026-12-06 (the default tier, the 2-core VM)
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = paced(200)  # per epoch: the trials hold at 1.5 x this
