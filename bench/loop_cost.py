@@ -438,7 +438,7 @@ def main() -> None:
                         print(
                             f"round {r + 1} {name} {framework:<5} ({' then '.join(sides)}): {label[side][framework]} "
                             f"{t['samples_per_sec']:>9,.0f}  plain {pl['samples_per_sec']:>9,.0f} samples/s  "
-                            f"ratio {ratio:.3f}  val acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
+                            f"ratio {ratio:.3f}  test acc {t['val_accuracy']:.4f} / {pl['val_accuracy']:.4f}  "
                             f"{epochs[key]} epochs: trial {steady(t, args.min_steady_s)}, plain "
                             f"{steady(pl, args.min_steady_s)}\n"
                             f"      trial ran at {tfacts}; plain at {pfacts}",
