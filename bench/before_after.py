@@ -150,7 +150,7 @@ def main() -> None:
             ratios += [ratio] if ratio else []
             print(
                 f"  {item:<16} round {r + 1}: after {after_sps or 0:>9,.0f}  before {before_sps or 0:>9,.0f} "
-                f"samples/s  ratio {ratio or float('nan'):.3f}  val acc after {after_acc or float('nan'):.4f} "
+                f"samples/s  ratio {ratio or float('nan'):.3f}  test acc after {after_acc or float('nan'):.4f} "
                 f"before {before_acc or float('nan'):.4f}; recorded names "
                 f"{'the same' if not differ else 'DIFFER: ' + differ}",
                 flush=True,
