@@ -1,7 +1,7 @@
 """Steady-state samples/s of the same trials before and after a change, run side by side.
 
     .venv/bin/python bench/before_after.py --before 5e68f50 --epochs 2 --rounds 2
-    .venv/bin/python bench/before_after.py --before 5e68f50 --trials torch:none,xla:single --workers 1
+    .venv/bin/python bench/before_after.py --before 5e68f50 --trials "torch:none x1,xla:single x1"
 
 For every trial of the fashion recipe, the checkout at --before (a git worktree, made once under /tmp) and this working
 tree each run `recipes/fashion.py --trials KIND --workers N` at the same time, with the same arguments, each on its own

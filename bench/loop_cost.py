@@ -15,7 +15,7 @@ machine's drift falls on both sides alike), each as its own process:
 - the plain script a careful user writes, no Ray and no raylab loop, same model, data, loss, optimizer,
   batch, seed and intra-op threads (the task as raylab.driver.plain_runs hands it to raylab/frameworks/plain.py):
   - torch: the usual loop keeping the running loss and accuracy sums on the device (`loss_sum +=
-    loss.detach()`, `correct += (logits.argmax(1) == y).sum()`) and reading them once every 32 steps,
+    loss.detach()`, `correct += (logits.argmax(-1) == y).sum()`) and reading them once every 32 steps,
     as Keras fit does, its optimizer fused (`fused=True`: torch's fastest Adam, AdamW and SGD); defined below
     (`plain_torch`);
   - tf: Keras `compile(steps_per_execution=32)` and `fit` (raylab/frameworks/tf/plain.py `run`, loss only);
@@ -41,6 +41,8 @@ the floor is marked SHORT, and a median that rests on one says so.
         --frameworks torch,tf,jax --rounds 5
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --recipe fashion,residual_mlp --batch 32,64 \
         --frameworks torch,tf,jax --rounds 5 --pin-cpus both        # the yardstick of issue 71
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/loop_cost.py --recipe fashion,residual_mlp,char_lm \
+        --batch 32,64,64 --frameworks torch,tf,jax --rounds 9 --pin-cpus both   # issue 80's, on a quiet machine
 
 Target: median >= 0.95x for each.
 """
@@ -112,7 +114,7 @@ def plain_torch(spec: dict, task, x, y, xt, yt) -> dict:
             {
                 "epoch": epoch,
                 "train_loss": running[0] / steps,
-                "train_accuracy": running[1] / (steps * batch),
+                "train_accuracy": running[1] / (steps * batch * ys[0].numel()),  # per label: a sequence holds many
                 **evaluate(*test),
             }
         )
@@ -145,7 +147,7 @@ def plain_steps(k: int, tt, model, opt, scheduler, xs, ys, batches, sums, loss_o
             scheduler.step()
         with torch.no_grad():
             sums[0] += loss.detach()
-            sums[1] += (logits.argmax(1) == yb).sum()
+            sums[1] += (logits.argmax(-1) == yb).sum()
     return torch.stack([sums[0], sums[1].to(sums[0].dtype)]).tolist()
 
 
@@ -318,8 +320,8 @@ def main() -> None:
     p.add_argument(
         "--recipe",
         default="fashion",
-        help="recipes under recipes/, comma-separated: fashion, residual_mlp or both, interleaved in each "
-        "round (default: %(default)s)",
+        help="recipes under recipes/, comma-separated: fashion, residual_mlp, char_lm (the transformer), "
+        "interleaved in each round (default: %(default)s)",
     )
     p.add_argument(
         "--frameworks", default="torch,tf", help="comma-separated from torch, tf, jax (default: %(default)s)"

@@ -1,6 +1,6 @@
 """One invocation across two node types, priced: the hardware axis on a simulated cluster.
 
-    python bench/two_types.py [--trials torch:none,jax:none] [--repeats 2] [--out DIR]
+    .venv/bin/python bench/two_types.py --trials torch:none,jax:none --repeats 2 --out /tmp/two-types
 
 Three raylets on this machine (Ray's `cluster_utils.Cluster`, as tests/multinode does), one CPU each: an untyped
 head, a node labelled `accelerator_type:T4` and one labelled `accelerator_type:TPU-V4` (how Ray labels a TPU v4

@@ -289,9 +289,11 @@ def docs_recipes_ran_as_the_pages_say(client, out: str) -> None:
         return trials
 
     assert sorted(r.info.run_name for r in finished("my_regression")) == ["jax:none x1", "tf:none x1", "torch:none x1"]
-    assert (
-        "    model settings: alike (1 normalization setting(s), 1 dropout rate(s), 8 initial parameter spreads "
-        "compared)" in out
+    assert re.search(
+        r"^    model settings: alike \(1 normalization setting\(s\), 1 dropout rate\(s\), 8 initial parameter "
+        r"spreads and \d+ activation call\(s\) compared\)$",
+        out,
+        re.M,
     ), out[-3000:]
     [shards] = finished("my_shards")
     assert shards.data.params["shuffle"] == "global" and shards.data.params["data"] == "npy", shards.data.params
