@@ -75,8 +75,10 @@ def prepare_inputs(preprocess, x, family: str):
     """The recipe's preprocessing on a numpy shard; without one, inputs are only cast to float32."""
     if preprocess is None:
         return tree_map(lambda a: a.astype(np.float32, copy=False), x)
-    if isinstance(preprocess, (Scale, Cast)):
-        return preprocess(x) if isinstance(preprocess, Cast) else tree_map(preprocess, x)
+    if isinstance(preprocess, Cast):  # dict-aware itself: each named input takes its own dtype
+        return preprocess(x)
+    if isinstance(preprocess, Scale):
+        return tree_map(preprocess, x)
     fn = preprocess.get(family) if isinstance(preprocess, Native) else preprocess
     return fn(x)
 
