@@ -7,10 +7,14 @@ is created, and the file stays after the process ends. A thread in the pytest pr
 running cluster's log directory from its raylet's and GCS's command lines (`--log_dir=`), reads what its worker
 logs added since, and records each controller once by pid, charged to the test running when it was first seen;
 a controller however short-lived is in its log (one that lived between two polls, too). It also reads /proc for
-processes titled `ray::TrainController` (the same pid: one controller, counted once). That sees the trials of this
-process's in-process clusters, of recipes run as subprocesses and of jobs submitted to a `ray start` head alike,
-with no hook in raylab. A restart after a lost worker keeps its controller: it is not a new start-up. Paths are
-compared resolved (a session directory reached through `session_latest` or pytest's `pytest-current` is one).
+processes titled `ray::TrainController`. That sees the trials of this process's in-process clusters, of recipes run
+as subprocesses and of jobs submitted to a `ray start` head alike, with no hook in raylab. A restart after a lost
+worker keeps its controller: it is not a new start-up. A controller is named by its worker log's file name
+(`worker-<worker id>-<job>-<pid>.out`, unique to the process), never by a path: the same file reached through
+`session_latest`, pytest's `pytest-current`, a log Ray's log monitor moved to `logs/old/` as its process ended (read
+there too), or a file gone from under its process (`... (deleted)`) is one controller. A running one whose log
+cannot be read is named by its pid, and its log, found later, is the same controller, not a second. Each controller
+counted is kept with where it was seen (`COUNTER.found`), and a file over its budget lists its controllers.
 RAYLAB_DEBUG_STARTUPS=FILE appends each controller counted, with the test it was charged to.
 
 Each test file declares what its tests may start: `RAY_TRAIN_STARTS = N` at module level. A run shared by
@@ -51,10 +55,24 @@ def cmdlines():
                 continue
 
 
+def log_name(path: str) -> str:
+    """A controller's name: its worker log's file name (unique to the process), wherever the file is now."""
+    return os.path.basename(path.removesuffix(" (deleted)"))
+
+
+def pid_in(name: str) -> int | None:
+    """The process a controller's name holds: a log's `worker-<id>-<job>-<pid>.out`, or a `pid N START` name."""
+    if name.startswith("pid "):
+        return int(name.split()[1])
+    tail = name.removesuffix(".out").rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
 class RayLogs:
     """The controllers Ray recorded in the worker logs of every cluster seen running (its raylet's or GCS's
-    `--log_dir=`), each log read once up to where it was read before (a session directory that raylab prunes
-    later was read while its cluster ran)."""
+    `--log_dir=`, and its `old/`, where Ray's log monitor moves the logs of processes that ended), each log read
+    once up to where it was read before (a session directory that raylab prunes later was read while its cluster
+    ran)."""
 
     def __init__(self):
         self.dirs: set[Path] = set()
@@ -63,12 +81,13 @@ class RayLogs:
 
     def learn(self, cmdline: bytes) -> None:
         for arg in cmdline.split(b"\0"):
-            if arg.startswith(b"--log_dir="):  # resolved: a controller's stdout link (below) is its real path
+            if arg.startswith(b"--log_dir="):
                 self.dirs.add(Path(os.path.realpath(arg.split(b"=", 1)[1].decode(errors="replace"))))
 
-    def controllers(self) -> set[str]:
-        found = set()
-        for logs in list(self.dirs):
+    def controllers(self) -> dict[str, str]:
+        """{controller's name (log_name): the log it was found in} for the marks read since the last call."""
+        found = {}
+        for logs in [d for base in list(self.dirs) for d in (base, base / "old")]:
             try:
                 entries = [e for e in os.scandir(logs) if e.name.startswith("worker-") and e.name.endswith(".out")]
             except OSError:  # pruned, or not made yet
@@ -86,37 +105,47 @@ class RayLogs:
                     continue
                 self.read[entry.path], self.tails[entry.path] = size, text[-len(MARK) :]
                 if MARK in text:
-                    found.add(entry.path)
+                    found[log_name(entry.path)] = entry.path
         return found
 
 
-def _controllers(logs: RayLogs | None = None) -> set[str]:
+def _controllers(logs: RayLogs | None = None, where: dict[str, str] | None = None) -> set[str]:
     """The controllers running now (/proc) and those Ray's logs record (`logs`, which learns the log directories
-    of the clusters running now), each named by its worker log (a controller's stdout): the same controller
-    from both is one. One whose log cannot be read is named by its pid and start time."""
-    found = set()
+    of the clusters running now), each named by its worker log's file name (a controller's stdout): the same
+    controller from both is one. One whose log cannot be read is named `pid N START` (its start time, field 22 of
+    its stat, tells it from a reused pid). `where`, if given, gets each name's path or process."""
+    found: dict[str, str] = {}
     for proc, cmdline in cmdlines():
         if cmdline.startswith(b"ray::TrainController"):
             try:
-                found.add(os.path.realpath(os.readlink(proc / "fd" / "1")))
+                path = os.readlink(proc / "fd" / "1")
+                found[log_name(path)] = f"running, pid {proc.name}, its stdout {path}"
             except OSError:
-                try:  # the start time (field 22 of stat) tells a new process from a reused pid
-                    found.add(f"pid {proc.name} {(proc / 'stat').read_text().rsplit(')', 1)[1].split()[19]}")
+                try:
+                    start = (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]
+                    found[f"pid {proc.name} {start}"] = f"running, pid {proc.name}, its stdout unreadable"
                 except (OSError, IndexError):
                     continue
         elif logs is not None and b"--log_dir=" in cmdline:
             logs.learn(cmdline)
-    return found | (logs.controllers() if logs is not None else set())
+    if logs is not None:
+        found.update({k: v for k, v in logs.controllers().items() if k not in found})
+    if where is not None:
+        where.update(found)
+    return set(found)
 
 
 class StartupCounter(threading.Thread):
     def __init__(self):
         super().__init__(daemon=True, name="ray-train-startups")
         self.current = "(between tests)"  # the test id new start-ups are charged to
-        self.seen: set[str] = set()  # each controller's worker log (tests/startups.py _controllers)
+        self.seen: set[str] = set()  # each controller's name (tests/startups.py _controllers)
+        self.found: dict[str, tuple[str, str]] = {}  # controller's name -> (the test charged, where it was seen)
+        self.bare: dict[int, str] = {}  # pid -> the name of a controller counted with its log unread (`pid N START`)
         self.logs = RayLogs()
         self.by_test: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.polling = threading.Lock()
         self.done = threading.Event()
 
     def run(self):
@@ -124,12 +153,29 @@ class StartupCounter(threading.Thread):
             self.poll()
 
     def poll(self):
-        new = _controllers(self.logs) - self.seen
+        with self.polling:  # the thread's poll and a test's (started_by_this_test, a shared run's end) one at a time
+            self._poll()
+
+    def _poll(self):
+        where: dict[str, str] = {}
+        new = []
+        for name in _controllers(self.logs, where) - self.seen:
+            pid = pid_in(name)
+            if name.startswith("pid ") and pid in {pid_in(n) for n in self.found if not n.startswith("pid ")}:
+                self.seen.add(name)  # its log was counted already: the same process (its stdout unreadable now)
+            elif not name.startswith("pid ") and pid in self.bare:
+                self.seen.add(name)  # counted while running, its log unread: the same process
+                self.found[self.bare.pop(pid)] += (f"; its log {where[name]}",)
+            else:
+                new.append(name)
+                if name.startswith("pid "):
+                    self.bare[pid] = name
         if new and os.environ.get("RAYLAB_DEBUG_STARTUPS"):
             with open(os.environ["RAYLAB_DEBUG_STARTUPS"], "a") as f:
-                f.write("".join(f"{self.current}\t{k}\n" for k in new))
+                f.write("".join(f"{self.current}\t{where[k]}\n" for k in new))
         with self.lock:
-            self.seen |= new
+            self.seen.update(new)
+            self.found.update({k: (self.current, where[k]) for k in new})
             self.by_test[self.current] += len(new)
 
     def stop(self):
@@ -143,6 +189,10 @@ class StartupCounter(threading.Thread):
             if n:
                 out[owner(test)] += n
         return out
+
+    def of(self, who: str) -> list[str]:
+        """What each controller charged to an owner was, as seen: `name (where)`."""
+        return [f"{name} ({''.join(where)})" for name, (test, *where) in self.found.items() if owner(test) == who]
 
 
 COUNTER: StartupCounter | None = None  # started by tests/conftest.py for the whole session
@@ -230,7 +280,10 @@ def over_budget(counts=None) -> list[str]:
             out.append(f"{f}: {n} start-ups, declares {DECLARED[f]}")
         elif f in NEEDED and n > allowed(f):
             how = "; ".join(h for _, h in NEEDED[f])
-            out.append(f"{f}: {n} start-ups, but its runs needed {allowed(f)} ({how})")
+            seen = "; ".join(COUNTER.of(f)) if COUNTER is not None else ""
+            out.append(
+                f"{f}: {n} start-ups, but its runs needed {allowed(f)} ({how})" + (f"; counted: {seen}" if seen else "")
+            )
         elif f in VARIES and f not in NEEDED and n:
             out.append(
                 f"{f}: {n} start-ups, and its start-ups vary ({VARIES[f]}) but no test read what its run "

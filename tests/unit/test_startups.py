@@ -74,3 +74,34 @@ def test_a_controller_that_lived_between_two_polls_is_counted_once(tmp_path):
         proc.wait(timeout=60)
         link.unlink()
         shutil.rmtree(real, ignore_errors=True)
+
+
+def test_a_controllers_log_moved_to_old_or_read_before_it_is_one_start_up(tmp_path, monkeypatch):
+    """Ray's log monitor moves an ended process's log to `logs/old/`; a running controller whose stdout could not be
+    read is named by its pid, and its log, read later, is the same controller."""
+    counter = startups.StartupCounter()
+    counter.logs.dirs.add(tmp_path)
+    log = tmp_path / "worker-0a1b-01000000-4242.out"
+    log.write_bytes(b":job_id:01000000\n" + startups.MARK + b"\n")
+    counter.poll()
+    assert counter.by_test["(between tests)"] == 1 and "worker-0a1b-01000000-4242.out" in counter.seen
+    (tmp_path / "old").mkdir()
+    log.rename(tmp_path / "old" / log.name)
+    counter.poll()  # the same file, read again where it now is
+    assert counter.by_test["(between tests)"] == 1, counter.found
+    assert startups.log_name(f"{tmp_path}/old/{log.name} (deleted)") == log.name
+
+    seen = iter([{"pid 5151 777": "running, its stdout unreadable"}, {"worker-9f-01000000-5151.out": "its log"}])
+
+    def controllers(logs=None, where=None):
+        found = next(seen)
+        where.update(found)
+        return set(found)
+
+    monkeypatch.setattr(startups, "_controllers", controllers)
+    counter.poll()
+    counter.poll()
+    assert counter.by_test["(between tests)"] == 2, counter.found  # the bare pid and its log: one more, not two
+    assert [line for line in counter.of("(between tests)") if "5151" in line] == [
+        "pid 5151 777 (running, its stdout unreadable; its log its log)"
+    ]
