@@ -34,7 +34,6 @@ Results in bench/results.md ("The ladder").
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import os
@@ -207,29 +206,10 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
     return got
 
 
-def sign_flip_p(logs: list[float]) -> float:
-    """Two-sided exact permutation test of mean(logs) = 0: the share of the 2^n sign flips whose |mean| is at least
-    the observed one (n <= 16; beyond that, 65,536 random flips)."""
-    import random
-
-    n = len(logs)
-    if n == 0:
-        return float("nan")
-    observed = abs(sum(logs)) - 1e-12
-    flips = (
-        itertools.product((1, -1), repeat=n)
-        if n <= 16
-        else ([random.Random(k).choice((1, -1)) for _ in range(n)] for k in range(65536))
-    )
-    total = hits = 0
-    for signs in flips:
-        total += 1
-        hits += abs(sum(s * v for s, v in zip(signs, logs))) >= observed
-    return hits / total
-
-
 def describe(ratios: list[float]) -> str:
     q = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [ratios[0]] * 3
+    from loop_cost import sign_flip_p
+
     p = sign_flip_p([math.log(r) for r in ratios])
     return (
         f"median {statistics.median(ratios):.3f}x, quartiles {q[0]:.3f}..{q[2]:.3f}, range {min(ratios):.3f}.."
