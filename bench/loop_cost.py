@@ -202,9 +202,8 @@ def run_trial(framework: str, args, tmp: Path, epochs: int, pin: bool = False, e
         "--json",
         str(out),
     ]
-    cmd += (["--steps-per-epoch", str(args.steps_per_epoch)] if args.steps_per_epoch else []) + (
-        ["--pin-cpus"] if pin else []
-    )
+    steps = getattr(args, "steps_per_epoch", 0)  # the ladder's trial rung asks without it: whole epochs
+    cmd += (["--steps-per-epoch", str(steps)] if steps else []) + (["--pin-cpus"] if pin else [])
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),
