@@ -181,10 +181,13 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
         got = run_trial(framework, asked, tmp, args.epochs, extra_env=extra)
         span = None  # (its steady seconds are not known here)
     else:
+        from raylab import registry
+
+        # the plain rung in its framework's plain environment, as bench/loop_cost.py's plain side and the Ray rungs'
+        # workers (JAX's and TF's thread settings are read at import: OMP_NUM_THREADS alone left XLA's pool default)
         env = {
-            **os.environ,
+            **registry.framework(framework).plain_env(args.threads),
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
-            "OMP_NUM_THREADS": str(args.threads),
         }
         done = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--rung", rung, str(tmp / "spec.json")],
