@@ -202,8 +202,9 @@ def run_trial(framework: str, args, tmp: Path, epochs: int, pin: bool = False, e
         "--json",
         str(out),
     ]
-    steps = getattr(args, "steps_per_epoch", 0)  # the ladder's trial rung asks without it: whole epochs
-    cmd += (["--steps-per-epoch", str(steps)] if steps else []) + (["--pin-cpus"] if pin else [])
+    cmd += (["--steps-per-epoch", str(args.steps_per_epoch)] if args.steps_per_epoch else []) + (
+        ["--pin-cpus"] if pin else []
+    )
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT),

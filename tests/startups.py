@@ -274,16 +274,15 @@ def over_budget(counts=None) -> list[str]:
         counts = COUNTER.by_owner()
     out = []
     for f, n in sorted(counts.items()):
+        seen = "; ".join(COUNTER.of(f)) if COUNTER is not None else ""
+        counted = f"; counted: {seen}" if seen else ""  # each controller charged, and where it was seen
         if f not in DECLARED:
-            out.append(f"{f}: {n} start-ups, declares none (RAY_TRAIN_STARTS)")
+            out.append(f"{f}: {n} start-ups, declares none (RAY_TRAIN_STARTS){counted}")
         elif n > DECLARED[f]:
-            out.append(f"{f}: {n} start-ups, declares {DECLARED[f]}")
+            out.append(f"{f}: {n} start-ups, declares {DECLARED[f]}{counted}")
         elif f in NEEDED and n > allowed(f):
             how = "; ".join(h for _, h in NEEDED[f])
-            seen = "; ".join(COUNTER.of(f)) if COUNTER is not None else ""
-            out.append(
-                f"{f}: {n} start-ups, but its runs needed {allowed(f)} ({how})" + (f"; counted: {seen}" if seen else "")
-            )
+            out.append(f"{f}: {n} start-ups, but its runs needed {allowed(f)} ({how}){counted}")
         elif f in VARIES and f not in NEEDED and n:
             out.append(
                 f"{f}: {n} start-ups, and its start-ups vary ({VARIES[f]}) but no test read what its run "

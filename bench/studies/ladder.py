@@ -177,7 +177,7 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
     began = time.time()
     if rung.startswith("trial"):  # trial+NAME=VALUE: the trial with that setting in its environment
         extra = dict(kv.split("=", 1) for kv in rung.split("+")[1:])
-        asked = argparse.Namespace(recipe="fashion", batch=args.batch, threads=args.threads)
+        asked = argparse.Namespace(recipe="fashion", batch=args.batch, threads=args.threads, steps_per_epoch=0)
         got = run_trial(framework, asked, tmp, args.epochs, extra_env=extra)
         span = None  # (its steady seconds are not known here)
     else:
