@@ -4,12 +4,16 @@ For each framework and round, each rung runs as its own process, one after the o
 from round to round (so the machine's drift falls on every rung alike):
 
 - plain: the plain loop in a plain Python process (its main thread), no Ray;
+- beside: the same plain process with an idle in-process cluster running beside it, started in another process as
+  raylab starts one (workers at niceness 0) with --idle-actors idle actors (a trial's worker has Ray Train's
+  controller, synchronization and autoscaling actors, Ray Data's dataset manager and raylab's sink and group queue
+  beside it): what the cluster's own processes cost a loop that runs outside Ray;
 - task: the same function as a bare Ray task (`@ray.remote(num_cpus=threads)`) on an in-process cluster
   started as raylab starts one (raylab/runtime/cluster.py: workers at niceness 0), data read from the same file;
 - train: the same function as a bare Ray Train training function (DataParallelTrainer, a bare BackendConfig,
   1 worker reserving `threads` CPUs, Ray's default settings): it runs on a thread of the worker actor while
   Ray Train's controller polls that actor;
-- trial: the raylab trial, `recipes/fashion.py --trials torch:none|tf:none|jax:none --workers 1` (its own
+- trial: the raylab trial, `recipes/RECIPE.py --trials torch:none|tf:none|jax:none --workers 1` (its own
   loop, data through the object store, progress, MLflow).
 
 The plain loop is what a careful user writes (bench/loop_cost.py): for torch the usual loop keeping the running
@@ -27,6 +31,8 @@ share the 2 cores with the step.
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks torch,tf --rounds 9
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks torch --rounds 9 \
         --rungs plain,task,train
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks jax --rounds 9 \
+        --rungs plain,beside,trial --recipe residual_mlp --batch 64
 
 Results in bench/results.md ("The ladder").
 """
@@ -48,7 +54,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"  # loop_cost.py, whose plain loop every rung runs
 TRIAL = {"torch": "torch:none", "tf": "tf:none", "jax": "jax:none"}
-RUNGS = ("plain", "task", "train", "trial")
+RUNGS = ("plain", "beside", "task", "train", "trial")
+SETTLE_S = 5.0  # the beside rung: seconds between its cluster's actors answering and the plain process's start
 
 
 # --- the loop, wherever it runs -----------------------------------------------------------------------------------
@@ -89,11 +96,30 @@ def train_fn(config: dict) -> None:
     Path(config["out"]).write_text(json.dumps(result))
 
 
+def idle_cluster(actors: int) -> None:
+    """The beside rung's cluster (`ladder.py --cluster N`): an in-process cluster as raylab starts one with N idle
+    actors; prints "up" once they answer, then holds it until its standard input closes."""
+    import ray
+
+    ray.init(address="local", log_to_driver=False, logging_level="WARNING", _system_config={"worker_niceness": 0})
+
+    @ray.remote(num_cpus=0)
+    class Idle:
+        def ready(self) -> bool:
+            return True
+
+    held = [Idle.remote() for _ in range(actors)]
+    ray.get([a.ready.remote() for a in held], timeout=300)
+    print("up", flush=True)
+    sys.stdin.read()
+    ray.shutdown()
+
+
 def run_rung(rung: str, spec_path: str) -> None:
     """One rung's process (`ladder.py --rung RUNG SPEC`): prints the plain loop's result as one JSON line."""
     spec = json.loads(Path(spec_path).read_text())
     spec["start"] = time.time()
-    if rung == "plain":
+    if rung in ("plain", "beside"):  # beside: ladder's driver holds an idle cluster beside this process
         print(json.dumps(plain_loop(spec)))
         return
     import ray
@@ -177,7 +203,7 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
     began = time.time()
     if rung.startswith("trial"):  # trial+NAME=VALUE: the trial with that setting in its environment
         extra = dict(kv.split("=", 1) for kv in rung.split("+")[1:])
-        asked = argparse.Namespace(recipe="fashion", batch=args.batch, threads=args.threads, steps_per_epoch=0)
+        asked = argparse.Namespace(recipe=args.recipe, batch=args.batch, threads=args.threads, steps_per_epoch=0)
         got = run_trial(framework, asked, tmp, args.epochs, extra_env=extra)
         span = None  # (its steady seconds are not known here)
     else:
@@ -189,14 +215,20 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
             **registry.framework(framework).plain_env(args.threads),
             "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
         }
-        done = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--rung", rung, str(tmp / "spec.json")],
-            capture_output=True,
-            text=True,
-            cwd=tmp,
-            env=env,
-            timeout=1800,
-        )
+        cluster = beside_cluster(args.idle_actors, env, tmp) if rung == "beside" else None
+        try:
+            done = subprocess.run(
+                [sys.executable, str(Path(__file__).resolve()), "--rung", rung, str(tmp / "spec.json")],
+                capture_output=True,
+                text=True,
+                cwd=tmp,
+                env=env,
+                timeout=1800,
+            )
+        finally:
+            if cluster is not None:
+                cluster.stdin.close()
+                cluster.wait(timeout=120)
         if done.returncode != 0:
             raise SystemExit(f"rung {rung} ({framework}) exited with {done.returncode}:\n{done.stderr[-4000:]}")
         got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -207,6 +239,24 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
         if machine is not None:
             got["machine_cores"] = machine
     return got
+
+
+def beside_cluster(actors: int, env: dict, tmp: Path) -> subprocess.Popen:
+    """The beside rung's idle cluster, up with its actors, and SETTLE_S more for its start-up's CPU to pass."""
+    cluster = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--cluster", str(actors)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp,
+        env=env,
+    )
+    if cluster.stdout.readline().strip() != "up":
+        cluster.kill()
+        raise SystemExit(f"the beside rung's idle cluster did not start (exit {cluster.wait()})")
+    time.sleep(SETTLE_S)  # a wait for nothing but time: the cluster's start-up CPU is not what is measured
+    return cluster
 
 
 def describe(ratios: list[float]) -> str:
@@ -228,19 +278,26 @@ def main() -> None:
     p.add_argument(
         "--rungs",
         default=",".join(RUNGS),
-        help="comma-separated from plain (always run), task, train, "
+        help="comma-separated from plain (always run), beside, task, train, "
         "trial, and trial+NAME=VALUE[+NAME=VALUE] (the trial with those environment variables set, e.g. "
         "trial+RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2) (default: %(default)s)",
     )
     p.add_argument("--rounds", type=int, default=9, help="rounds per framework (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=1, help="epochs of every side (default: %(default)s)")
+    p.add_argument("--recipe", default="fashion", help="a recipe in recipes/ (default: %(default)s)")
     p.add_argument("--batch", type=int, default=32)
+    p.add_argument(
+        "--idle-actors", type=int, default=8, help="idle actors of the beside rung's cluster (default: %(default)s)"
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", type=Path, help="also write every side's figures here")
     p.add_argument("--rung", nargs=2, metavar=("RUNG", "SPEC"), help=argparse.SUPPRESS)  # one rung's own process
+    p.add_argument("--cluster", type=int, help=argparse.SUPPRESS)  # the beside rung's idle cluster
     args = p.parse_args()
     if args.rung:
         return run_rung(*args.rung)
+    if args.cluster is not None:
+        return idle_cluster(args.cluster)
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     rungs = ["plain"] + [r.strip() for r in args.rungs.split(",") if r.strip() and r.strip() != "plain"]
     bad = [r for r in rungs if r not in RUNGS and not r.startswith("trial+")] + [
@@ -253,14 +310,17 @@ def main() -> None:
             else "--rounds and --epochs must be at least 1"
         )
     sys.path[:0] = [str(ROOT), str(ROOT / "recipes"), str(BENCH)]
-    import cloudpickle
-    from fashion import RECIPE
+    import importlib
 
-    recipe = RECIPE.with_batch(args.batch)
-    ds = recipe.data()
+    import cloudpickle
+
+    from raylab.data import as_dataset
+
+    recipe = importlib.import_module(args.recipe).RECIPE.with_batch(args.batch)
+    ds = as_dataset(recipe.data, recipe.name)
     busy = Busy()
     print(
-        f"fashion MLP, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s) a side, {args.rounds} "
+        f"{args.recipe}, batch {args.batch}, {args.threads} thread(s), {args.epochs} epoch(s) a side, {args.rounds} "
         f"round(s), rungs {', '.join(rungs)}, order rotated each round; load {os.getloadavg()[0]:.2f}",
         flush=True,
     )
