@@ -213,7 +213,9 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
         # workers (JAX's and TF's thread settings are read at import: OMP_NUM_THREADS alone left XLA's pool default)
         env = {
             **registry.framework(framework).plain_env(args.threads),
-            "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH)]),
+            "PYTHONPATH": os.pathsep.join(
+                [str(ROOT), str(BENCH), str(ROOT / "recipes")]
+            ),  # the task pickles its recipe by name,
         }
         cluster = beside_cluster(args.idle_actors, env, tmp) if rung == "beside" else None
         try:
