@@ -184,6 +184,14 @@ def quick(m) -> None:
         'for k in windows(steps, spec["window"] // 2, chrono.warmup, done):',
         INTEG + "test_plain.py",
     )
+    m(
+        "plain-beside-unread",
+        "`--plain` scripts record what ran beside them",
+        "raylab/frameworks/plain.py",
+        'print(json.dumps({**result, **last, **({"beside_read": read} if read else {})}))',
+        "print(json.dumps({**result, **last}))",
+        INTEG + "test_plain.py",
+    )
 
 
 def trials(m) -> None:

@@ -7,7 +7,9 @@ from round to round (so the machine's drift falls on every rung alike):
 - beside: the same plain process with an idle in-process cluster running beside it, started in another process as
   raylab starts one (workers at niceness 0) with --idle-actors idle actors (a trial's worker has Ray Train's
   controller, synchronization and autoscaling actors, Ray Data's dataset manager and raylab's sink and group queue
-  beside it): what the cluster's own processes cost a loop that runs outside Ray;
+  beside it): what the cluster's own processes cost a loop that runs outside Ray; `beside+sched_idle` with the
+  whole cluster under SCHED_IDLE (`chrt --idle 0`, which its processes inherit), `beside+no_dashboard` without
+  Ray's dashboard (what might cut that cost);
 - task: the same function as a bare Ray task (`@ray.remote(num_cpus=threads)`) on an in-process cluster
   started as raylab starts one (raylab/runtime/cluster.py: workers at niceness 0), data read from the same file;
 - train: the same function as a bare Ray Train training function (DataParallelTrainer, a bare BackendConfig,
@@ -33,6 +35,8 @@ share the 2 cores with the step.
         --rungs plain,task,train
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks jax --rounds 9 \
         --rungs plain,beside,trial --recipe residual_mlp --batch 64
+    flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks jax --rounds 5 --epochs 14 \
+        --rungs plain,beside,beside+sched_idle,beside+no_dashboard
 
 Results in bench/results.md ("The ladder").
 """
@@ -55,6 +59,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"  # loop_cost.py, whose plain loop every rung runs
 TRIAL = {"torch": "torch:none", "tf": "tf:none", "jax": "jax:none"}
 RUNGS = ("plain", "beside", "task", "train", "trial")
+BESIDE = ("beside", "beside+sched_idle", "beside+no_dashboard")
 SETTLE_S = 5.0  # the beside rung: seconds between its cluster's actors answering and the plain process's start
 
 
@@ -96,12 +101,19 @@ def train_fn(config: dict) -> None:
     Path(config["out"]).write_text(json.dumps(result))
 
 
-def idle_cluster(actors: int) -> None:
-    """The beside rung's cluster (`ladder.py --cluster N`): an in-process cluster as raylab starts one with N idle
-    actors; prints "up" once they answer, then holds it until its standard input closes."""
+def idle_cluster(actors: int, rung: str) -> None:
+    """The beside rung's cluster (`ladder.py --cluster N RUNG`): an in-process cluster as raylab starts one with N
+    idle actors (beside+no_dashboard: without the dashboard); prints "up" once they answer, then holds it until its
+    standard input closes."""
     import ray
 
-    ray.init(address="local", log_to_driver=False, logging_level="WARNING", _system_config={"worker_niceness": 0})
+    ray.init(
+        address="local",
+        log_to_driver=False,
+        logging_level="WARNING",
+        _system_config={"worker_niceness": 0},
+        **({"include_dashboard": False} if rung == "beside+no_dashboard" else {}),
+    )
 
     @ray.remote(num_cpus=0)
     class Idle:
@@ -119,7 +131,7 @@ def run_rung(rung: str, spec_path: str) -> None:
     """One rung's process (`ladder.py --rung RUNG SPEC`): prints the plain loop's result as one JSON line."""
     spec = json.loads(Path(spec_path).read_text())
     spec["start"] = time.time()
-    if rung in ("plain", "beside"):  # beside: ladder's driver holds an idle cluster beside this process
+    if rung == "plain" or rung in BESIDE:  # beside: ladder's driver holds an idle cluster beside this process
         print(json.dumps(plain_loop(spec)))
         return
     import ray
@@ -217,7 +229,7 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
                 [str(ROOT), str(BENCH), str(ROOT / "recipes")]
             ),  # the task pickles its recipe by name,
         }
-        cluster = beside_cluster(args.idle_actors, env, tmp) if rung == "beside" else None
+        cluster = beside_cluster(args.idle_actors, rung, env, tmp) if rung in BESIDE else None
         try:
             done = subprocess.run(
                 [sys.executable, str(Path(__file__).resolve()), "--rung", rung, str(tmp / "spec.json")],
@@ -243,10 +255,11 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
     return got
 
 
-def beside_cluster(actors: int, env: dict, tmp: Path) -> subprocess.Popen:
+def beside_cluster(actors: int, rung: str, env: dict, tmp: Path) -> subprocess.Popen:
     """The beside rung's idle cluster, up with its actors, and SETTLE_S more for its start-up's CPU to pass."""
+    idle = ["chrt", "--idle", "0"] if rung == "beside+sched_idle" else []
     cluster = subprocess.Popen(
-        [sys.executable, str(Path(__file__).resolve()), "--cluster", str(actors)],
+        idle + [sys.executable, str(Path(__file__).resolve()), "--cluster", str(actors), rung],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -280,7 +293,7 @@ def main() -> None:
     p.add_argument(
         "--rungs",
         default=",".join(RUNGS),
-        help="comma-separated from plain (always run), beside, task, train, "
+        help="comma-separated from plain (always run), beside, beside+sched_idle, beside+no_dashboard, task, train, "
         "trial, and trial+NAME=VALUE[+NAME=VALUE] (the trial with those environment variables set, e.g. "
         "trial+RAY_TRAIN_HEALTH_CHECK_INTERVAL_S=2) (default: %(default)s)",
     )
@@ -294,15 +307,15 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", type=Path, help="also write every side's figures here")
     p.add_argument("--rung", nargs=2, metavar=("RUNG", "SPEC"), help=argparse.SUPPRESS)  # one rung's own process
-    p.add_argument("--cluster", type=int, help=argparse.SUPPRESS)  # the beside rung's idle cluster
+    p.add_argument("--cluster", nargs=2, help=argparse.SUPPRESS)  # the beside rung's idle cluster: ACTORS RUNG
     args = p.parse_args()
     if args.rung:
         return run_rung(*args.rung)
     if args.cluster is not None:
-        return idle_cluster(args.cluster)
+        return idle_cluster(int(args.cluster[0]), args.cluster[1])
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     rungs = ["plain"] + [r.strip() for r in args.rungs.split(",") if r.strip() and r.strip() != "plain"]
-    bad = [r for r in rungs if r not in RUNGS and not r.startswith("trial+")] + [
+    bad = [r for r in rungs if r not in RUNGS + BESIDE and not r.startswith("trial+")] + [
         f for f in frameworks if f not in TRIAL
     ]
     if bad or args.rounds < 1 or args.epochs < 1:

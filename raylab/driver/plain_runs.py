@@ -40,6 +40,19 @@ def plain_env(framework: str, threads: int) -> dict:
     return registry.framework(framework).plain_env(threads)
 
 
+def driver_job() -> dict:
+    """RAYLAB_RAY_JOB: this driver's Ray job (hex), whose processes a plain script counts as its cluster's upkeep."""
+    import ray
+
+    return {"RAYLAB_RAY_JOB": ray.get_runtime_context().get_job_id()} if ray.is_initialized() else {}
+
+
+def this_node() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else "this machine"
+
+
 def run_plain(
     recipe: Recipe,
     cfg: Settings,
@@ -74,7 +87,7 @@ def run_plain(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=plain_env(framework, cfg.threads),
+        env={**plain_env(framework, cfg.threads), **driver_job()},
         cwd=workdir,
     )
     try:
@@ -118,9 +131,12 @@ def plain_params(recipe: Recipe, cfg: Settings, ds: Dataset, spec: TrialSpec, re
 
 def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | None) -> dict:
     """Logs a plain script's epochs, tags and figures; returns its result as the end table reads it."""
-    from raylab.record.figures import time_to_target
+    from raylab.record.figures import beside_figures, time_to_target
 
     epochs = result.pop("epochs")
+    read = result.pop("beside_read", None)
+    beside, beside_tags = beside_figures([read], [this_node()])
+    result.update(beside)
     for e in epochs:
         tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])
     result["time_to_target_s"] = time_to_target(epochs, target)
@@ -139,6 +155,7 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
             "precision_applied": "fp32",
             "device_kind": "cpu",
             **built,
+            **beside_tags,
         },
     )
     tracker.log_metrics(run_id, {k: v for k, v in result.items() if not k.startswith("val_")}, step=0)

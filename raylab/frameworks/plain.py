@@ -8,12 +8,16 @@ framework's 1-worker trial, in the code a careful user writes for speed: each fr
 raylab/frameworks/<name>/plain.py (Keras `fit` with `steps_per_execution`; the usual torch loop reading the
 loss back only on log steps).
 
-Steady state is timed between those reads, as the trials are. Prints one JSON line.
+Steady state is timed between those reads, as the trials are. What ran beside the script on the machine is read
+as a trial's is (raylab/loop/beside.py), over the whole script after its data are loaded: `--plain` runs it while the
+invocation's cluster is up, and the driver records that cluster's share (`beside`, `ray_daemon_cores`). RAYLAB_RAY_JOB
+names the driver's Ray job, whose processes count as the cluster's. Prints one JSON line.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -49,10 +53,15 @@ def main(spec_path: str) -> None:
         spec = json.load(f)
     with open(spec["task"], "rb") as f:
         task, (x, y, xt, yt) = cloudpickle.load(f)
+    from raylab.loop.beside import Beside
+
     run = framework(spec["framework"]).part("plain").run
+    beside = Beside(job=os.environ.get("RAYLAB_RAY_JOB"))
+    beside.begin()
     result = run({**spec, "start": start}, task, x, y, xt, yt)
+    read = beside.end()
     last = {k: v for k, v in result["epochs"][-1].items() if k.startswith("val_")}
-    print(json.dumps({**result, **last}))
+    print(json.dumps({**result, **last, **({"beside_read": read} if read else {})}))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ parity report refuses a comparison that rests on a trial measured beside more th
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -116,7 +117,10 @@ def used(before: dict, after: dict) -> int:
 
 
 def this_job() -> bytes | None:
-    """The hex id of the Ray job this process works for; None outside Ray."""
+    """The hex id of the Ray job this process works for; None outside Ray (a process that never imported ray, such as
+    a plain script, does not import it here)."""
+    if "ray" not in sys.modules:
+        return None
     try:
         import ray
 

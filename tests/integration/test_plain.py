@@ -47,3 +47,5 @@ def test_plain_script_reads_back_once_per_window(framework, tmp_path):
         done += n
     assert result["steady_steps"] == 72 and result["steady_s"] == pytest.approx(steady_s)
     assert result["built_optimizer"] == "adam(beta_1=0.9, beta_2=0.999, epsilon=1e-07)"
+    read = result["beside_read"]  # the machine read over the script, as a trial's worker reads its node
+    assert read["own"] > 0 and read["seconds"] > 0 and read["all"] > 0

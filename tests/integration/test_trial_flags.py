@@ -108,6 +108,9 @@ def test_plain_and_pinned_from_the_command_line_with_utilization_against_the_mea
     assert (trial.info.run_name, plain.info.run_name) == ("torch:none x1", "torch:plain x1")
     assert plain.info.status == "FINISHED" and plain.data.params["plain"] == "True"
     assert plain.data.metrics["steady_steps"] > 0 and plain.data.metrics["steady_s"] > 0
+    # the plain script ran while the invocation's cluster was up, and says so as a trial does
+    assert plain.data.tags["beside"].startswith("node ") and "Ray and this job" in plain.data.tags["beside"]
+    assert plain.data.metrics["ray_daemon_cores"] > 0 and plain.data.metrics["beside_s"] > 0
     top = max(os.sched_getaffinity(0))  # the driver back on every CPU; the training processes had the last
     for run in (trial, plain):
         assert run.data.params["pin_cpus"] == "True"
