@@ -186,7 +186,7 @@ def quick(m) -> None:
     )
     m(
         "plain-beside-unread",
-        "`--plain` scripts record what ran beside them",
+        "`--plain` scripts read back once a window; their steady seconds and what ran beside them recorded",
         "raylab/frameworks/plain.py",
         'print(json.dumps({**result, **last, **({"beside_read": read} if read else {})}))',
         "print(json.dumps({**result, **last}))",
