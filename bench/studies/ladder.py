@@ -38,7 +38,7 @@ share the 2 cores with the step.
     flock /tmp/raylab-heavy.lock .venv/bin/python bench/studies/ladder.py --frameworks jax --rounds 5 --epochs 14 \
         --rungs plain,beside,beside+sched_idle,beside+no_dashboard
 
-Results in bench/results.md ("The ladder").
+Results in bench/results.md ("The ladder"; the beside rung: "JAX's MLP gap is its cluster beside it").
 """
 
 from __future__ import annotations
@@ -225,9 +225,8 @@ def side(rung: str, framework: str, args, tmp: Path, busy: Busy) -> dict:
         # workers (JAX's and TF's thread settings are read at import: OMP_NUM_THREADS alone left XLA's pool default)
         env = {
             **registry.framework(framework).plain_env(args.threads),
-            "PYTHONPATH": os.pathsep.join(
-                [str(ROOT), str(BENCH), str(ROOT / "recipes")]
-            ),  # the task pickles its recipe by name,
+            # recipes/ too: the task was pickled with its recipe's module by name
+            "PYTHONPATH": os.pathsep.join([str(ROOT), str(BENCH), str(ROOT / "recipes")]),
         }
         cluster = beside_cluster(args.idle_actors, rung, env, tmp) if rung in BESIDE else None
         try:
