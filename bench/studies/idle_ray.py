@@ -74,6 +74,20 @@ def kind(pid: int, me: int) -> str | None:
     return "other ray" if "ray" in line else None
 
 
+def idle_actors(ray, n: int, timeout: float = 120) -> list:
+    """n idle actors on the connected cluster, each answering once (so each has its process); keep the list to keep
+    them alive. bench/studies/ladder.py's beside rung holds its cluster's with it too."""
+
+    @ray.remote(num_cpus=0)
+    class Idle:
+        def ready(self) -> bool:
+            return True
+
+    held = [Idle.remote() for _ in range(n)]
+    ray.get([a.ready.remote() for a in held], timeout=timeout)
+    return held
+
+
 def one(name: str, actors: int, settle: float, seconds: float) -> dict:
     """In this process: the cluster under setting `name`, measured."""
     kwargs, system, env = CONFIGS[name]
@@ -88,13 +102,7 @@ def one(name: str, actors: int, settle: float, seconds: float) -> dict:
         **kwargs,
     )
 
-    @ray.remote(num_cpus=0)
-    class Idle:
-        def ready(self) -> bool:
-            return True
-
-    held = [Idle.remote() for _ in range(actors)]
-    ray.get([a.ready.remote() for a in held], timeout=120)
+    held = idle_actors(ray, actors)  # noqa: F841 - held: they stay alive while the cluster is measured
     time.sleep(settle)  # start-up's CPU behind us (a wait for nothing else: the window is what is measured)
     me = os.getpid()
     pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]

@@ -114,14 +114,9 @@ def idle_cluster(actors: int, rung: str) -> None:
         _system_config={"worker_niceness": 0},
         **({"include_dashboard": False} if rung == "beside+no_dashboard" else {}),
     )
+    from idle_ray import idle_actors  # bench/studies/, this script's own folder
 
-    @ray.remote(num_cpus=0)
-    class Idle:
-        def ready(self) -> bool:
-            return True
-
-    held = [Idle.remote() for _ in range(actors)]
-    ray.get([a.ready.remote() for a in held], timeout=300)
+    held = idle_actors(ray, actors, timeout=300)  # noqa: F841 - held: alive until the cluster ends
     print("up", flush=True)
     sys.stdin.read()
     ray.shutdown()
