@@ -12,9 +12,11 @@ as subprocesses and of jobs submitted to a `ray start` head alike, with no hook 
 worker keeps its controller: it is not a new start-up. A controller is named by its worker log's file name
 (`worker-<worker id>-<job>-<pid>.out`, unique to the process), never by a path: the same file reached through
 `session_latest`, pytest's `pytest-current`, a log Ray's log monitor moved to `logs/old/` as its process ended (read
-there too), or a file gone from under its process (`... (deleted)`) is one controller. A running one whose log
-cannot be read is named by its pid, and its log, found later, is the same controller, not a second. Each controller
-counted is kept with where it was seen (`COUNTER.found`), and a file over its budget lists its controllers.
+there too), or a file gone from under its process (`... (deleted)`) is one controller. A running one whose log cannot be
+read, or whose stdout is not its worker log (in CI one controller's process was seen, after its log, with the raylet's
+`raylet.out` as its stdout, and was counted twice), is named by its pid, and its log, found before or after, is the same
+controller, not a second. Each controller counted is kept with where it was seen (`COUNTER.found`), and a file over its
+budget lists its controllers.
 RAYLAB_DEBUG_STARTUPS=FILE appends each controller counted, with the test it was charged to.
 
 Each test file declares what its tests may start: `RAY_TRAIN_STARTS = N` at module level. A run shared by
@@ -119,13 +121,16 @@ def _controllers(logs: RayLogs | None = None, where: dict[str, str] | None = Non
         if cmdline.startswith(b"ray::TrainController"):
             try:
                 path = os.readlink(proc / "fd" / "1")
-                found[log_name(path)] = f"running, pid {proc.name}, its stdout {path}"
             except OSError:
-                try:
-                    start = (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]
-                    found[f"pid {proc.name} {start}"] = f"running, pid {proc.name}, its stdout unreadable"
-                except (OSError, IndexError):
-                    continue
+                path = None
+            if path is not None and log_name(path).startswith("worker-"):
+                found[log_name(path)] = f"running, pid {proc.name}, its stdout {path}"
+                continue
+            try:  # unreadable, or not its own log (the raylet's `raylet.out`, seen once): named by its pid
+                start = (proc / "stat").read_text().rsplit(")", 1)[1].split()[19]
+            except (OSError, IndexError):
+                continue
+            found[f"pid {proc.name} {start}"] = f"running, pid {proc.name}, its stdout {path or 'unreadable'}"
         elif logs is not None and b"--log_dir=" in cmdline:
             logs.learn(cmdline)
     if logs is not None:

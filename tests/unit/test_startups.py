@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests import startups
 
-RAY_TRAIN_STARTS = 2  # this file's own: two actors of the controller's class name, which the suite counts too
+RAY_TRAIN_STARTS = 3  # this file's own: two actors of the controller's class name, a process titled as one
 SECONDS = 15
 
 CLUSTER = """
@@ -105,3 +105,26 @@ def test_a_controllers_log_moved_to_old_or_read_before_it_is_one_start_up(tmp_pa
     assert [line for line in counter.of("(between tests)") if "5151" in line] == [
         "pid 5151 777 (running, its stdout unreadable; its log its log)"
     ]
+
+
+def test_a_controller_seen_with_the_raylets_stdout_and_in_its_log_is_one_start_up(tmp_path):
+    """A controller's process can hold the raylet's `raylet.out` as its stdout for a moment (once in CI a process was
+    counted twice, by its log and as `raylet.out`): it is named by its pid then, and its log is the same one."""
+    counter = startups.StartupCounter()
+    counter.logs.dirs.add(tmp_path)
+    with open(tmp_path / "raylet.out", "wb") as out:
+        proc = subprocess.Popen(["bash", "-c", 'exec -a "ray::TrainController" sleep 60'], stdout=out)
+    try:
+        deadline = time.monotonic() + 10
+        while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"ray::TrainController"):
+            assert time.monotonic() < deadline, "the process never took its title"
+            time.sleep(0.02)
+        counter.poll()  # running, its stdout the raylet's: named by its pid
+        (tmp_path / f"worker-5e-01000000-{proc.pid}.out").write_bytes(startups.MARK + b"\n")
+        counter.poll()  # its log now: the same process
+        mine = [line for line in counter.of("(between tests)") if str(proc.pid) in line]
+        assert counter.by_test["(between tests)"] == 1 and len(mine) == 1, counter.found
+        assert "raylet.out" in mine[0] and f"worker-5e-01000000-{proc.pid}.out" in mine[0], mine
+    finally:
+        proc.kill()
+        proc.wait()
