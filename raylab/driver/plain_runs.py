@@ -135,7 +135,7 @@ def record_plain(tracker: Tracker, run_id: str, result: dict, target: float | No
 
     epochs = result.pop("epochs")
     read = result.pop("beside_read", None)
-    beside, beside_tags = beside_figures([read], [this_node()])
+    beside, beside_tags = beside_figures([read], [this_node()], whose="the script's own")
     result.update(beside)
     for e in epochs:
         tracker.log_metrics(run_id, {k: v for k, v in e.items() if k != "epoch"}, step=e["epoch"])

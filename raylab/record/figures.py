@@ -76,12 +76,12 @@ def peak_memory(per_rank: list) -> tuple[dict, dict]:
     )
 
 
-def beside_figures(reads: list, nodes: list) -> tuple[dict, dict]:
+def beside_figures(reads: list, nodes: list, whose: str = "the trial's own") -> tuple[dict, dict]:
     """(metrics, tags) of what ran beside a trial over its timed window, from each rank's reads of its node
     (raylab/loop/beside.py) and the node it ran on: per node, the cores of other work (the node's busy time less
     the trial's own ranks there and the upkeep: Ray's daemons and this job's other Ray processes), the cores the
     hypervisor stole and the upkeep's cores. The
-    metrics are the largest over the trial's nodes; the tag `beside` says each node's."""
+    metrics are the largest over the trial's nodes; the tag `beside` says each node's, its own cores named `whose`."""
     by_node: dict = {}
     for read, node in zip(reads, nodes):
         if read:
@@ -105,7 +105,7 @@ def beside_figures(reads: list, nodes: list) -> tuple[dict, dict]:
     }  # the window read: too short, and a tick is a lot
     tag = "; ".join(
         f"node {str(n)[:12]}: {o:.2f} cores of other work, {st:.2f} stolen, Ray and this job {d:.2f}, "
-        f"the trial's own {w:.2f} of {c} CPUs, over {sec:.1f} s"
+        f"{whose} {w:.2f} of {c} CPUs, over {sec:.1f} s"
         for n, (o, st, d, w, sec, c) in per.items()
     )
     return metrics, {"beside": tag}

@@ -110,6 +110,7 @@ def test_plain_and_pinned_from_the_command_line_with_utilization_against_the_mea
     assert plain.data.metrics["steady_steps"] > 0 and plain.data.metrics["steady_s"] > 0
     # the plain script ran while the invocation's cluster was up, and says so as a trial does
     assert plain.data.tags["beside"].startswith("node ") and "Ray and this job" in plain.data.tags["beside"]
+    assert "the script's own" in plain.data.tags["beside"], plain.data.tags["beside"]
     assert plain.data.metrics["ray_daemon_cores"] > 0 and plain.data.metrics["beside_s"] > 0
     top = max(os.sched_getaffinity(0))  # the driver back on every CPU; the training processes had the last
     for run in (trial, plain):
