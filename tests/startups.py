@@ -164,10 +164,12 @@ class StartupCounter(threading.Thread):
     def _poll(self):
         where: dict[str, str] = {}
         new = []
-        for name in _controllers(self.logs, where) - self.seen:
+        names = _controllers(self.logs, where) - self.seen
+        logged = {pid_in(n) for n in [*self.found, *names] if not n.startswith("pid ")}  # before, or in this poll
+        for name in sorted(names, key=lambda n: n.startswith("pid ")):  # logs first, then the processes by pid
             pid = pid_in(name)
-            if name.startswith("pid ") and pid in {pid_in(n) for n in self.found if not n.startswith("pid ")}:
-                self.seen.add(name)  # its log was counted already: the same process (its stdout unreadable now)
+            if name.startswith("pid ") and pid in logged:
+                self.seen.add(name)  # its log is counted (before or now): the same process, its stdout not its log
             elif not name.startswith("pid ") and pid in self.bare:
                 self.seen.add(name)  # counted while running, its log unread: the same process
                 self.found[self.bare.pop(pid)] += (f"; its log {where[name]}",)

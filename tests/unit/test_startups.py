@@ -12,9 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import startups
 
-RAY_TRAIN_STARTS = 3  # this file's own: two actors of the controller's class name, a process titled as one
+RAY_TRAIN_STARTS = 5  # its own: two actors of the controller's class name, three processes titled as one
 SECONDS = 15
 
 CLUSTER = """
@@ -107,24 +109,47 @@ def test_a_controllers_log_moved_to_old_or_read_before_it_is_one_start_up(tmp_pa
     ]
 
 
-def test_a_controller_seen_with_the_raylets_stdout_and_in_its_log_is_one_start_up(tmp_path):
-    """A controller's process can hold the raylet's `raylet.out` as its stdout for a moment (once in CI a process was
-    counted twice, by its log and as `raylet.out`): it is named by its pid then, and its log is the same one."""
+def titled_later(stdout) -> subprocess.Popen:
+    """A process that takes the title `ray::TrainController` (keeping its pid) once a line reaches its stdin."""
+    return subprocess.Popen(
+        ["bash", "-c", 'read; exec -a "ray::TrainController" sleep 60'], stdin=subprocess.PIPE, stdout=stdout
+    )
+
+
+def take_title(proc: subprocess.Popen) -> None:
+    proc.stdin.write(b"\n")
+    proc.stdin.flush()
+    deadline = time.monotonic() + 10
+    while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"ray::TrainController"):
+        assert time.monotonic() < deadline, "the process never took its title"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("order", ["running first", "log first (CI's)", "in one poll"])
+def test_a_controller_seen_with_the_raylets_stdout_and_in_its_log_is_one_start_up(tmp_path, order):
+    """A controller's process seen with the raylet's `raylet.out` as its stdout (once in CI, after its log had been
+    read: one process counted twice, by its log and as `raylet.out`) is named by its pid, and its log, read before,
+    after or in the same poll, is the same controller."""
     counter = startups.StartupCounter()
     counter.logs.dirs.add(tmp_path)
     with open(tmp_path / "raylet.out", "wb") as out:
-        proc = subprocess.Popen(["bash", "-c", 'exec -a "ray::TrainController" sleep 60'], stdout=out)
+        proc = titled_later(out)
+    log = tmp_path / f"worker-5e-01000000-{proc.pid}.out"
     try:
-        deadline = time.monotonic() + 10
-        while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"ray::TrainController"):
-            assert time.monotonic() < deadline, "the process never took its title"
-            time.sleep(0.02)
-        counter.poll()  # running, its stdout the raylet's: named by its pid
-        (tmp_path / f"worker-5e-01000000-{proc.pid}.out").write_bytes(startups.MARK + b"\n")
-        counter.poll()  # its log now: the same process
+        if order == "log first (CI's)":
+            log.write_bytes(startups.MARK + b"\n")
+            counter.poll()  # the log, its process not yet titled
+            take_title(proc)
+        elif order == "running first":
+            take_title(proc)
+            counter.poll()  # running, its stdout the raylet's: named by its pid
+            log.write_bytes(startups.MARK + b"\n")
+        else:
+            take_title(proc)
+            log.write_bytes(startups.MARK + b"\n")
+        counter.poll()
         mine = [line for line in counter.of("(between tests)") if str(proc.pid) in line]
         assert counter.by_test["(between tests)"] == 1 and len(mine) == 1, counter.found
-        assert "raylet.out" in mine[0] and f"worker-5e-01000000-{proc.pid}.out" in mine[0], mine
     finally:
         proc.kill()
         proc.wait()
