@@ -185,6 +185,14 @@ def quick(m) -> None:
         INTEG + "test_plain.py",
     )
     m(
+        "beside-starting-worker",
+        "two jobs on one `ray start` cluster",
+        "raylab/loop/beside.py",
+        'if not (cmdline.startswith(b"ray::") or any(mark in cmdline for mark in STARTING_WORKER)):',
+        'if not cmdline.startswith(b"ray::"):',
+        UNIT + "test_beside.py",
+    )
+    m(
         "plain-beside-unread",
         "`--plain` scripts read back once a window; their steady seconds and what ran beside them recorded",
         "raylab/frameworks/plain.py",

@@ -172,6 +172,10 @@ class Trial:
         from raylab.driver.trainer import worker_config
 
         wcfg = worker_config(self.recipe, self.cfg, self.spec, task, self.shared, self.sink, start, self.run_id)
+        # Its sink's new process starts within the trial's start-up, not beside its steady steps: a warm group's steps
+        # begin in under a second, a Ray worker's start takes a second or more of a core (a cold trial's own start is
+        # longer than its sink's)
+        ray.get(self.sink.pids.remote(), timeout=60)
         self.group.wait(self.group.submit(self.spec.kind, wcfg))
         return None
 

@@ -10,9 +10,10 @@ reports, and sends the difference (two reads, no thread beside the steps):
   work, which the driver adds up over the node's ranks and takes from the busy time;
 - Ray's own daemons (the GCS, the raylet, the dashboard and its agents, idle prestarted workers) and this job's
   other Ray processes (its Ray Train controller, the trial's sink, Ray Data's tasks for a streamed trial: a Ray worker
-  says its job in RAY_JOB_ID, and one started before any job, ffffffff, serves raylab's small actors): the upkeep
-  of the cluster and of the trial, kept apart so that "other work" is what is neither this trial nor Ray nor this
-  job: another job's trial (its workers carry its own job id), a compile, a user's process.
+  says its job in RAY_JOB_ID from its start, before it takes its ray:: title, and one started before any job,
+  ffffffff, serves raylab's small actors): the upkeep of the cluster and of the trial, kept apart so that "other
+  work" is what is neither this trial nor Ray nor this job: another job's trial (its workers carry its own job id),
+  a compile, a user's process.
 
 The driver turns the ranks' reads into the trial's figures (raylab/record/figures.py `beside_figures`); the
 parity report refuses a comparison that rests on a trial measured beside more than a stated share of a core
@@ -76,6 +77,10 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+# A Ray worker process before it takes its title (ray::IDLE, ray::<actor>): Python running Ray's worker script, for
+# up to a second or more of imports as it starts (an actor's new process, a prestarted worker). It says its job in
+# RAY_JOB_ID as a titled one does.
+STARTING_WORKER = (b"ray/_private/workers/default_worker.py", b"ray/_private/workers/setup_worker.py")
 NIL_JOB = b"ffffffff"  # a Ray worker started before a job was given to it (prestarted): raylab's small actors
 
 
@@ -88,7 +93,7 @@ def is_upkeep(pid: str, job: bytes | None) -> bool:
         cmdline = (proc / "cmdline").read_bytes()
         if any(mark in cmdline for mark in DAEMON_CMDLINES):
             return True
-        if not cmdline.startswith(b"ray::"):
+        if not (cmdline.startswith(b"ray::") or any(mark in cmdline for mark in STARTING_WORKER)):
             return False
         env = (proc / "environ").read_bytes().split(b"\0")
     except OSError:

@@ -92,6 +92,9 @@ def test_plain_and_repeats_show_overhead_spread_and_startup(run_recipe, capsys):
     for r in runs:
         assert r.data.params["pin_cpus"] == "True"
         assert r.data.tags["cpu_pinning"].startswith(f"training processes on CPU {top}; the cluster's "), r.data.tags
+    # the warm repeat's sink started before its steps, not beside them (it read 0.7-1.2 cores there, 0.2 after)
+    warm = runs[-1].data.tags["beside"]
+    assert float(re.search(r"Ray and this job (\d+\.\d+)", warm).group(1)) < 0.5, warm
     trial = next(r for r in runs if r.info.run_name == "torch:none x1")
     phases = [
         trial.data.metrics[f"startup_{p}_s"]

@@ -156,3 +156,39 @@ def test_a_thread_of_the_worker_is_its_own_work():
     t.join()
     metrics, tags = beside_figures([watch.end()], ["n"])
     assert metrics["beside_cores"] < 0.5, tags
+
+
+def starting_ray_worker(tmp_path, job: str) -> int:
+    """A process as a Ray worker is while it starts, before it takes its ray:: title: Python running a script at
+    Ray's worker path (here one that burns a core), RAY_JOB_ID its job. Not this process's child: its pid."""
+    script = tmp_path / "ray" / "_private" / "workers" / "default_worker.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(BURN)
+    out = subprocess.run(
+        ["sh", "-c", '"$0" "$1" >/dev/null 2>&1 & echo $!', sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "RAY_JOB_ID": job},
+    )
+    return int(out.stdout.strip())
+
+
+def test_a_ray_worker_starting_for_this_job_is_upkeep_and_for_another_job_other_work(tmp_path):
+    """A trial's sink or a warm trial's new Ray worker imports for a second or more before its title says ray::; its
+    job in RAY_JOB_ID decides, as for a titled one (CI, 2026-12-07: a warm trial read such a start as other work)."""
+    for job, other in (("0a000000", False), ("0b000000", True)):
+        pid = starting_ray_worker(tmp_path / job, job)
+        try:
+            time.sleep(0.3)
+            watch = Beside(job="0a000000")
+            watch.begin()
+            burn_here(1.5)
+            read = watch.end()
+        finally:
+            os.kill(pid, signal.SIGKILL)
+        metrics, tags = beside_figures([read], ["n"])
+        if other:
+            assert 0.7 <= metrics["beside_cores"] <= 1.3, tags
+        else:
+            assert metrics["beside_cores"] < 0.5 and metrics["ray_daemon_cores"] >= 0.7, tags
