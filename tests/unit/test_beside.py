@@ -20,13 +20,16 @@ OWN_CORE = re.compile(r"the trial's own (0\.[89]\d|1\.[01]\d) of")  # about one 
 BURN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
 
 
-def burner() -> int:
-    """A plain process burning a core for 30 s, not this process's child (its shell has left): its pid."""
+def burner(script: str | None = None, env: dict | None = None) -> int:
+    """A plain process burning a core for 30 s (BURN, or a script file that burns), not this process's child (its
+    shell has left): its pid."""
+    run = ["-c", BURN] if script is None else [script]
     out = subprocess.run(
-        ["sh", "-c", '"$0" -c "$1" >/dev/null 2>&1 & echo $!', sys.executable, BURN],
+        ["sh", "-c", '"$0" "$@" >/dev/null 2>&1 & echo $!', sys.executable, *run],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     return int(out.stdout.strip())
 
@@ -164,14 +167,7 @@ def starting_ray_worker(tmp_path, job: str) -> int:
     script = tmp_path / "ray" / "_private" / "workers" / "default_worker.py"
     script.parent.mkdir(parents=True)
     script.write_text(BURN)
-    out = subprocess.run(
-        ["sh", "-c", '"$0" "$1" >/dev/null 2>&1 & echo $!', sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "RAY_JOB_ID": job},
-    )
-    return int(out.stdout.strip())
+    return burner(str(script), env={**os.environ, "RAY_JOB_ID": job})
 
 
 def test_a_ray_worker_starting_for_this_job_is_upkeep_and_for_another_job_other_work(tmp_path):
